@@ -1,0 +1,1 @@
+//! tprof decoder library.

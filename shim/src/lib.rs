@@ -1,0 +1,1 @@
+//! libtprof.so (filled in by the shim work).
