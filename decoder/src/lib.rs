@@ -1,1 +1,5 @@
-//! tprof decoder library.
+//! tprof decoder library: inputs (ring files, Kineto JSON) -> push-style [`model::TraceSink`] ->
+//! analyses (summary, steps, correlation) and exporters.
+#![forbid(unsafe_code)]
+
+pub mod model;
