@@ -2,4 +2,6 @@
 //! analyses (summary, steps, correlation) and exporters.
 #![forbid(unsafe_code)]
 
+pub mod error;
+pub mod input;
 pub mod model;
