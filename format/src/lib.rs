@@ -2,11 +2,27 @@
 //!
 //! Layout of a ring file:
 //! `[header page: 4 KiB][string dictionary region][ring: chunk_count x chunk_bytes]`.
-//! See [`header`] for the header, [`record`] for the event vocabulary, [`codec`] for the compact
-//! record encoding, [`writer`] for the crash-tolerant chunked ring writer and [`reader`] for the
-//! damage-tolerant reader.
+//! [`header`] holds the process identity and live counters, [`record`] the event vocabulary,
+//! [`codec`] the compact framed encoding, [`chunk`] the chunk framing, [`writer`] the crash-tolerant
+//! ring writer and [`reader`] the damage-tolerant reader; [`clock`] converts ticks to nanoseconds.
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod chunk;
+pub mod clock;
+pub mod codec;
+pub mod error;
+pub mod header;
+pub mod reader;
 pub mod record;
+pub mod strings;
+pub mod varint;
+pub mod writer;
 
+pub use clock::TickConverter;
+pub use codec::Decoded;
+pub use error::{FileError, FormatError};
+pub use header::{ring_file_name, ClockSource, FileHeader, LiveStats, FORMAT_VERSION};
+pub use reader::{ChunkRef, Damage, RingReader};
 pub use record::*;
+pub use strings::StringTable;
+pub use writer::{create_private_file, RingGeometry, RingWriter};

@@ -448,9 +448,29 @@ pub enum Record {
         correlation: u32,
     },
     /// A memset on the GPU.
-    Memset { device: u32, context: u32, stream: u32, start: u64, end: u64, bytes: u64, value: u32, dst_kind: MemoryKind, correlation: u32 },
+    Memset {
+        device: u32,
+        context: u32,
+        stream: u32,
+        start: u64,
+        end: u64,
+        bytes: u64,
+        value: u32,
+        dst_kind: MemoryKind,
+        correlation: u32,
+    },
     /// A synchronization (CUPTI Synchronization record, or an intercepted synchronizing call).
-    Sync { kind: SyncKind, tid: u32, context: u32, stream: u32, event: u64, start: u64, end: u64, correlation: u32, result: i32 },
+    Sync {
+        kind: SyncKind,
+        tid: u32,
+        context: u32,
+        stream: u32,
+        event: u64,
+        start: u64,
+        end: u64,
+        correlation: u32,
+        result: i32,
+    },
     /// A memory allocation / free (intercepted or CUPTI Memory record).
     Memory {
         op: MemOp,

@@ -1,0 +1,364 @@
+//! The damage-tolerant ring reader.
+//!
+//! Opening a file validates the header (fatal if unusable), walks the string dictionary and classifies
+//! every chunk slot. Everything intact is decoded; everything damaged is reported as a [`Damage`] with
+//! its byte offset. Reading never panics on any input.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use memmap2::Mmap;
+
+use crate::chunk::{inspect, ChunkState, CHUNK_HEADER_BYTES};
+use crate::clock::TickConverter;
+use crate::codec::{decode_one, peek_frame, Decoded, DeltaState};
+use crate::error::{FileError, FormatError};
+use crate::header::{FileHeader, LiveStats, HEADER_BYTES};
+use crate::record::{type_code, Record, StrId};
+use crate::strings::StringTable;
+
+/// Damage found in a file: where, and what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Damage {
+    pub offset: u64,
+    pub what: String,
+}
+
+impl std::fmt::Display for Damage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "offset {}: {}", self.offset, self.what)
+    }
+}
+
+/// A committed, intact chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChunkRef {
+    pub seq: u64,
+    pub slot: u32,
+    /// File offset of the chunk header.
+    pub offset: u64,
+    pub base_ticks: u64,
+    /// Committed payload bytes.
+    pub len: u32,
+}
+
+enum Bytes {
+    Mapped(Mmap),
+    Owned(Vec<u8>),
+}
+
+impl Bytes {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            Bytes::Mapped(m) => m,
+            Bytes::Owned(v) => v,
+        }
+    }
+}
+
+/// An open ring file.
+pub struct RingReader {
+    path: PathBuf,
+    bytes: Bytes,
+    header: FileHeader,
+    stats: LiveStats,
+    damage: Vec<Damage>,
+    chunks: Vec<ChunkRef>,
+    strings: StringTable,
+    empty_slots: u32,
+}
+
+impl RingReader {
+    /// Opens and validates a ring file (memory-mapped).
+    pub fn open(path: &Path) -> Result<RingReader, FileError> {
+        let err = |source| FileError { path: path.into(), source };
+        let meta = std::fs::metadata(path).map_err(|e| err(e.into()))?;
+        if meta.is_dir() {
+            return Err(err(FormatError::IsDirectory));
+        }
+        let file = File::open(path).map_err(|e| err(e.into()))?;
+        let bytes = if meta.len() == 0 {
+            Bytes::Owned(Vec::new())
+        } else {
+            // SAFETY: read-only private mapping of a regular file. A ring being written concurrently only
+            // changes bytes in place (never shrinks), which the checksums make harmless.
+            Bytes::Mapped(unsafe { Mmap::map(&file) }.map_err(|e| err(e.into()))?)
+        };
+        Self::from_bytes_inner(path.into(), bytes).map_err(err)
+    }
+
+    /// Reads a ring file image from memory (tests, fuzzing, pipes).
+    pub fn from_bytes(path: &Path, data: Vec<u8>) -> Result<RingReader, FileError> {
+        Self::from_bytes_inner(path.into(), Bytes::Owned(data))
+            .map_err(|source| FileError { path: path.into(), source })
+    }
+
+    fn from_bytes_inner(path: PathBuf, bytes: Bytes) -> Result<RingReader, FormatError> {
+        let data = bytes.as_slice();
+        let file_len = data.len() as u64;
+        let (header, stats, problems) = FileHeader::parse(&data[..data.len().min(HEADER_BYTES)], file_len)?;
+        let mut damage: Vec<Damage> = problems.into_iter().map(|(offset, what)| Damage { offset, what }).collect();
+        if file_len < header.file_bytes() {
+            damage.push(Damage {
+                offset: file_len,
+                what: format!(
+                    "file truncated: {} bytes, the header says {}; the regions past this offset are lost",
+                    file_len,
+                    header.file_bytes()
+                ),
+            });
+        }
+        let mut strings = StringTable::default();
+        read_dictionary(data, &header, &mut strings, &mut damage);
+        let (chunks, empty_slots) = scan_chunks(data, &header, &mut damage);
+        Ok(RingReader { path, bytes, header, stats, damage, chunks, strings, empty_slots })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn header(&self) -> &FileHeader {
+        &self.header
+    }
+
+    /// The live counters (drops, flags) as the writer last left them.
+    pub fn stats(&self) -> LiveStats {
+        self.stats
+    }
+
+    /// Damage found while opening (header, dictionary, chunks). Decoding may find more: see
+    /// [`RingReader::records`].
+    pub fn damage(&self) -> &[Damage] {
+        &self.damage
+    }
+
+    /// The string table from the dictionary region. Inline strings in the ring arrive as
+    /// [`Decoded::String`] while iterating; [`RingReader::all_strings`] collects both.
+    pub fn strings(&self) -> &StringTable {
+        &self.strings
+    }
+
+    /// Dictionary strings plus every inline string definition in the ring (one pass over the chunks).
+    pub fn all_strings(&self) -> StringTable {
+        let mut table = self.strings.clone();
+        for chunk in &self.chunks {
+            let mut pos = 0usize;
+            let payload = self.payload(chunk);
+            while pos < payload.len() {
+                let Ok((code, size)) = peek_frame(&payload[pos..]) else { break };
+                if code == type_code::STRING {
+                    let mut st = DeltaState::default();
+                    if let Ok((Decoded::String { id, bytes }, _)) = decode_one(&payload[pos..], &mut st) {
+                        table.insert(id, &String::from_utf8_lossy(bytes));
+                    }
+                }
+                pos += size;
+            }
+        }
+        table
+    }
+
+    /// Intact chunks in sequence order (oldest first).
+    pub fn chunks(&self) -> &[ChunkRef] {
+        &self.chunks
+    }
+
+    /// Slots never written (or being recycled when the file was read).
+    pub fn empty_slots(&self) -> u32 {
+        self.empty_slots
+    }
+
+    fn payload(&self, c: &ChunkRef) -> &[u8] {
+        let start = c.offset as usize + CHUNK_HEADER_BYTES;
+        &self.bytes.as_slice()[start..start + c.len as usize]
+    }
+
+    /// Decodes one chunk.
+    pub fn chunk_records(&self, chunk: &ChunkRef) -> ChunkRecords<'_> {
+        ChunkRecords {
+            payload: self.payload(chunk),
+            pos: 0,
+            delta: DeltaState::at_chunk_start(chunk.base_ticks),
+            chunk_offset: chunk.offset,
+            failed: false,
+        }
+    }
+
+    /// Every item in commit order. Decoding damage inside a chunk yields one `Err(Damage)` and skips the
+    /// rest of that chunk; the next chunk decodes normally.
+    pub fn records(&self) -> impl Iterator<Item = Result<Decoded<'_>, Damage>> + '_ {
+        self.chunks.iter().flat_map(move |c| self.chunk_records(c))
+    }
+
+    /// Every `ClockSync` pair in the file (cheap: other records are skipped by their frame length).
+    pub fn clock_syncs(&self) -> Vec<(u64, u64, u64)> {
+        let mut out = Vec::new();
+        for chunk in &self.chunks {
+            let payload = self.payload(chunk);
+            let mut pos = 0usize;
+            while pos < payload.len() {
+                let Ok((code, size)) = peek_frame(&payload[pos..]) else { break };
+                if code == type_code::CLOCK_SYNC {
+                    let mut st = DeltaState::default();
+                    if let Ok((Decoded::Record(Record::ClockSync { ticks, mono_ns, wall_ns }), _)) =
+                        decode_one(&payload[pos..], &mut st)
+                    {
+                        out.push((ticks, mono_ns, wall_ns));
+                    }
+                }
+                pos += size;
+            }
+        }
+        out
+    }
+
+    /// A converter from this file's ticks to monotonic and wall-clock nanoseconds.
+    pub fn tick_converter(&self) -> TickConverter {
+        TickConverter::new(&self.header, self.clock_syncs())
+    }
+
+    /// Resolves a string id from the dictionary ("" for id 0, `<str#N>` when unknown).
+    pub fn name(&self, id: StrId) -> std::borrow::Cow<'_, str> {
+        self.strings.name(id)
+    }
+}
+
+/// Iterator over one chunk's items.
+pub struct ChunkRecords<'a> {
+    payload: &'a [u8],
+    pos: usize,
+    delta: DeltaState,
+    chunk_offset: u64,
+    failed: bool,
+}
+
+impl<'a> Iterator for ChunkRecords<'a> {
+    type Item = Result<Decoded<'a>, Damage>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed || self.pos >= self.payload.len() {
+            return None;
+        }
+        match decode_one(&self.payload[self.pos..], &mut self.delta) {
+            Ok((item, size)) => {
+                self.pos += size;
+                Some(Ok(item))
+            }
+            Err(e) => {
+                self.failed = true;
+                let offset = self.chunk_offset + (CHUNK_HEADER_BYTES + self.pos) as u64;
+                Some(Err(Damage {
+                    offset,
+                    what: format!(
+                        "{e}; the remaining {} bytes of this chunk are skipped",
+                        self.payload.len() - self.pos
+                    ),
+                }))
+            }
+        }
+    }
+}
+
+fn read_dictionary(data: &[u8], h: &FileHeader, strings: &mut StringTable, damage: &mut Vec<Damage>) {
+    let start = h.dict_offset as usize;
+    let end = (h.dict_offset.saturating_add(h.dict_bytes) as usize).min(data.len());
+    let mut pos = start;
+    while pos + 8 <= end {
+        let len = u32::from_le_bytes(data[pos..pos + 4].try_into().expect("4 bytes")) as usize;
+        if len == 0 {
+            return;
+        }
+        let crc = u32::from_le_bytes(data[pos + 4..pos + 8].try_into().expect("4 bytes"));
+        let entry = (8 + len + 3) & !3;
+        if pos + 8 + len > end {
+            damage.push(Damage {
+                offset: pos as u64,
+                what: format!(
+                    "string dictionary entry of {len} bytes runs past the dictionary; later strings are lost"
+                ),
+            });
+            return;
+        }
+        let payload = &data[pos + 8..pos + 8 + len];
+        if crc32fast::hash(payload) != crc {
+            damage.push(Damage {
+                offset: pos as u64,
+                what: "string dictionary entry checksum mismatch; entry skipped".into(),
+            });
+        } else {
+            let mut p = 0;
+            match crate::varint::get_u64(payload, &mut p).and_then(|v| u32::try_from(v).ok()) {
+                Some(id) => strings.insert(StrId(id), &String::from_utf8_lossy(&payload[p..])),
+                None => {
+                    damage.push(Damage { offset: pos as u64, what: "string dictionary entry has no valid id".into() })
+                }
+            }
+        }
+        pos += entry;
+    }
+}
+
+fn scan_chunks(data: &[u8], h: &FileHeader, damage: &mut Vec<Damage>) -> (Vec<ChunkRef>, u32) {
+    let mut chunks = Vec::new();
+    let mut empty = 0u32;
+    let cb = h.chunk_bytes as u64;
+    for slot in 0..h.chunk_count {
+        let off = h.ring_offset + u64::from(slot) * cb;
+        if off >= data.len() as u64 {
+            break;
+        }
+        let end = (off + cb).min(data.len() as u64) as usize;
+        match inspect(&data[off as usize..end]) {
+            ChunkState::Empty => empty += 1,
+            ChunkState::Valid { seq, base_ticks, len } => {
+                chunks.push(ChunkRef { seq, slot, offset: off, base_ticks, len });
+            }
+            ChunkState::Damaged { seq, reason } => {
+                let seq = if seq == u64::MAX { "?".to_string() } else { seq.to_string() };
+                damage
+                    .push(Damage { offset: off, what: format!("chunk in slot {slot} (seq {seq}): {reason}; skipped") });
+            }
+        }
+    }
+    chunks.sort_by_key(|c| c.seq);
+    let mut deduped: Vec<ChunkRef> = Vec::with_capacity(chunks.len());
+    for c in chunks {
+        if let Some(prev) = deduped.last() {
+            if prev.seq == c.seq {
+                damage.push(Damage {
+                    offset: c.offset,
+                    what: format!("duplicate chunk seq {}; second copy skipped", c.seq),
+                });
+                continue;
+            }
+            if c.seq != prev.seq + 1 {
+                damage.push(Damage {
+                    offset: c.offset,
+                    what: format!(
+                        "chunks with seq {}..={} are missing (damaged or overwritten)",
+                        prev.seq + 1,
+                        c.seq - 1
+                    ),
+                });
+            }
+        }
+        deduped.push(c);
+    }
+    // A slot being recycled at the time of the crash is expected; a seq beyond the slot count in a
+    // file whose chunks disagree with their slots is not.
+    for c in &deduped {
+        if c.seq % u64::from(h.chunk_count) != u64::from(c.slot) {
+            damage.push(Damage {
+                offset: c.offset,
+                what: format!(
+                    "chunk seq {} found in slot {} (expected slot {})",
+                    c.seq,
+                    c.slot,
+                    c.seq % u64::from(h.chunk_count)
+                ),
+            });
+        }
+    }
+    (deduped, empty)
+}
