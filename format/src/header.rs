@@ -80,6 +80,9 @@ impl ClockSource {
     }
 }
 
+/// A parsed header page: the header, its live counters, and non-fatal problems (offset, what).
+pub type ParsedHeader = (FileHeader, LiveStats, Vec<(u64, String)>);
+
 /// Everything a ring file says about the process that wrote it.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct FileHeader {
@@ -246,7 +249,7 @@ impl FileHeader {
 
     /// Parses a header page. `file_len` is the size of the file, for geometry checks.
     /// Returns the header, its live counters, and non-fatal problems (offset, what).
-    pub fn parse(page: &[u8], file_len: u64) -> Result<(FileHeader, LiveStats, Vec<(u64, String)>), FormatError> {
+    pub fn parse(page: &[u8], file_len: u64) -> Result<ParsedHeader, FormatError> {
         if page.is_empty() {
             return Err(FormatError::Empty);
         }
@@ -284,10 +287,10 @@ impl FileHeader {
             ..FileHeader::default()
         };
         let geometry_ok = h.chunk_bytes as usize >= crate::chunk::CHUNK_HEADER_BYTES + 64
-            && h.chunk_bytes % 8 == 0
+            && h.chunk_bytes.is_multiple_of(8)
             && h.dict_offset >= HEADER_BYTES as u64
             && h.dict_offset.checked_add(h.dict_bytes) == Some(h.ring_offset)
-            && h.ring_offset % 8 == 0
+            && h.ring_offset.is_multiple_of(8)
             && h.chunk_count > 0
             && h.ring_offset.checked_add(u64::from(h.chunk_bytes) * u64::from(h.chunk_count)).is_some();
         if !geometry_ok {

@@ -179,7 +179,7 @@ impl RingWriter {
     }
 
     fn atomic_u64(&self, offset: usize) -> &AtomicU64 {
-        assert!(offset % 8 == 0 && offset + 8 <= self.map.len());
+        assert!(offset.is_multiple_of(8) && offset + 8 <= self.map.len());
         // SAFETY: the offset is 8-aligned inside the live mapping (page-aligned base), and every access
         // to these words goes through atomics while the map lives.
         unsafe { AtomicU64::from_ptr(self.map.as_ptr().add(offset) as *mut u64) }
