@@ -6,17 +6,12 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum InputError {
     #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Io { path: PathBuf, source: std::io::Error },
     #[error("{path}: not a valid Kineto/Chrome trace JSON: {message}")]
     BadJson { path: PathBuf, message: String },
     #[error("{path}: {message}")]
     BadRing { path: PathBuf, message: String },
-    #[error(
-        "{path}: unrecognised file (expected a tprof ring file or a Kineto .json/.json.gz trace)"
-    )]
+    #[error("{path}: unrecognised file (expected a tprof ring file or a Kineto .json/.json.gz trace)")]
     Unknown { path: PathBuf },
     #[error("{pattern}: no such file, directory or glob match")]
     NotFound { pattern: String },
@@ -26,9 +21,6 @@ pub enum InputError {
 
 impl InputError {
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> InputError {
-        InputError::Io {
-            path: path.into(),
-            source,
-        }
+        InputError::Io { path: path.into(), source }
     }
 }

@@ -2,6 +2,9 @@
 //! analyses (summary, steps, correlation) and exporters.
 #![forbid(unsafe_code)]
 
+pub mod clock;
+pub mod convert;
 pub mod error;
 pub mod input;
 pub mod model;
+pub mod progress;

@@ -24,9 +24,7 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-pub use tprof_format::{
-    ApiDomain, CollOp, CopyKind, MarkerKind, MemOp, MemSpace, MemoryKind, SyncKind,
-};
+pub use tprof_format::{ApiDomain, CollOp, CopyKind, MarkerKind, MemOp, MemSpace, MemoryKind, SyncKind};
 
 /// Nanoseconds on the global timebase.
 pub type Ns = u64;
@@ -66,6 +64,8 @@ pub struct ProcessInfo {
     pub rank: Option<u32>,
     pub local_rank: Option<u32>,
     pub world_size: Option<u32>,
+    /// Job identifier (SLURM_JOB_ID, TORCHELASTIC_RUN_ID...) when the recorder found one.
+    pub job_id: Option<String>,
     /// Offset added to this process's own wall-clock times to reach the global timebase (ns),
     /// from cross-rank collective alignment; 0 when not refined.
     pub clock_offset_ns: i64,
@@ -171,7 +171,7 @@ pub struct Api {
 
 /// A synchronization.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Sync {
+pub struct SyncEvent {
     pub proc: ProcId,
     pub kind: SyncKind,
     pub tid: u32,
@@ -319,7 +319,7 @@ pub trait TraceSink {
     fn handle_memcpy(&mut self, _m: &Memcpy) {}
     fn handle_memset(&mut self, _m: &Memset) {}
     fn handle_api(&mut self, _a: &Api) {}
-    fn handle_sync(&mut self, _s: &Sync) {}
+    fn handle_sync(&mut self, _s: &SyncEvent) {}
     fn handle_memory(&mut self, _m: &MemoryEvent) {}
     fn handle_collective(&mut self, _c: &Collective) {}
     fn handle_nvtx_range(&mut self, _r: &NvtxRange) {}
@@ -362,7 +362,7 @@ impl<A: TraceSink, B: TraceSink> TraceSink for Tee<A, B> {
         self.0.handle_api(a);
         self.1.handle_api(a);
     }
-    fn handle_sync(&mut self, s: &Sync) {
+    fn handle_sync(&mut self, s: &SyncEvent) {
         self.0.handle_sync(s);
         self.1.handle_sync(s);
     }
@@ -420,7 +420,7 @@ impl<S: TraceSink + ?Sized> TraceSink for &mut S {
     fn handle_api(&mut self, a: &Api) {
         (**self).handle_api(a)
     }
-    fn handle_sync(&mut self, s: &Sync) {
+    fn handle_sync(&mut self, s: &SyncEvent) {
         (**self).handle_sync(s)
     }
     fn handle_memory(&mut self, m: &MemoryEvent) {
@@ -510,11 +510,7 @@ impl Kernel {
 /// `ncclDevKernel_AllGather_RING_LL`, `ncclKernel_SendRecv_...`) or a framework name
 /// (`allreduce`, `all_to_all`, `nccl:all_reduce`, `_allgather_base`).
 pub fn coll_op_from_name(name: &str) -> CollOp {
-    let lower: String = name
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric())
-        .collect::<String>()
-        .to_ascii_lowercase();
+    let lower: String = name.chars().filter(|c| c.is_ascii_alphanumeric()).collect::<String>().to_ascii_lowercase();
     let table: [(&str, CollOp); 12] = [
         ("allreduce", CollOp::AllReduce),
         ("reducescatter", CollOp::ReduceScatter),
@@ -552,23 +548,11 @@ mod tests {
 
     #[test]
     fn op_names() {
-        assert_eq!(
-            coll_op_from_name("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*)"),
-            CollOp::AllReduce
-        );
+        assert_eq!(coll_op_from_name("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*)"), CollOp::AllReduce);
         assert_eq!(coll_op_from_name("nccl:all_to_all"), CollOp::AllToAll);
-        assert_eq!(
-            coll_op_from_name("_reduce_scatter_base"),
-            CollOp::ReduceScatter
-        );
-        assert_eq!(
-            coll_op_from_name("ncclDevKernel_AllGather_RING_LL"),
-            CollOp::AllGather
-        );
-        assert_eq!(
-            coll_op_from_name("ncclKernel_SendRecv_RING_SIMPLE"),
-            CollOp::Send
-        );
+        assert_eq!(coll_op_from_name("_reduce_scatter_base"), CollOp::ReduceScatter);
+        assert_eq!(coll_op_from_name("ncclDevKernel_AllGather_RING_LL"), CollOp::AllGather);
+        assert_eq!(coll_op_from_name("ncclKernel_SendRecv_RING_SIMPLE"), CollOp::Send);
         assert_eq!(coll_op_from_name("broadcast"), CollOp::Broadcast);
     }
 }

@@ -51,8 +51,7 @@ impl RawEvent {
         self.args.as_ref().and_then(|a| a.get(k))
     }
     fn arg_u64(&self, k: &str) -> Option<u64> {
-        self.arg(k)
-            .and_then(|v| v.as_u64().or_else(|| v.as_f64().map(|f| f as u64)))
+        self.arg(k).and_then(|v| v.as_u64().or_else(|| v.as_f64().map(|f| f as u64)))
     }
     fn start(&self) -> Ns {
         us_to_ns(self.ts.unwrap_or(0.0))
@@ -88,18 +87,9 @@ fn read_bytes(path: &Path, notes: &mut Notes) -> Result<Vec<u8>, InputError> {
         let mut out = Vec::with_capacity(raw.len() * 8);
         if let Err(e) = flate2::read::MultiGzDecoder::new(&raw[..]).read_to_end(&mut out) {
             if out.is_empty() {
-                return Err(InputError::BadJson {
-                    path: path.to_path_buf(),
-                    message: format!("gzip: {e}"),
-                });
+                return Err(InputError::BadJson { path: path.to_path_buf(), message: format!("gzip: {e}") });
             }
-            notes.add(
-                Some(path),
-                format!(
-                    "gzip stream damaged ({e}); using the {} bytes before it",
-                    out.len()
-                ),
-            );
+            notes.add(Some(path), format!("gzip stream damaged ({e}); using the {} bytes before it", out.len()));
         }
         Ok(out)
     } else {
@@ -133,22 +123,12 @@ fn salvage(bytes: &[u8]) -> Option<RawTrace> {
     // distributedInfo may come before or after the events; look for it only if it parses alone.
     let distributed_info = {
         let key = b"\"distributedInfo\"";
-        bytes
-            .windows(key.len())
-            .position(|w| w == key)
-            .and_then(|at| {
-                let start =
-                    at + key.len() + bytes[at + key.len()..].iter().position(|&b| b == b'{')?;
-                serde_json::Deserializer::from_slice(&bytes[start..])
-                    .into_iter::<Value>()
-                    .next()?
-                    .ok()
-            })
+        bytes.windows(key.len()).position(|w| w == key).and_then(|at| {
+            let start = at + key.len() + bytes[at + key.len()..].iter().position(|&b| b == b'{')?;
+            serde_json::Deserializer::from_slice(&bytes[start..]).into_iter::<Value>().next()?.ok()
+        })
     };
-    Some(RawTrace {
-        trace_events: events,
-        distributed_info,
-    })
+    Some(RawTrace { trace_events: events, distributed_info })
 }
 
 /// Identity facts read from the trace before its events.
@@ -161,21 +141,12 @@ struct Identity {
 
 fn identity(t: &RawTrace) -> Identity {
     let di = t.distributed_info.as_ref();
-    let get = |k: &str| {
-        di.and_then(|d| d.get(k))
-            .and_then(Value::as_u64)
-            .map(|v| v as u32)
-    };
+    let get = |k: &str| di.and_then(|d| d.get(k)).and_then(Value::as_u64).map(|v| v as u32);
     // The CPU process is the pid of the runtime calls / CPU ops (GPU "processes" are device numbers).
     let mut pid = 0;
     let mut process_name = String::new();
     for e in &t.trace_events {
-        if pid == 0
-            && matches!(
-                e.cat.as_str(),
-                "cuda_runtime" | "cuda_driver" | "cpu_op" | "user_annotation"
-            )
-        {
+        if pid == 0 && matches!(e.cat.as_str(), "cuda_runtime" | "cuda_driver" | "cpu_op" | "user_annotation") {
             pid = id_u32(&e.pid);
         }
     }
@@ -186,12 +157,7 @@ fn identity(t: &RawTrace) -> Identity {
             }
         }
     }
-    Identity {
-        rank: get("rank"),
-        world_size: get("world_size"),
-        pid,
-        process_name,
-    }
+    Identity { rank: get("rank"), world_size: get("world_size"), pid, process_name }
 }
 
 /// Bytes per element of a PyTorch dtype name as Kineto writes it ("Float", "BFloat16", "Long"...).
@@ -214,16 +180,9 @@ fn collective_args(e: &RawEvent) -> Option<(CollOp, u64, u32, String)> {
         return None;
     }
     let elem = dtype_bytes(e.arg("dtype").and_then(Value::as_str).unwrap_or("float"));
-    let nelems = e
-        .arg_u64("In msg nelems")
-        .unwrap_or(0)
-        .max(e.arg_u64("Out msg nelems").unwrap_or(0));
+    let nelems = e.arg_u64("In msg nelems").unwrap_or(0).max(e.arg_u64("Out msg nelems").unwrap_or(0));
     let nranks = e.arg_u64("Group size").unwrap_or(0) as u32;
-    let pg = e
-        .arg("Process Group Name")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
+    let pg = e.arg("Process Group Name").and_then(Value::as_str).unwrap_or("").to_string();
     Some((op, nelems * elem, nranks, pg))
 }
 
@@ -237,14 +196,12 @@ fn fnv1a(s: &str) -> u64 {
 }
 
 fn copy_kinds(name: &str) -> (CopyKind, MemoryKind, MemoryKind) {
-    let kind = [
-        "HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "HtoA", "AtoH", "AtoA", "AtoD", "DtoA",
-    ]
-    .iter()
-    .position(|k| name.contains(k))
-    .map(|i| [1u8, 2, 8, 9, 10, 3, 4, 5, 6, 7][i])
-    .map(CopyKind::from_u8)
-    .unwrap_or(CopyKind::Unknown);
+    let kind = ["HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "HtoA", "AtoH", "AtoA", "AtoD", "DtoA"]
+        .iter()
+        .position(|k| name.contains(k))
+        .map(|i| [1u8, 2, 8, 9, 10, 3, 4, 5, 6, 7][i])
+        .map(CopyKind::from_u8)
+        .unwrap_or(CopyKind::Unknown);
     let mem = |s: &str| match s.trim() {
         "Pageable" => MemoryKind::Pageable,
         "Pinned" => MemoryKind::Pinned,
@@ -276,12 +233,7 @@ enum Item {
 }
 
 /// Decode one Kineto trace into `sink` as process `id`. Returns the process info it announced.
-pub fn feed(
-    path: &Path,
-    id: ProcId,
-    sink: &mut dyn TraceSink,
-    notes: &mut Notes,
-) -> Result<ProcessInfo, InputError> {
+pub fn feed(path: &Path, id: ProcId, sink: &mut dyn TraceSink, notes: &mut Notes) -> Result<ProcessInfo, InputError> {
     let bytes = read_bytes(path, notes)?;
     let trace: RawTrace = match serde_json::from_slice(&bytes) {
         Ok(t) => t,
@@ -289,19 +241,11 @@ pub fn feed(
             Some(t) if !t.trace_events.is_empty() => {
                 notes.add(
                     Some(path),
-                    format!(
-                        "corrupt JSON ({e}); using the {} events before the damage",
-                        t.trace_events.len()
-                    ),
+                    format!("corrupt JSON ({e}); using the {} events before the damage", t.trace_events.len()),
                 );
                 t
             }
-            _ => {
-                return Err(InputError::BadJson {
-                    path: path.to_path_buf(),
-                    message: e.to_string(),
-                })
-            }
+            _ => return Err(InputError::BadJson { path: path.to_path_buf(), message: e.to_string() }),
         },
     };
     drop(bytes);
@@ -310,10 +254,8 @@ pub fn feed(
     }
     let ident = identity(&trace);
     let mut names = Interner::new();
-    let gpu_records = trace
-        .trace_events
-        .iter()
-        .any(|e| matches!(e.cat.as_str(), "kernel" | "gpu_memcpy" | "gpu_memset"));
+    let gpu_records =
+        trace.trace_events.iter().any(|e| matches!(e.cat.as_str(), "kernel" | "gpu_memcpy" | "gpu_memset"));
     let info = ProcessInfo {
         id,
         origin: Origin::Kineto,
@@ -325,6 +267,7 @@ pub fn feed(
         rank: ident.rank,
         local_rank: None,
         world_size: ident.world_size,
+        job_id: None,
         clock_offset_ns: 0,
         gpu_activity: gpu_records,
         dropped_events: 0,
@@ -364,16 +307,13 @@ pub fn feed(
                     }
                     out
                 };
-                let collective = collective_args(e)
-                    .map(|(op, bytes, nranks, _)| KernelCollectiveInfo { op, bytes, nranks });
+                let collective =
+                    collective_args(e).map(|(op, bytes, nranks, _)| KernelCollectiveInfo { op, bytes, nranks });
                 let k = Kernel {
                     proc: id,
                     device: e.arg_u64("device").unwrap_or(0) as u32,
                     context: e.arg_u64("context").unwrap_or(0) as u32,
-                    stream: e
-                        .arg_u64("stream")
-                        .map(|s| s as u32)
-                        .unwrap_or_else(|| e.tid_u32()),
+                    stream: e.arg_u64("stream").map(|s| s as u32).unwrap_or_else(|| e.tid_u32()),
                     start: e.start(),
                     end: e.end(),
                     name: names.intern(&e.name),
@@ -393,10 +333,7 @@ pub fn feed(
                     proc: id,
                     device: e.arg_u64("device").unwrap_or(0) as u32,
                     context: e.arg_u64("context").unwrap_or(0) as u32,
-                    stream: e
-                        .arg_u64("stream")
-                        .map(|s| s as u32)
-                        .unwrap_or_else(|| e.tid_u32()),
+                    stream: e.arg_u64("stream").map(|s| s as u32).unwrap_or_else(|| e.tid_u32()),
                     start: e.start(),
                     end: e.end(),
                     bytes: e.arg_u64("bytes").unwrap_or(0),
@@ -412,10 +349,7 @@ pub fn feed(
                     proc: id,
                     device: e.arg_u64("device").unwrap_or(0) as u32,
                     context: e.arg_u64("context").unwrap_or(0) as u32,
-                    stream: e
-                        .arg_u64("stream")
-                        .map(|s| s as u32)
-                        .unwrap_or_else(|| e.tid_u32()),
+                    stream: e.arg_u64("stream").map(|s| s as u32).unwrap_or_else(|| e.tid_u32()),
                     start: e.start(),
                     end: e.end(),
                     bytes: e.arg_u64("bytes").unwrap_or(0),
@@ -429,11 +363,7 @@ pub fn feed(
                 let a = Api {
                     proc: id,
                     tid: e.tid_u32(),
-                    domain: if e.cat == "cuda_driver" {
-                        ApiDomain::CuptiDriver
-                    } else {
-                        ApiDomain::CuptiRuntime
-                    },
+                    domain: if e.cat == "cuda_driver" { ApiDomain::CuptiDriver } else { ApiDomain::CuptiRuntime },
                     name: names.intern(&e.name),
                     start: e.start(),
                     end: e.end(),
@@ -485,11 +415,7 @@ pub fn feed(
                     id: RangeId(i as u64),
                     parent: None,
                     depth: 0,
-                    kind: if e.cat == "cpu_op" {
-                        RangeKind::CpuOp
-                    } else {
-                        RangeKind::Annotation
-                    },
+                    kind: if e.cat == "cpu_op" { RangeKind::CpuOp } else { RangeKind::Annotation },
                     tid: e.tid_u32(),
                     domain: None,
                     name: names.intern(&e.name),
@@ -503,11 +429,7 @@ pub fn feed(
                 if let Some(args) = &e.args {
                     for (k, v) in args {
                         if let Some(value) = v.as_f64() {
-                            let name = if args.len() == 1 {
-                                e.name.clone()
-                            } else {
-                                format!("{}.{k}", e.name)
-                            };
+                            let name = if args.len() == 1 { e.name.clone() } else { format!("{}.{k}", e.name) };
                             let c = CounterSample {
                                 proc: id,
                                 name: names.intern(&name),
@@ -522,34 +444,18 @@ pub fn feed(
             }
             ("M", _) if e.name == "thread_name" && id_u32(&e.pid) == ident.pid => {
                 if let Some(n) = e.arg("name").and_then(Value::as_str) {
-                    sink.handle_thread_name(&ThreadName {
-                        proc: id,
-                        tid: e.tid_u32(),
-                        name: names.intern(n),
-                    });
+                    sink.handle_thread_name(&ThreadName { proc: id, tid: e.tid_u32(), name: names.intern(n) });
                 }
             }
             _ => {}
         }
     }
     if skipped_bad > 0 {
-        notes.add(
-            Some(path),
-            format!("{skipped_bad} slice events without a timestamp were skipped"),
-        );
+        notes.add(Some(path), format!("{skipped_bad} slice events without a timestamp were skipped"));
     }
     nest_ranges(&mut items, &ranges, &apis, &colls);
     // Deliver in time order (ranges at their end, deeper first on ties).
-    items.sort_by_key(|(t, it)| {
-        (
-            *t,
-            if let Item::Range(r) = it {
-                u32::MAX - r.depth
-            } else {
-                0
-            },
-        )
-    });
+    items.sort_by_key(|(t, it)| (*t, if let Item::Range(r) = it { u32::MAX - r.depth } else { 0 }));
     for (_, it) in &items {
         match it {
             Item::Kernel(k) => sink.handle_kernel(k),
@@ -665,11 +571,7 @@ mod tests {
         assert_eq!(c.kernels[0].grid, [2, 1, 1]);
         assert_eq!(c.ranges.len(), 3);
         let mm = c.ranges.iter().find(|r| &*r.name == "aten::mm").unwrap();
-        let step = c
-            .ranges
-            .iter()
-            .find(|r| &*r.name == "ProfilerStep#1")
-            .unwrap();
+        let step = c.ranges.iter().find(|r| &*r.name == "ProfilerStep#1").unwrap();
         assert_eq!(mm.parent, Some(step.id));
         assert_eq!(mm.depth, 1);
         assert_eq!(c.apis[0].range, Some(mm.id));
@@ -684,13 +586,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("bad.json");
         std::fs::write(&p, r#"{"traceEvents":[{"ph":"X","#).unwrap();
-        let err = feed(
-            &p,
-            ProcId(0),
-            &mut Collect::default(),
-            &mut Notes::default(),
-        )
-        .unwrap_err();
+        let err = feed(&p, ProcId(0), &mut Collect::default(), &mut Notes::default()).unwrap_err();
         assert!(err.to_string().contains("bad.json"), "{err}");
         // Truncated after two events: the two are used, with a note.
         std::fs::write(
@@ -709,9 +605,6 @@ mod tests {
     #[test]
     fn memcpy_kinds() {
         let (k, s, d) = copy_kinds("Memcpy DtoH (Device -> Pageable)");
-        assert_eq!(
-            (k, s, d),
-            (CopyKind::DtoH, MemoryKind::Device, MemoryKind::Pageable)
-        );
+        assert_eq!((k, s, d), (CopyKind::DtoH, MemoryKind::Device, MemoryKind::Pageable));
     }
 }

@@ -46,10 +46,7 @@ pub struct Notes(pub Vec<Note>);
 
 impl Notes {
     pub fn add(&mut self, path: Option<&Path>, message: impl Into<String>) {
-        self.0.push(Note {
-            path: path.map(Path::to_path_buf),
-            message: message.into(),
-        });
+        self.0.push(Note { path: path.map(Path::to_path_buf), message: message.into() });
     }
     pub fn extend(&mut self, other: Notes) {
         self.0.extend(other.0);
@@ -72,9 +69,7 @@ pub fn sniff(path: &Path) -> Result<Option<SourceKind>, InputError> {
         let mut f = std::fs::File::open(path).map_err(|e| InputError::io(path, e))?;
         let mut n = 0;
         while n < head.len() {
-            let k = f
-                .read(&mut head[n..])
-                .map_err(|e| InputError::io(path, e))?;
+            let k = f.read(&mut head[n..]).map_err(|e| InputError::io(path, e))?;
             if k == 0 {
                 break;
             }
@@ -88,15 +83,8 @@ pub fn sniff(path: &Path) -> Result<Option<SourceKind>, InputError> {
         return Ok(Some(SourceKind::Ring));
     }
     let gz = head.starts_with(&[0x1f, 0x8b]);
-    let json = head
-        .iter()
-        .find(|b| !b.is_ascii_whitespace())
-        .is_some_and(|&b| b == b'{');
-    if name.ends_with(".json")
-        || name.ends_with(".json.gz")
-        || (gz && name.contains(".json"))
-        || json
-    {
+    let json = head.iter().find(|b| !b.is_ascii_whitespace()).is_some_and(|&b| b == b'{');
+    if name.ends_with(".json") || name.ends_with(".json.gz") || (gz && name.contains(".json")) || json {
         return Ok(Some(SourceKind::Kineto));
     }
     Ok(None)
@@ -117,20 +105,11 @@ pub fn discover(args: &[impl AsRef<str>], notes: &mut Notes) -> Result<Vec<Sourc
             }
         } else if path.is_file() {
             match sniff(path)? {
-                Some(kind) => out.push(Source {
-                    path: path.to_path_buf(),
-                    kind,
-                }),
-                None => {
-                    return Err(InputError::Unknown {
-                        path: path.to_path_buf(),
-                    })
-                }
+                Some(kind) => out.push(Source { path: path.to_path_buf(), kind }),
+                None => return Err(InputError::Unknown { path: path.to_path_buf() }),
             }
         } else {
-            let paths = glob::glob(arg).map_err(|_| InputError::NotFound {
-                pattern: arg.to_string(),
-            })?;
+            let paths = glob::glob(arg).map_err(|_| InputError::NotFound { pattern: arg.to_string() })?;
             let mut any = false;
             for p in paths.flatten() {
                 if p.is_file() {
@@ -142,9 +121,7 @@ pub fn discover(args: &[impl AsRef<str>], notes: &mut Notes) -> Result<Vec<Sourc
                 }
             }
             if !any {
-                return Err(InputError::NotFound {
-                    pattern: arg.to_string(),
-                });
+                return Err(InputError::NotFound { pattern: arg.to_string() });
             }
         }
     }
@@ -153,16 +130,11 @@ pub fn discover(args: &[impl AsRef<str>], notes: &mut Notes) -> Result<Vec<Sourc
 }
 
 fn walk_dir(dir: &Path, out: &mut Vec<Source>, notes: &mut Notes) -> Result<(), InputError> {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| InputError::io(dir, e))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .collect();
+    let mut entries: Vec<PathBuf> =
+        std::fs::read_dir(dir).map_err(|e| InputError::io(dir, e))?.filter_map(|e| e.ok().map(|e| e.path())).collect();
     entries.sort();
     for p in entries {
-        let hidden = p
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n.starts_with('.'));
+        let hidden = p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.'));
         if hidden {
             continue;
         }
