@@ -1,1 +1,15 @@
-//! libtprof.so (filled in by the shim work).
+//! libtprof.so: an LD_PRELOAD / CUDA_INJECTION64_PATH profiler shim for CUDA programs.
+//!
+//! See docs/DESIGN.md ("The shim") for the module owners and the recording API.
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod clock;
+pub mod config;
+pub mod correlation;
+pub mod fork;
+pub mod guard;
+pub mod recorder;
+pub mod state;
+pub mod strings;
+pub mod thread;
+pub mod writer_thread;
