@@ -8,3 +8,4 @@ pub mod error;
 pub mod input;
 pub mod model;
 pub mod progress;
+pub mod synth;

@@ -1,18 +1,520 @@
-//! Decode a tprof ring file into the model (waits for the format crate's reader).
+//! Decode a tprof ring file into the model.
+//!
+//! Ticks become global ns as `mono(ticks) + (start_wall - start_mono) + offset`: the file's
+//! ClockSync pairs give the tick -> CLOCK_MONOTONIC map, the header's start pair places the process
+//! on the wall clock, and the clock plan's per-host offset refines hosts against each other. NVTX
+//! push/pop and start/end are paired here into completed ranges (memory: open ranges only).
 
+use std::collections::HashMap;
 use std::path::Path;
+
+use tprof_format::{Decoded, FileHeader, Record, RingReader, StrId, TickConverter};
 
 use super::Notes;
 use crate::error::InputError;
 use crate::model::*;
 
-/// Decode one ring file into `sink` as process `id`, shifting times by `offset_ns`.
+/// Open a ring file, as an input error naming the file.
+pub fn open(path: &Path) -> Result<RingReader, InputError> {
+    RingReader::open(path).map_err(|e| InputError::BadRing { path: path.to_path_buf(), message: e.source.to_string() })
+}
+
+/// Wall-clock base (wall - mono at start) of a file, with a note when the clock looks like garbage.
+pub fn wall_base(header: &FileHeader, tc: &TickConverter, path: &Path, notes: &mut Notes) -> i64 {
+    const YEAR_2001_NS: u64 = 978_307_200_000_000_000;
+    if header.start_wall_ns < YEAR_2001_NS {
+        notes.add(
+            Some(path),
+            format!(
+                "no usable wall clock in the header (start_wall_ns = {}); times stay on this host's monotonic clock",
+                header.start_wall_ns
+            ),
+        );
+        return 0;
+    }
+    let base = header.start_wall_ns as i64 - header.start_mono_ns as i64;
+    let worst = tc.pairs().iter().map(|&(_, m, w)| ((w as i64 - m as i64) - base).abs()).max().unwrap_or(0);
+    if worst > 1_000_000_000 {
+        notes.add(
+            Some(path),
+            format!("the wall clock stepped by up to {:.3} s during the run; using the start pair", worst as f64 / 1e9),
+        );
+    }
+    base
+}
+
+/// Resolves string ids to interned names, learning inline definitions as they arrive.
+struct Names<'r> {
+    reader: &'r RingReader,
+    cache: Vec<Option<Name>>,
+    interner: Interner,
+}
+
+impl Names<'_> {
+    fn get(&mut self, id: StrId) -> Name {
+        let i = id.0 as usize;
+        if let Some(Some(n)) = self.cache.get(i) {
+            return n.clone();
+        }
+        let n = self.interner.intern(&self.reader.name(id));
+        self.put(i, n.clone());
+        n
+    }
+    fn opt(&mut self, id: StrId) -> Option<Name> {
+        (id.0 != 0).then(|| self.get(id))
+    }
+    fn define(&mut self, id: StrId, text: &[u8]) {
+        let n = self.interner.intern(&String::from_utf8_lossy(text));
+        self.put(id.0 as usize, n);
+    }
+    fn put(&mut self, i: usize, n: Name) {
+        if i > self.cache.len() + (1 << 20) {
+            return;
+        }
+        if i >= self.cache.len() {
+            self.cache.resize(i + 1, None);
+        }
+        self.cache[i] = Some(n);
+    }
+}
+
+struct OpenRange {
+    id: RangeId,
+    parent: Option<RangeId>,
+    depth: u32,
+    kind: RangeKind,
+    tid: u32,
+    domain: StrId,
+    name: StrId,
+    start: Ns,
+}
+
+/// Pairs NVTX push/pop and start/end into completed ranges.
+#[derive(Default)]
+struct RangeTracker {
+    next_id: u64,
+    stacks: HashMap<u32, Vec<OpenRange>>,
+    started: HashMap<u64, OpenRange>,
+    unmatched_ends: u64,
+}
+
+impl RangeTracker {
+    fn innermost(&self, tid: u32) -> Option<RangeId> {
+        self.stacks.get(&tid).and_then(|s| s.last()).map(|r| r.id)
+    }
+    fn push(&mut self, tid: u32, domain: StrId, name: StrId, start: Ns) {
+        let stack = self.stacks.entry(tid).or_default();
+        let (parent, depth) = (stack.last().map(|r| r.id), stack.len() as u32);
+        self.next_id += 1;
+        stack.push(OpenRange {
+            id: RangeId(self.next_id),
+            parent,
+            depth,
+            kind: RangeKind::Nvtx,
+            tid,
+            domain,
+            name,
+            start,
+        });
+    }
+    fn pop(&mut self, tid: u32, domain: StrId) -> Option<OpenRange> {
+        let stack = self.stacks.get_mut(&tid)?;
+        let i = stack.iter().rposition(|r| r.domain == domain).or(if stack.is_empty() {
+            None
+        } else {
+            Some(stack.len() - 1)
+        })?;
+        let r = stack.remove(i);
+        Some(r)
+    }
+    fn start(&mut self, tid: u32, domain: StrId, name: StrId, id: u64, start: Ns) {
+        self.next_id += 1;
+        let r = OpenRange {
+            id: RangeId(self.next_id),
+            parent: None,
+            depth: 0,
+            kind: RangeKind::NvtxStartEnd,
+            tid,
+            domain,
+            name,
+            start,
+        };
+        self.started.insert(id, r);
+    }
+}
+
+/// Decode one ring file into `sink` as process `id`, shifting its times by `offset_ns`.
 pub fn feed(
     path: &Path,
-    _id: ProcId,
-    _offset_ns: i64,
-    _sink: &mut dyn TraceSink,
-    _notes: &mut Notes,
+    id: ProcId,
+    offset_ns: i64,
+    sink: &mut dyn TraceSink,
+    notes: &mut Notes,
 ) -> Result<ProcessInfo, InputError> {
-    Err(InputError::BadRing { path: path.to_path_buf(), message: "ring reader not available yet".into() })
+    let reader = open(path)?;
+    let h = reader.header();
+    let stats = reader.stats();
+    for d in reader.damage() {
+        notes.add(Some(path), format!("damage at offset {}: {}", d.offset, d.what));
+    }
+    let tc = reader.tick_converter();
+    let base = wall_base(h, &tc, path, notes) + offset_ns;
+    let ns = |ticks: u64| -> Ns { (tc.to_mono_ns(ticks) as i64 + base).max(0) as u64 };
+    let mut names = Names { reader: &reader, cache: Vec::new(), interner: Interner::new() };
+    let dropped = stats.dropped_events + stats.cupti_dropped;
+    if dropped > 0 {
+        notes.add(Some(path), format!("the recorder dropped {dropped} events"));
+    }
+    let info = ProcessInfo {
+        id,
+        origin: Origin::Ring,
+        path: path.to_path_buf(),
+        host: names.interner.intern(&h.hostname),
+        pid: h.pid,
+        ppid: h.ppid,
+        cmdline: h.cmdline.join(" "),
+        rank: h.rank,
+        local_rank: h.local_rank,
+        world_size: h.world_size,
+        job_id: h.job_id.clone(),
+        clock_offset_ns: offset_ns,
+        gpu_activity: true,
+        dropped_events: dropped,
+    };
+    sink.handle_process(&info);
+
+    let mut ranges = RangeTracker::default();
+    let mut last_ts: Ns = 0;
+    let mut unknown = 0u64;
+    let mut placeholders = 0u64;
+    let mut decode_damage = 0usize;
+    for item in reader.records() {
+        let rec = match item {
+            Ok(Decoded::Record(r)) => r,
+            Ok(Decoded::String { id, bytes }) => {
+                names.define(id, bytes);
+                continue;
+            }
+            Ok(Decoded::Unknown { .. }) => {
+                unknown += 1;
+                continue;
+            }
+            Err(d) => {
+                decode_damage += 1;
+                if decode_damage <= 20 {
+                    notes.add(Some(path), format!("damage at offset {}: {}", d.offset, d.what));
+                }
+                continue;
+            }
+        };
+        if let Some(t) = rec.timestamp() {
+            if !matches!(rec, Record::ClockSync { .. }) {
+                last_ts = last_ts.max(ns(t));
+            }
+        }
+        match rec {
+            Record::ClockSync { .. }
+            | Record::ExternalCorrelation { .. }
+            | Record::Overhead { .. }
+            | Record::StringRef { .. } => {}
+            Record::Api { tid, domain, name, start, end, result, correlation, detail, stream, arg } => {
+                sink.handle_api(&Api {
+                    proc: id,
+                    tid,
+                    domain,
+                    name: names.get(name),
+                    start: ns(start),
+                    end: ns(end),
+                    result,
+                    correlation: correlation as u64,
+                    detail: names.opt(detail),
+                    stream,
+                    arg,
+                    range: ranges.innermost(tid),
+                });
+            }
+            Record::Kernel {
+                device,
+                context,
+                stream,
+                start,
+                end,
+                grid,
+                block,
+                registers,
+                shared_mem,
+                correlation,
+                name,
+                graph_id,
+            } => {
+                if start == 0 && end == 0 {
+                    placeholders += 1;
+                    continue;
+                }
+                sink.handle_kernel(&Kernel {
+                    proc: id,
+                    device,
+                    context,
+                    stream,
+                    start: ns(start),
+                    end: ns(end),
+                    name: names.get(name),
+                    grid,
+                    block,
+                    registers,
+                    shared_mem,
+                    correlation: correlation as u64,
+                    graph_id,
+                    collective: None,
+                });
+            }
+            Record::Memcpy { device, context, stream, start, end, bytes, kind, src_kind, dst_kind, correlation } => {
+                if start == 0 && end == 0 {
+                    placeholders += 1;
+                    continue;
+                }
+                sink.handle_memcpy(&Memcpy {
+                    proc: id,
+                    device,
+                    context,
+                    stream,
+                    start: ns(start),
+                    end: ns(end),
+                    bytes,
+                    kind,
+                    src_kind,
+                    dst_kind,
+                    correlation: correlation as u64,
+                });
+            }
+            Record::Memset { device, context, stream, start, end, bytes, value, dst_kind, correlation } => {
+                if start == 0 && end == 0 {
+                    placeholders += 1;
+                    continue;
+                }
+                sink.handle_memset(&Memset {
+                    proc: id,
+                    device,
+                    context,
+                    stream,
+                    start: ns(start),
+                    end: ns(end),
+                    bytes,
+                    value,
+                    dst_kind,
+                    correlation: correlation as u64,
+                });
+            }
+            Record::Sync { kind, tid, context, stream, event, start, end, correlation, result } => {
+                sink.handle_sync(&SyncEvent {
+                    proc: id,
+                    kind,
+                    tid,
+                    context,
+                    stream,
+                    event,
+                    start: ns(start),
+                    end: ns(end),
+                    correlation: correlation as u64,
+                    result,
+                });
+            }
+            Record::Memory { op, space, device, address, bytes, reserved, ts, result, correlation, tid } => {
+                sink.handle_memory(&MemoryEvent {
+                    proc: id,
+                    op,
+                    space,
+                    device,
+                    address,
+                    bytes,
+                    reserved,
+                    ts: ns(ts),
+                    result,
+                    correlation: correlation as u64,
+                    tid,
+                });
+            }
+            Record::Collective {
+                tid,
+                op,
+                start,
+                end,
+                comm,
+                rank,
+                nranks,
+                count,
+                datatype,
+                bytes,
+                peer,
+                stream,
+                seq,
+                result,
+                correlation,
+                device,
+            } => {
+                sink.handle_collective(&Collective {
+                    proc: id,
+                    tid,
+                    op,
+                    start: ns(start),
+                    end: ns(end),
+                    comm,
+                    rank,
+                    nranks,
+                    count,
+                    datatype,
+                    bytes,
+                    peer,
+                    stream,
+                    seq,
+                    result,
+                    correlation: correlation as u64,
+                    device,
+                    range: ranges.innermost(tid),
+                });
+            }
+            Record::NvtxPush { tid, domain, name, ts } => ranges.push(tid, domain, name, ns(ts)),
+            Record::NvtxPop { tid, domain, ts } => match ranges.pop(tid, domain) {
+                Some(r) => emit_range(sink, &mut names, id, r, ns(ts)),
+                None => ranges.unmatched_ends += 1,
+            },
+            Record::NvtxStart { tid, domain, name, id: rid, ts } => ranges.start(tid, domain, name, rid, ns(ts)),
+            Record::NvtxEnd { id: rid, ts, .. } => match ranges.started.remove(&rid) {
+                Some(r) => emit_range(sink, &mut names, id, r, ns(ts)),
+                None => ranges.unmatched_ends += 1,
+            },
+            Record::NvtxMark { tid, domain, name, ts } => {
+                sink.handle_nvtx_mark(&NvtxMark {
+                    proc: id,
+                    tid,
+                    domain: names.opt(domain),
+                    name: names.get(name),
+                    ts: ns(ts),
+                });
+            }
+            Record::ThreadName { tid, name } => {
+                sink.handle_thread_name(&ThreadName { proc: id, tid, name: names.get(name) });
+            }
+            Record::Counter { name, device, ts, value } => {
+                sink.handle_counter(&CounterSample {
+                    proc: id,
+                    name: names.get(name),
+                    device: (device != u32::MAX).then_some(device),
+                    ts: ns(ts),
+                    value,
+                });
+            }
+            Record::Marker { kind, ts, value, name } => {
+                sink.handle_marker(&Marker { proc: id, kind, ts: ns(ts), value, name: names.opt(name) });
+            }
+        }
+    }
+    // Ranges still open at the end (crash, hang, capture stopped): close them at the last event.
+    let mut open: Vec<OpenRange> = ranges.stacks.drain().flat_map(|(_, s)| s.into_iter().rev()).collect();
+    open.extend(ranges.started.drain().map(|(_, r)| r));
+    if !open.is_empty() {
+        notes.add(
+            Some(path),
+            format!("{} NVTX ranges were still open at the end; closed at the last event", open.len()),
+        );
+    }
+    open.sort_by_key(|r| std::cmp::Reverse(r.depth));
+    for r in open {
+        emit_range(sink, &mut names, id, r, last_ts);
+    }
+    if ranges.unmatched_ends > 0 {
+        notes.add(Some(path), format!("{} NVTX range ends had no matching begin", ranges.unmatched_ends));
+    }
+    if unknown > 0 {
+        notes.add(Some(path), format!("{unknown} records of types this tprof does not know were skipped"));
+    }
+    if decode_damage > 20 {
+        notes.add(Some(path), format!("... {} damaged chunks in all", decode_damage));
+    }
+    if placeholders > 0 {
+        notes.add(Some(path), format!("{placeholders} GPU records without times (CUPTI activity unavailable)"));
+    }
+    sink.handle_process_end(id);
+    Ok(info)
+}
+
+fn emit_range(sink: &mut dyn TraceSink, names: &mut Names<'_>, proc: ProcId, r: OpenRange, end: Ns) {
+    sink.handle_nvtx_range(&NvtxRange {
+        proc,
+        id: r.id,
+        parent: r.parent,
+        depth: r.depth,
+        kind: r.kind,
+        tid: r.tid,
+        domain: names.opt(r.domain),
+        name: names.get(r.name),
+        start: r.start,
+        end: end.max(r.start),
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::synth::{SynthJob, T0};
+
+    #[derive(Default)]
+    struct Count {
+        apis: u64,
+        kernels: Vec<Kernel>,
+        colls: Vec<Collective>,
+        ranges: Vec<NvtxRange>,
+        api_ranges: u64,
+    }
+    impl TraceSink for Count {
+        fn handle_api(&mut self, a: &Api) {
+            self.apis += 1;
+            self.api_ranges += a.range.is_some() as u64;
+        }
+        fn handle_kernel(&mut self, k: &Kernel) {
+            self.kernels.push(k.clone());
+        }
+        fn handle_collective(&mut self, c: &Collective) {
+            self.colls.push(c.clone());
+        }
+        fn handle_nvtx_range(&mut self, r: &NvtxRange) {
+            self.ranges.push(r.clone());
+        }
+    }
+
+    #[test]
+    fn decodes_every_event() {
+        let d = tempfile::tempdir().unwrap();
+        let job = SynthJob { ranks: 1, steps: 7, kernels_per_step: 13, ..SynthJob::default() };
+        let paths = job.write(d.path()).unwrap();
+        let mut c = Count::default();
+        let mut notes = Notes::default();
+        let info = feed(&paths[0], ProcId(0), 0, &mut c, &mut notes).unwrap();
+        assert!(notes.is_empty(), "{notes:?}");
+        assert_eq!(info.rank, Some(0));
+        assert_eq!(&*info.host, "host0");
+        assert_eq!(info.job_id.as_deref(), Some("synth-job"));
+        assert_eq!(c.apis, 7 * 13);
+        assert_eq!(c.api_ranges, 7 * 13);
+        assert_eq!(c.kernels.len(), 7 * 14);
+        assert_eq!(c.colls.len(), 7);
+        assert_eq!(c.ranges.len(), 7);
+        assert_eq!(&*c.ranges[0].name, "step");
+        assert_eq!(c.ranges[0].domain.as_deref(), Some("app"));
+        // Times are on the wall clock: the first kernel starts 1 ms + 9 us after T0.
+        let first = c.kernels.iter().map(|k| k.start).min().unwrap();
+        assert_eq!(first, T0 + 1_000_000 + 9_000);
+        assert_eq!(c.kernels[0].duration(), 100_000);
+        let total = 7 * (2 * 13 + 4);
+        assert_eq!(job.events_per_rank(), total);
+    }
+
+    #[test]
+    fn bad_file_is_named() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("x.tprof");
+        std::fs::write(&p, b"TPROFRNG garbage").unwrap();
+        let err = feed(&p, ProcId(0), 0, &mut Count::default(), &mut Notes::default()).unwrap_err();
+        assert!(err.to_string().contains("x.tprof"), "{err}");
+    }
 }
