@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# scripts/simgpu.sh CMD [ARGS...]: run any command on the simulated GPU stack (tests/simgpu).
+# Puts the mock libraries (libcudart.so.12/.13, libcuda.so.1, libcupti.so.12, libnccl.so.2,
+# libnvidia-ml.so.1) first in LD_LIBRARY_PATH, building them with make if needed, then execs
+# CMD, so its exit code passes through. `scripts/simgpu.sh -h` says how to configure the stack.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+SRC="$ROOT/tests/simgpu"
+LIB="${SIMGPU_LIB_DIR:-$SRC/build}"
+
+usage() {
+  cat <<EOF
+usage: scripts/simgpu.sh CMD [ARGS...]
+       scripts/simgpu.sh -h | --help
+
+Runs CMD with the simulated GPU stack first in LD_LIBRARY_PATH:
+  $LIB
+Unmodified CUDA programs (dynamically linked libcudart, or anything that dlopens libcuda.so.1,
+libcupti.so.12, libnccl.so.2, libnvidia-ml.so.1) then run on simulated devices in real time.
+The libraries are built first with 'make -C tests/simgpu' unless SIMGPU_LIB_DIR points elsewhere
+or SIMGPU_NO_BUILD=1. The exit code is CMD's.
+
+Examples:
+  scripts/simgpu.sh tests/programs/build/simtrain --ranks 4 --steps 50
+  SIMGPU_TRUTH=/tmp/truth scripts/simgpu.sh tests/programs/build/simtrain --ranks 2 --no-overlap
+  SIMGPU_KERNEL_NS='gemm=50000' scripts/simgpu.sh tests/programs/build/cu13_vector_add
+
+Configuration (environment variables the mocks read):
+  SIMGPU_DEVICES=N            simulated devices per process (default 8)
+  SIMGPU_MEM_GB=N             device memory capacity in GiB (default 80); cudaMalloc beyond it
+                              fails with cudaErrorMemoryAllocation
+  SIMGPU_KERNEL_NS=sub=ns,..  kernel duration overrides: a kernel whose name contains 'sub'
+                              (case-insensitive) takes 'ns'. Otherwise
+                              ns = 1500 + threads * ps_per_thread / 1000, threads = grid x block,
+                              ps_per_thread by name: gemm|matmul|cutlass|xmma 2000,
+                              flash|attention|fmha 3000, softmax 500,
+                              layer_norm|layernorm|rms_norm 500, elementwise|vectorized 200,
+                              else 400
+  SIMGPU_LINK_GBPS=X          collective link bandwidth per rank in GB/s (1e9 B/s, default 100)
+  SIMGPU_LINK_LATENCY_US=X    collective latency in microseconds (default 5)
+  SIMGPU_TRUTH=DIR            write the ground truth: DIR/truth-<pid>.jsonl, one JSON object per
+                              kernel, memcpy, memset, collective and process (docs/DESIGN.md)
+  SIMGPU_SESSION=NAME         name of the shared-memory segment /simgpu-NAME holding the device
+                              counters NVML reports (default: per user); give concurrent,
+                              independent jobs different names
+  SIMGPU_CUPTI=0              CUPTI activity calls return CUPTI_ERROR_NOT_INITIALIZED, as
+                              NVIDIA's libcupti does without a driver
+  SIMGPU_CUPTI_BUSY=1         cuptiSubscribe returns CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
+                              (another tool holds CUPTI)
+  SIMGPU_CUPTI_DROP_EVERY=N   the CUPTI mock drops every Nth activity record (counted as dropped)
+EOF
+  # Variables the mock sources read that the list above does not describe yet.
+  if [ -d "$SRC" ]; then
+    local known=" SIMGPU_DEVICES SIMGPU_MEM_GB SIMGPU_KERNEL_NS SIMGPU_LINK_GBPS SIMGPU_LINK_LATENCY_US SIMGPU_TRUTH SIMGPU_SESSION SIMGPU_CUPTI SIMGPU_CUPTI_BUSY SIMGPU_CUPTI_DROP_EVERY SIMGPU_LIB_DIR SIMGPU_NO_BUILD "
+    local extra=""
+    local v
+    for v in $(grep -rhoE 'getenv\("SIMGPU_[A-Z0-9_]+"\)|env_[a-z0-9]+\("SIMGPU_[A-Z0-9_]+"' "$SRC" 2>/dev/null \
+               | grep -oE 'SIMGPU_[A-Z0-9_]+' | sort -u); do
+      case "$known" in *" $v "*) ;; *) extra="$extra $v" ;; esac
+    done
+    if [ -n "$extra" ]; then
+      echo "  also read by the mocks (see tests/simgpu/README.md):$extra"
+    fi
+  fi
+  cat <<EOF
+
+This script itself reads:
+  SIMGPU_LIB_DIR=DIR          use the libraries in DIR (no build), default tests/simgpu/build
+  SIMGPU_NO_BUILD=1           do not run make even if the libraries are out of date
+EOF
+}
+
+case "${1:-}" in
+  -h|--help) usage; exit 0 ;;
+  "") usage >&2; exit 2 ;;
+esac
+
+if [ -z "${SIMGPU_LIB_DIR:-}" ] && [ "${SIMGPU_NO_BUILD:-0}" != 1 ]; then
+  if ! make -s -C "$SRC" >&2; then
+    echo "simgpu.sh: building the simulated GPU stack failed (make -C tests/simgpu)" >&2
+    exit 125
+  fi
+fi
+if [ ! -e "$LIB/libcudart.so.12" ]; then
+  echo "simgpu.sh: $LIB/libcudart.so.12 not found: build it with 'make -C tests/simgpu'" >&2
+  exit 125
+fi
+
+export LD_LIBRARY_PATH="$LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+exec "$@"
