@@ -4,8 +4,10 @@
 
 pub mod clock;
 pub mod convert;
+pub mod correlate;
 pub mod error;
 pub mod input;
 pub mod model;
 pub mod progress;
+pub mod steps;
 pub mod synth;

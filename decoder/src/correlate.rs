@@ -1,0 +1,316 @@
+//! Correlation, streaming per process:
+//! - NCCL call <-> its kernel (same correlation id; else in order of issue),
+//! - NVTX range <-> the GPU work launched inside it (GPU time projected onto ranges, inclusive of
+//!   nested ranges, as nsys's NVTX GPU projection).
+//!
+//! State is bounded by in-flight work (calls waiting for their kernel) and by ranges, not by events.
+
+use std::collections::{HashMap, VecDeque};
+
+use crate::model::*;
+
+/// One collective with both sides when known.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CollectiveInstance {
+    pub op: CollOp,
+    pub bytes: u64,
+    pub nranks: u32,
+    pub comm: u64,
+    pub seq: u64,
+    pub host: Option<(Ns, Ns)>,
+    pub gpu: Option<(Ns, Ns)>,
+}
+
+impl CollectiveInstance {
+    /// The time nccl-tests would use: the kernel's duration when known, else the host call's.
+    pub fn time_ns(&self) -> Ns {
+        match (self.gpu, self.host) {
+            (Some((s, e)), _) | (None, Some((s, e))) => e.saturating_sub(s),
+            _ => 0,
+        }
+    }
+}
+
+/// Pairs NCCL calls with their kernels.
+#[derive(Debug, Default)]
+pub struct CollectiveMatcher {
+    calls: HashMap<u64, Collective>,
+    kernels: HashMap<u64, Kernel>,
+    /// Calls and kernels without a correlation id, matched in order at the end.
+    calls_fifo: VecDeque<Collective>,
+    kernels_fifo: VecDeque<Kernel>,
+    pub done: Vec<CollectiveInstance>,
+}
+
+fn instance(c: Option<&Collective>, k: Option<&Kernel>) -> CollectiveInstance {
+    let info = k.and_then(|k| k.collective.as_ref());
+    CollectiveInstance {
+        op: c
+            .map(|c| c.op)
+            .or(info.map(|i| i.op))
+            .unwrap_or_else(|| k.map(|k| coll_op_from_name(&k.name)).unwrap_or_default()),
+        bytes: c.map(|c| c.bytes).or(info.map(|i| i.bytes)).unwrap_or(0),
+        nranks: c.map(|c| c.nranks).or(info.map(|i| i.nranks)).unwrap_or(0),
+        comm: c.map(|c| c.comm).unwrap_or(0),
+        seq: c.map(|c| c.seq).unwrap_or(0),
+        host: c.map(|c| (c.start, c.end)),
+        gpu: k.map(|k| (k.start, k.end)),
+    }
+}
+
+impl CollectiveMatcher {
+    pub fn call(&mut self, c: &Collective) {
+        if !c.op.moves_data() {
+            return;
+        }
+        if c.correlation == 0 {
+            self.calls_fifo.push_back(c.clone());
+        } else if let Some(k) = self.kernels.remove(&c.correlation) {
+            self.done.push(instance(Some(c), Some(&k)));
+        } else {
+            self.calls.insert(c.correlation, c.clone());
+        }
+    }
+
+    /// Feed every kernel; non-communication kernels are ignored.
+    pub fn kernel(&mut self, k: &Kernel) {
+        if k.work_kind() != GpuWorkKind::Communication {
+            return;
+        }
+        if let Some(c) = (k.correlation != 0).then(|| self.calls.remove(&k.correlation)).flatten() {
+            self.done.push(instance(Some(&c), Some(k)));
+        } else if k.correlation != 0 {
+            self.kernels.insert(k.correlation, k.clone());
+        } else {
+            self.kernels_fifo.push_back(k.clone());
+        }
+    }
+
+    /// End of the process: leftovers are paired in issue order, the rest stand alone.
+    pub fn finish(&mut self) {
+        let mut calls: Vec<Collective> = self.calls.drain().map(|(_, c)| c).chain(self.calls_fifo.drain(..)).collect();
+        let mut kernels: Vec<Kernel> =
+            self.kernels.drain().map(|(_, k)| k).chain(self.kernels_fifo.drain(..)).collect();
+        calls.sort_by_key(|c| c.start);
+        kernels.sort_by_key(|k| k.start);
+        // Kernels that carry their own collective info (imports) stand alone.
+        let (own, mut plain): (Vec<Kernel>, Vec<Kernel>) = kernels.into_iter().partition(|k| k.collective.is_some());
+        for k in &own {
+            self.done.push(instance(None, Some(k)));
+        }
+        let n = calls.len().min(plain.len());
+        for (c, k) in calls.iter().zip(plain.iter()).take(n) {
+            self.done.push(instance(Some(c), Some(k)));
+        }
+        for c in &calls[n..] {
+            self.done.push(instance(Some(c), None));
+        }
+        for k in plain.drain(n..) {
+            self.done.push(instance(None, Some(&k)));
+        }
+    }
+}
+
+/// GPU time per NVTX range name (inclusive of nested ranges), and range counts / CPU time.
+#[derive(Debug, Default, Clone, PartialEq, serde::Serialize)]
+pub struct RangeStat {
+    pub name: String,
+    pub count: u64,
+    /// Sum of the ranges' own durations.
+    pub range_ns: u64,
+    /// GPU time of the work launched inside the ranges (kernels, copies, memsets).
+    pub gpu_ns: u64,
+}
+
+/// Projects GPU work onto the ranges it was launched in.
+#[derive(Debug, Default)]
+pub struct RangeProjection {
+    /// Launch correlation -> innermost range open at the launch.
+    launches: HashMap<u64, RangeId>,
+    /// GPU work that arrived before its launch call.
+    early_gpu: HashMap<u64, Ns>,
+    /// Completed ranges: id -> (name, parent).
+    ranges: HashMap<RangeId, (Name, Option<RangeId>)>,
+    /// Direct GPU time per range.
+    direct: HashMap<RangeId, Ns>,
+    stats: HashMap<Name, (u64, u64)>,
+}
+
+impl RangeProjection {
+    pub fn api(&mut self, a: &Api) {
+        let (Some(r), true) = (a.range, a.correlation != 0) else { return };
+        if let Some(t) = self.early_gpu.remove(&a.correlation) {
+            *self.direct.entry(r).or_default() += t;
+        } else {
+            self.launches.insert(a.correlation, r);
+        }
+    }
+
+    pub fn collective(&mut self, c: &Collective) {
+        if let (Some(r), true) = (c.range, c.correlation != 0) {
+            self.launches.entry(c.correlation).or_insert(r);
+        }
+    }
+
+    pub fn gpu(&mut self, correlation: u64, dur: Ns) {
+        if correlation == 0 {
+            return;
+        }
+        match self.launches.get(&correlation) {
+            Some(r) => *self.direct.entry(*r).or_default() += dur,
+            None => *self.early_gpu.entry(correlation).or_default() += dur,
+        }
+    }
+
+    pub fn range(&mut self, r: &NvtxRange) {
+        self.ranges.insert(r.id, (r.name.clone(), r.parent));
+        let s = self.stats.entry(r.name.clone()).or_default();
+        s.0 += 1;
+        s.1 += r.end.saturating_sub(r.start);
+    }
+
+    /// End of the process: roll direct GPU time up the range tree (each name counted once per chain).
+    pub fn finish(&mut self) -> Vec<RangeStat> {
+        let mut gpu: HashMap<Name, Ns> = HashMap::new();
+        let mut seen: Vec<Name> = Vec::new();
+        for (&rid, &t) in &self.direct {
+            seen.clear();
+            let mut cur = Some(rid);
+            let mut hops = 0;
+            while let Some(id) = cur {
+                let Some((name, parent)) = self.ranges.get(&id) else { break };
+                if !seen.contains(name) {
+                    seen.push(name.clone());
+                    *gpu.entry(name.clone()).or_default() += t;
+                }
+                cur = *parent;
+                hops += 1;
+                if hops > 10_000 {
+                    break;
+                }
+            }
+        }
+        let mut out: Vec<RangeStat> = self
+            .stats
+            .iter()
+            .map(|(n, &(count, range_ns))| RangeStat {
+                name: n.to_string(),
+                count,
+                range_ns,
+                gpu_ns: gpu.get(n).copied().unwrap_or(0),
+            })
+            .collect();
+        out.sort_by(|a, b| b.gpu_ns.cmp(&a.gpu_ns).then(b.range_ns.cmp(&a.range_ns)).then(a.name.cmp(&b.name)));
+        self.launches.clear();
+        self.early_gpu.clear();
+        self.ranges.clear();
+        self.direct.clear();
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kernel(corr: u64, start: Ns, end: Ns, name: &str) -> Kernel {
+        Kernel {
+            proc: ProcId(0),
+            device: 0,
+            context: 0,
+            stream: 1,
+            start,
+            end,
+            name: name.into(),
+            grid: [1; 3],
+            block: [1; 3],
+            registers: 0,
+            shared_mem: 0,
+            correlation: corr,
+            graph_id: 0,
+            collective: None,
+        }
+    }
+
+    fn api(corr: u64, range: Option<RangeId>) -> Api {
+        Api {
+            proc: ProcId(0),
+            tid: 1,
+            domain: ApiDomain::Runtime,
+            name: "cudaLaunchKernel".into(),
+            start: 0,
+            end: 1,
+            result: 0,
+            correlation: corr,
+            detail: None,
+            stream: 0,
+            arg: 0,
+            range,
+        }
+    }
+
+    fn range(id: u64, parent: Option<u64>, name: &str) -> NvtxRange {
+        NvtxRange {
+            proc: ProcId(0),
+            id: RangeId(id),
+            parent: parent.map(RangeId),
+            depth: parent.is_some() as u32,
+            kind: RangeKind::Nvtx,
+            tid: 1,
+            domain: None,
+            name: name.into(),
+            start: 0,
+            end: 100,
+        }
+    }
+
+    #[test]
+    fn projects_gpu_time_inclusively() {
+        let mut p = RangeProjection::default();
+        p.api(&api(1, Some(RangeId(2))));
+        p.api(&api(2, Some(RangeId(1))));
+        p.range(&range(2, Some(1), "fwd"));
+        p.range(&range(1, None, "step"));
+        p.gpu(1, 30);
+        p.gpu(2, 5);
+        p.gpu(3, 1000); // launched outside any range
+        let out = p.finish();
+        let get = |n: &str| out.iter().find(|s| s.name == n).unwrap().gpu_ns;
+        assert_eq!(get("step"), 35);
+        assert_eq!(get("fwd"), 30);
+    }
+
+    #[test]
+    fn matches_calls_and_kernels() {
+        let mut m = CollectiveMatcher::default();
+        let call = |corr, start| Collective {
+            proc: ProcId(0),
+            tid: 1,
+            op: CollOp::AllReduce,
+            start,
+            end: start + 1,
+            comm: 1,
+            rank: 0,
+            nranks: 4,
+            count: 0,
+            datatype: 0,
+            bytes: 100,
+            peer: -1,
+            stream: 0,
+            seq: 0,
+            result: 0,
+            correlation: corr,
+            device: 0,
+            range: None,
+        };
+        m.kernel(&kernel(5, 10, 30, "ncclKernel_AllReduce"));
+        m.call(&call(5, 1));
+        m.call(&call(0, 40));
+        m.kernel(&kernel(0, 50, 90, "ncclKernel_AllReduce"));
+        m.kernel(&kernel(7, 0, 5, "gemm"));
+        m.finish();
+        assert_eq!(m.done.len(), 2);
+        assert!(m.done.iter().all(|c| c.gpu.is_some() && c.host.is_some()));
+        assert_eq!(m.done.iter().map(|c| c.time_ns()).sum::<u64>(), 60);
+    }
+}
