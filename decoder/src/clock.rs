@@ -106,7 +106,7 @@ fn median_i64(v: &mut [i64]) -> Option<i64> {
 }
 
 /// Compute per-host offsets from each process's collective ends (`ends[i]` belongs to `procs[i]`).
-pub fn plan(procs: &[ProcessInfo], ends: &[CollectiveEnds]) -> ClockPlan {
+pub fn plan(procs: &[ProcessInfo], ends: &[&CollectiveEnds]) -> ClockPlan {
     let mut hosts: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for (i, p) in procs.iter().enumerate() {
         hosts.entry(&p.host).or_default().push(i);
@@ -218,7 +218,8 @@ mod tests {
                 s.ends.insert((77, seq), local as u64);
             }
         }
-        let plan = plan(&procs, &sinks);
+        let refs: Vec<&CollectiveEnds> = sinks.iter().collect();
+        let plan = plan(&procs, &refs);
         let b = plan.hosts.iter().find(|h| h.host == "b").unwrap();
         assert!((b.offset_ns + skew).abs() < 1_000, "offset {} vs skew {}", b.offset_ns, skew);
         assert_eq!(plan.matched_collectives, 200);

@@ -68,7 +68,8 @@ pub fn feed_all(
     let plan = if opts.align_clocks && sources.iter().filter(|s| s.kind == SourceKind::Ring).count() > 1 {
         // First pass: collective ends per rank, to align the hosts.
         let probes = feed_each(sources, CollectiveEnds::default, opts);
-        Some(clock::plan(&probes.processes, &probes.sinks))
+        let refs: Vec<&CollectiveEnds> = probes.sinks.iter().collect();
+        Some(clock::plan(&probes.processes, &refs))
     } else {
         None
     };

@@ -1,0 +1,607 @@
+//! `tprof summary`: where the time went, per rank and overall.
+//!
+//! [`RankAnalysis`] is a [`TraceSink`] for one process (built in parallel per file by
+//! [`crate::convert::feed_each`]); [`Summary::merge`] combines them. Per process, memory holds the
+//! per-name tables, GPU intervals (sorted per rank for the busy-time union), and in-flight correlation.
+
+use std::collections::{BTreeMap, HashMap};
+
+use regex_lite::Regex;
+use serde::Serialize;
+
+use crate::clock::{ClockPlan, CollectiveEnds};
+use crate::correlate::{CollectiveInstance, CollectiveMatcher, RangeProjection, RangeStat};
+use crate::intervals::{intersect_in, measure, measure_in, union, union2};
+use crate::model::*;
+use crate::steps::{StepFinder, StepSource, StepWindow};
+
+/// count / total / min / max of durations.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Stat {
+    pub count: u64,
+    pub total_ns: u64,
+    pub min_ns: u64,
+    pub max_ns: u64,
+}
+
+impl Stat {
+    pub fn add(&mut self, d: Ns) {
+        if self.count == 0 || d < self.min_ns {
+            self.min_ns = d;
+        }
+        self.max_ns = self.max_ns.max(d);
+        self.count += 1;
+        self.total_ns += d;
+    }
+    pub fn merge(&mut self, o: &Stat) {
+        if o.count == 0 {
+            return;
+        }
+        if self.count == 0 || o.min_ns < self.min_ns {
+            self.min_ns = o.min_ns;
+        }
+        self.max_ns = self.max_ns.max(o.max_ns);
+        self.count += o.count;
+        self.total_ns += o.total_ns;
+    }
+    pub fn avg_ns(&self) -> u64 {
+        self.total_ns.checked_div(self.count).unwrap_or(0)
+    }
+}
+
+/// Per-step facts of one rank.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct StepRow {
+    pub index: u64,
+    pub name: String,
+    pub start_ns: Ns,
+    pub duration_ns: Ns,
+    pub gpu_busy_ns: Ns,
+    pub compute_ns: Ns,
+    pub communication_ns: Ns,
+    /// Communication time not overlapped by compute.
+    pub exposed_comm_ns: Ns,
+}
+
+/// What one process amounted to.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RankSummary {
+    pub label: String,
+    pub rank: Option<u32>,
+    pub host: String,
+    pub pid: u32,
+    pub path: String,
+    pub start_ns: Ns,
+    pub end_ns: Ns,
+    pub span_ns: Ns,
+    pub gpu_busy_ns: Ns,
+    pub compute_ns: Ns,
+    pub communication_ns: Ns,
+    pub memory_ns: Ns,
+    pub idle_ns: Ns,
+    /// True when host API calls were recorded but no GPU activity: GPU times are missing.
+    pub gpu_times_missing: bool,
+    pub events: u64,
+    pub step_source: Option<StepSource>,
+    pub steps: Vec<StepRow>,
+    #[serde(skip)]
+    kernels: HashMap<Name, Stat>,
+    #[serde(skip)]
+    apis: HashMap<Name, Stat>,
+    #[serde(skip)]
+    memcpy: HashMap<&'static str, (Stat, u64)>,
+    #[serde(skip)]
+    collectives: Vec<CollectiveInstance>,
+    #[serde(skip)]
+    nvtx: Vec<RangeStat>,
+}
+
+const COMPUTE: u8 = 0;
+const COMM: u8 = 1;
+const MEMORY: u8 = 2;
+
+/// The per-process analysis sink.
+#[derive(Debug)]
+pub struct RankAnalysis {
+    info: Option<ProcessInfo>,
+    kernels: HashMap<Name, Stat>,
+    apis: HashMap<Name, Stat>,
+    memcpy: HashMap<&'static str, (Stat, u64)>,
+    gpu: Vec<(Ns, Ns, u8)>,
+    span: (Ns, Ns),
+    events: u64,
+    api_count: u64,
+    gpu_count: u64,
+    colls: CollectiveMatcher,
+    proj: RangeProjection,
+    steps: Option<StepFinder>,
+    /// Collective ends for clock alignment.
+    pub clock: CollectiveEnds,
+    pub result: Option<RankSummary>,
+}
+
+impl RankAnalysis {
+    pub fn new(step_pattern: &Regex) -> RankAnalysis {
+        RankAnalysis {
+            info: None,
+            kernels: HashMap::new(),
+            apis: HashMap::new(),
+            memcpy: HashMap::new(),
+            gpu: Vec::new(),
+            span: (u64::MAX, 0),
+            events: 0,
+            api_count: 0,
+            gpu_count: 0,
+            colls: CollectiveMatcher::default(),
+            proj: RangeProjection::default(),
+            steps: Some(StepFinder::new(step_pattern)),
+            clock: CollectiveEnds::default(),
+            result: None,
+        }
+    }
+
+    fn seen(&mut self, start: Ns, end: Ns) {
+        self.events += 1;
+        self.span.0 = self.span.0.min(start);
+        self.span.1 = self.span.1.max(end);
+    }
+
+    fn gpu_work(&mut self, start: Ns, end: Ns, kind: u8, correlation: u64) {
+        self.seen(start, end);
+        self.gpu_count += 1;
+        self.gpu.push((start, end, kind));
+        self.proj.gpu(correlation, end.saturating_sub(start));
+    }
+}
+
+impl TraceSink for RankAnalysis {
+    fn handle_process(&mut self, info: &ProcessInfo) {
+        self.info = Some(info.clone());
+        self.clock.handle_process(info);
+    }
+    fn handle_kernel(&mut self, k: &Kernel) {
+        let d = k.duration();
+        self.kernels.entry(k.name.clone()).or_default().add(d);
+        let kind = if k.work_kind() == GpuWorkKind::Communication { COMM } else { COMPUTE };
+        self.gpu_work(k.start, k.end, kind, k.correlation);
+        self.colls.kernel(k);
+        self.clock.handle_kernel(k);
+        if let Some(s) = &mut self.steps {
+            s.kernel(k);
+        }
+    }
+    fn handle_memcpy(&mut self, m: &Memcpy) {
+        let e = self.memcpy.entry(m.kind.name()).or_default();
+        e.0.add(m.end.saturating_sub(m.start));
+        e.1 += m.bytes;
+        self.gpu_work(m.start, m.end, MEMORY, m.correlation);
+    }
+    fn handle_memset(&mut self, m: &Memset) {
+        let e = self.memcpy.entry("Memset").or_default();
+        e.0.add(m.end.saturating_sub(m.start));
+        e.1 += m.bytes;
+        self.gpu_work(m.start, m.end, MEMORY, m.correlation);
+    }
+    fn handle_api(&mut self, a: &Api) {
+        self.seen(a.start, a.end);
+        self.api_count += 1;
+        self.apis.entry(a.name.clone()).or_default().add(a.end.saturating_sub(a.start));
+        self.proj.api(a);
+    }
+    fn handle_sync(&mut self, s: &SyncEvent) {
+        self.seen(s.start, s.end);
+    }
+    fn handle_memory(&mut self, m: &MemoryEvent) {
+        self.seen(m.ts, m.ts);
+    }
+    fn handle_collective(&mut self, c: &Collective) {
+        self.seen(c.start, c.end);
+        self.colls.call(c);
+        self.proj.collective(c);
+        self.clock.handle_collective(c);
+    }
+    fn handle_nvtx_range(&mut self, r: &NvtxRange) {
+        self.seen(r.start, r.end);
+        self.proj.range(r);
+        if let Some(s) = &mut self.steps {
+            s.range(r);
+        }
+    }
+    fn handle_nvtx_mark(&mut self, m: &NvtxMark) {
+        self.seen(m.ts, m.ts);
+    }
+    fn handle_counter(&mut self, c: &CounterSample) {
+        self.seen(c.ts, c.ts);
+    }
+    fn handle_marker(&mut self, m: &Marker) {
+        self.seen(m.ts, m.ts);
+        if let Some(s) = &mut self.steps {
+            s.marker(m);
+        }
+    }
+    fn handle_process_end(&mut self, p: ProcId) {
+        self.clock.handle_process_end(p);
+        self.colls.finish();
+        let info = self.info.take();
+        let span = if self.span.0 == u64::MAX { (0, 0) } else { self.span };
+        let gpu = std::mem::take(&mut self.gpu);
+        let split = |kind: u8| union(gpu.iter().filter(|g| g.2 == kind).map(|g| (g.0, g.1)).collect());
+        let (compute, comm, mem) = (split(COMPUTE), split(COMM), split(MEMORY));
+        drop(gpu);
+        let cm = union2(&compute, &comm);
+        let all = union2(&cm, &mem);
+        let busy = measure(&all);
+        let compute_ns = measure(&compute);
+        let comm_only = measure(&cm) - compute_ns;
+        let (step_source, windows) = match self.steps.take() {
+            Some(f) => {
+                let (s, w) = f.finish(span);
+                (Some(s), w)
+            }
+            None => (None, Vec::new()),
+        };
+        let steps = windows
+            .iter()
+            .map(|w: &StepWindow| {
+                let comm_in = measure_in(&comm, w.start, w.end);
+                StepRow {
+                    index: w.index,
+                    name: w.name.clone(),
+                    start_ns: w.start,
+                    duration_ns: w.end.saturating_sub(w.start),
+                    gpu_busy_ns: measure_in(&all, w.start, w.end),
+                    compute_ns: measure_in(&compute, w.start, w.end),
+                    communication_ns: comm_in,
+                    exposed_comm_ns: comm_in - intersect_in(&comm, &compute, w.start, w.end),
+                }
+            })
+            .collect();
+        let span_ns = span.1 - span.0;
+        self.result = Some(RankSummary {
+            label: info.as_ref().map(|i| i.label()).unwrap_or_default(),
+            rank: info.as_ref().and_then(|i| i.rank),
+            host: info.as_ref().map(|i| i.host.to_string()).unwrap_or_default(),
+            pid: info.as_ref().map(|i| i.pid).unwrap_or(0),
+            path: info.as_ref().map(|i| i.path.display().to_string()).unwrap_or_default(),
+            start_ns: span.0,
+            end_ns: span.1,
+            span_ns,
+            gpu_busy_ns: busy,
+            compute_ns,
+            communication_ns: comm_only,
+            memory_ns: busy - measure(&cm),
+            idle_ns: span_ns.saturating_sub(busy),
+            gpu_times_missing: self.api_count > 0 && self.gpu_count == 0,
+            events: self.events,
+            step_source,
+            steps,
+            kernels: std::mem::take(&mut self.kernels),
+            apis: std::mem::take(&mut self.apis),
+            memcpy: std::mem::take(&mut self.memcpy),
+            collectives: std::mem::take(&mut self.colls.done),
+            nvtx: self.proj.finish(),
+        });
+    }
+}
+
+/// nccl-tests bus bandwidth factor.
+pub fn bus_factor(op: CollOp, nranks: u32) -> f64 {
+    let n = nranks.max(1) as f64;
+    match op {
+        CollOp::AllReduce => 2.0 * (n - 1.0) / n,
+        CollOp::AllGather | CollOp::ReduceScatter | CollOp::AllToAll => (n - 1.0) / n,
+        _ => 1.0,
+    }
+}
+
+/// Message-size bucket: the power of two at or above `bytes`.
+pub fn size_bucket(bytes: u64) -> u64 {
+    bytes.max(1).next_power_of_two()
+}
+
+/// "64 MiB"
+pub fn human_bytes(b: u64) -> String {
+    const U: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = b as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i + 1 < U.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{b} B")
+    } else if v.fract() == 0.0 {
+        format!("{v:.0} {}", U[i])
+    } else {
+        format!("{v:.1} {}", U[i])
+    }
+}
+
+/// Demangle a C++ kernel name when it is mangled.
+pub fn demangle(name: &str) -> String {
+    if name.starts_with("_Z") {
+        if let Ok(sym) = cpp_demangle::Symbol::new(name) {
+            if let Ok(s) = sym.demangle(&cpp_demangle::DemangleOptions::default()) {
+                return s;
+            }
+        }
+    }
+    name.to_string()
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct KernelRow {
+    pub name: String,
+    pub count: u64,
+    pub total_ns: u64,
+    pub avg_ns: u64,
+    pub min_ns: u64,
+    pub max_ns: u64,
+    /// Share of all kernel time.
+    pub pct: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ApiRow {
+    pub name: String,
+    pub count: u64,
+    pub total_ns: u64,
+    pub avg_ns: u64,
+    pub min_ns: u64,
+    pub max_ns: u64,
+    pub pct: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MemcpyRow {
+    pub kind: String,
+    pub count: u64,
+    pub bytes: u64,
+    pub total_ns: u64,
+    pub bandwidth_gbps: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CollectiveRow {
+    pub op: String,
+    /// Message-size bucket upper bound (bytes, power of two).
+    pub size_bucket: u64,
+    pub nranks: u32,
+    pub count: u64,
+    /// Total bytes over all calls of the row (per rank, summed over ranks).
+    pub bytes: u64,
+    /// Mean message size.
+    pub msg_bytes: u64,
+    pub time_ns: u64,
+    pub algbw_gbps: f64,
+    pub busbw_gbps: f64,
+    /// Calls whose time came from the GPU kernel (the rest from the host call).
+    pub gpu_timed: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StepSummaryRow {
+    pub index: u64,
+    pub name: String,
+    pub ranks: u32,
+    /// The slowest rank's step time.
+    pub duration_ns: u64,
+    pub mean_duration_ns: u64,
+    pub mean_gpu_busy_ns: u64,
+    pub mean_exposed_comm_ns: u64,
+}
+
+/// Overall totals.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Totals {
+    pub ranks: usize,
+    pub span_ns: u64,
+    pub gpu_busy_ns: u64,
+    pub compute_ns: u64,
+    pub communication_ns: u64,
+    pub memory_ns: u64,
+    pub idle_ns: u64,
+    pub kernel_ns: u64,
+    pub events: u64,
+}
+
+/// The whole summary (the `--json` document).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Summary {
+    pub totals: Totals,
+    pub ranks: Vec<RankSummary>,
+    pub kernels: Vec<KernelRow>,
+    pub api: Vec<ApiRow>,
+    pub memcpy: Vec<MemcpyRow>,
+    pub collectives: Vec<CollectiveRow>,
+    pub steps: Vec<StepSummaryRow>,
+    pub nvtx: Vec<RangeStat>,
+    pub clock: Option<ClockPlan>,
+    pub notes: Vec<String>,
+}
+
+impl Summary {
+    /// Combine per-rank results (in rank order).
+    pub fn merge(mut ranks: Vec<RankSummary>, clock: Option<ClockPlan>, notes: Vec<String>) -> Summary {
+        ranks.sort_by_key(|r| (r.rank.unwrap_or(u32::MAX), r.pid));
+        let mut s = Summary { clock, notes, ..Summary::default() };
+        let mut kernels: HashMap<Name, Stat> = HashMap::new();
+        let mut apis: HashMap<Name, Stat> = HashMap::new();
+        let mut memcpy: BTreeMap<&str, (Stat, u64)> = BTreeMap::new();
+        let mut colls: BTreeMap<(CollOp, u64, u32), (u64, u64, u64, f64, u64)> = BTreeMap::new();
+        let mut steps: BTreeMap<u64, (String, u32, u64, u64, u64, u64)> = BTreeMap::new();
+        let mut nvtx: BTreeMap<String, RangeStat> = BTreeMap::new();
+        let t = &mut s.totals;
+        t.ranks = ranks.len();
+        let (lo, hi) = ranks.iter().fold((u64::MAX, 0), |a, r| (a.0.min(r.start_ns), a.1.max(r.end_ns)));
+        t.span_ns = hi.saturating_sub(lo);
+        for r in &ranks {
+            t.gpu_busy_ns += r.gpu_busy_ns;
+            t.compute_ns += r.compute_ns;
+            t.communication_ns += r.communication_ns;
+            t.memory_ns += r.memory_ns;
+            t.idle_ns += r.idle_ns;
+            t.events += r.events;
+            if r.gpu_times_missing {
+                s.notes.push(format!(
+                    "{} ({}): host API calls were recorded but no GPU activity (CUPTI unavailable?): GPU times are missing",
+                    r.label, r.path
+                ));
+            }
+            for (n, st) in &r.kernels {
+                kernels.entry(n.clone()).or_default().merge(st);
+            }
+            for (n, st) in &r.apis {
+                apis.entry(n.clone()).or_default().merge(st);
+            }
+            for (k, (st, b)) in &r.memcpy {
+                let e = memcpy.entry(k).or_default();
+                e.0.merge(st);
+                e.1 += b;
+            }
+            for c in &r.collectives {
+                let e = colls.entry((c.op, size_bucket(c.bytes), c.nranks)).or_default();
+                let time = c.time_ns();
+                e.0 += 1;
+                e.1 += c.bytes;
+                e.2 += time;
+                // busbw summed per call, weighted by time below.
+                e.3 += c.bytes as f64 * bus_factor(c.op, c.nranks);
+                e.4 += c.gpu.is_some() as u64;
+            }
+            for st in &r.steps {
+                let e = steps.entry(st.index).or_insert_with(|| (st.name.clone(), 0, 0, 0, 0, 0));
+                e.1 += 1;
+                e.2 = e.2.max(st.duration_ns);
+                e.3 += st.duration_ns;
+                e.4 += st.gpu_busy_ns;
+                e.5 += st.exposed_comm_ns;
+            }
+            for n in &r.nvtx {
+                let e = nvtx
+                    .entry(n.name.clone())
+                    .or_insert_with(|| RangeStat { name: n.name.clone(), ..RangeStat::default() });
+                e.count += n.count;
+                e.range_ns += n.range_ns;
+                e.gpu_ns += n.gpu_ns;
+            }
+        }
+        let kernel_total: u64 = kernels.values().map(|k| k.total_ns).sum();
+        s.totals.kernel_ns = kernel_total;
+        let pct = |x: u64, of: u64| if of == 0 { 0.0 } else { 100.0 * x as f64 / of as f64 };
+        s.kernels = kernels
+            .iter()
+            .map(|(n, k)| KernelRow {
+                name: demangle(n),
+                count: k.count,
+                total_ns: k.total_ns,
+                avg_ns: k.avg_ns(),
+                min_ns: k.min_ns,
+                max_ns: k.max_ns,
+                pct: pct(k.total_ns, kernel_total),
+            })
+            .collect();
+        s.kernels.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
+        let api_total: u64 = apis.values().map(|k| k.total_ns).sum();
+        s.api = apis
+            .iter()
+            .map(|(n, k)| ApiRow {
+                name: n.to_string(),
+                count: k.count,
+                total_ns: k.total_ns,
+                avg_ns: k.avg_ns(),
+                min_ns: k.min_ns,
+                max_ns: k.max_ns,
+                pct: pct(k.total_ns, api_total),
+            })
+            .collect();
+        s.api.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
+        s.memcpy = memcpy
+            .into_iter()
+            .map(|(k, (st, bytes))| MemcpyRow {
+                kind: k.to_string(),
+                count: st.count,
+                bytes,
+                total_ns: st.total_ns,
+                bandwidth_gbps: if st.total_ns == 0 { 0.0 } else { bytes as f64 / st.total_ns as f64 },
+            })
+            .collect();
+        s.collectives = colls
+            .into_iter()
+            .map(|((op, bucket, nranks), (count, bytes, time, bus_bytes, gpu_timed))| {
+                let gbps = |b: f64| if time == 0 { 0.0 } else { b / time as f64 };
+                CollectiveRow {
+                    op: op.name().to_string(),
+                    size_bucket: bucket,
+                    nranks,
+                    count,
+                    bytes,
+                    msg_bytes: bytes.checked_div(count).unwrap_or(0),
+                    time_ns: time,
+                    algbw_gbps: gbps(bytes as f64),
+                    busbw_gbps: gbps(bus_bytes),
+                    gpu_timed,
+                }
+            })
+            .collect();
+        s.steps = steps
+            .into_iter()
+            .map(|(index, (name, n, max, sum, busy, exposed))| StepSummaryRow {
+                index,
+                name,
+                ranks: n,
+                duration_ns: max,
+                mean_duration_ns: sum / n.max(1) as u64,
+                mean_gpu_busy_ns: busy / n.max(1) as u64,
+                mean_exposed_comm_ns: exposed / n.max(1) as u64,
+            })
+            .collect();
+        s.nvtx = nvtx.into_values().collect();
+        s.nvtx.sort_by(|a, b| b.gpu_ns.cmp(&a.gpu_ns).then(b.range_ns.cmp(&a.range_ns)));
+        s.ranks = ranks;
+        s
+    }
+}
+
+/// Decode `sources` in parallel and summarize them. Files that cannot be used are returned as
+/// errors; everything usable is summarized.
+pub fn summarize(
+    sources: &[crate::input::Source],
+    step_pattern: &Regex,
+    opts: &crate::convert::ConvertOptions,
+) -> (Summary, Vec<crate::error::InputError>) {
+    let each = crate::convert::feed_each(sources, || RankAnalysis::new(step_pattern), opts);
+    let mut notes: Vec<String> = each.notes.iter().map(|n| n.to_string()).collect();
+    let with_colls = each.sinks.iter().filter(|s| !s.clock.ends.is_empty()).count();
+    let clock = (with_colls > 1).then(|| {
+        let ends: Vec<&CollectiveEnds> = each.sinks.iter().map(|s| &s.clock).collect();
+        crate::clock::plan(&each.processes, &ends)
+    });
+    if let Some(c) = &clock {
+        if c.matched_collectives == 0 && each.processes.len() > 1 {
+            notes.push("clock alignment: no collective was seen on more than one rank; hosts not refined".into());
+        }
+    }
+    let ranks = each.sinks.into_iter().filter_map(|s| s.result).collect();
+    (Summary::merge(ranks, clock, notes), each.errors)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn busbw_factors() {
+        assert_eq!(bus_factor(CollOp::AllReduce, 8), 1.75);
+        assert_eq!(bus_factor(CollOp::AllGather, 4), 0.75);
+        assert_eq!(bus_factor(CollOp::ReduceScatter, 2), 0.5);
+        assert_eq!(bus_factor(CollOp::AllToAll, 8), 0.875);
+        assert_eq!(bus_factor(CollOp::Broadcast, 8), 1.0);
+        assert_eq!(bus_factor(CollOp::Reduce, 8), 1.0);
+        assert_eq!(bus_factor(CollOp::Send, 2), 1.0);
+        assert_eq!(bus_factor(CollOp::Recv, 2), 1.0);
+        assert_eq!(size_bucket(3000), 4096);
+        assert_eq!(human_bytes(64 << 20), "64 MiB");
+        assert_eq!(demangle("_Z4gemmPfS_S_i"), "gemm(float*, float*, float*, int)");
+    }
+}
