@@ -2,6 +2,7 @@
 //! analyses (summary, steps, correlation) and exporters.
 #![forbid(unsafe_code)]
 
+pub mod cli;
 pub mod clock;
 pub mod convert;
 pub mod correlate;

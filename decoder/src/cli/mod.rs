@@ -1,0 +1,71 @@
+//! The `tprof` CLI: argument parsing (clap derive) -> plain option structs -> domain code.
+
+pub mod ringfile;
+pub mod summary;
+pub mod table;
+
+use clap::{Parser, Subcommand};
+
+/// tprof: profile large-model training. Decode ring files (one per rank) and Kineto traces.
+#[derive(Debug, Parser)]
+#[command(name = "tprof", version, after_help = EXAMPLES)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+const EXAMPLES: &str = "EXAMPLES:
+    tprof summary ./tprof-out                 every rank of a job
+    tprof summary 'run/*.tprof' --json        machine-readable
+    tprof summary trace.pt.trace.json.gz      an imported PyTorch-profiler trace
+    tprof info host-r0-p123.tprof
+    tprof check ./tprof-out/*.tprof";
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Where the time went: per rank and overall (GPU busy, kernels, API, memcpy, NCCL, steps).
+    Summary {
+        /// Ring files, directories, globs, or Kineto .json/.json.gz traces.
+        #[arg(required = true)]
+        paths: Vec<String>,
+        /// Print JSON (stable keys) instead of tables.
+        #[arg(long)]
+        json: bool,
+        /// Regex naming the NVTX ranges that are steps (default: step, train_step, ProfilerStep#N).
+        #[arg(long, value_name = "REGEX")]
+        step_marker: Option<String>,
+        /// Rows per table.
+        #[arg(long, default_value_t = 15)]
+        top: usize,
+        /// Decoding threads (0 = all cores).
+        #[arg(long, default_value_t = 0)]
+        threads: usize,
+    },
+    /// Header, record counts per type, time span, drops and damage of one ring file.
+    Info { file: std::path::PathBuf },
+    /// Every record in commit order, names resolved.
+    Dump {
+        file: std::path::PathBuf,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Verify ring files: exit 0 when intact, 1 with a damage report (file, offset, what).
+    Check {
+        #[arg(required = true)]
+        files: Vec<std::path::PathBuf>,
+    },
+}
+
+/// Run a parsed command; returns the exit status.
+pub fn run(cli: Cli) -> i32 {
+    match cli.command {
+        Command::Summary { paths, json, step_marker, top, threads } => {
+            let opts = summary::SummaryArgs { paths, json, step_marker, top, threads };
+            summary::run(&opts)
+        }
+        Command::Info { file } => ringfile::info(&file),
+        Command::Dump { file, json } => ringfile::dump(&file, json),
+        Command::Check { files } => ringfile::check(&files),
+    }
+}

@@ -1,0 +1,209 @@
+//! `tprof info`, `tprof dump`, `tprof check`: thin commands over the format reader.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use tprof_format::{type_name, Damage, Decoded, RingReader};
+
+fn open(path: &Path) -> Result<RingReader, i32> {
+    RingReader::open(path).map_err(|e| {
+        eprintln!("tprof: {e}");
+        1
+    })
+}
+
+/// Replace `StrId(N)` in a record's debug text by the quoted name.
+fn resolve(text: &str, r: &RingReader, inline: &BTreeMap<u32, String>) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("StrId(") {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 6..];
+        match after.find(')').and_then(|j| after[..j].parse::<u32>().ok().map(|n| (j, n))) {
+            Some((j, n)) => {
+                let name = inline.get(&n).cloned().unwrap_or_else(|| r.name(tprof_format::StrId(n)).into_owned());
+                out.push_str(&format!("{name:?}"));
+                rest = &after[j + 1..];
+            }
+            None => {
+                out.push_str("StrId(");
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+pub fn info(path: &Path) -> i32 {
+    let r = match open(path) {
+        Ok(r) => r,
+        Err(c) => return c,
+    };
+    let h = r.header();
+    let st = r.stats();
+    println!("file:        {}", path.display());
+    println!("format:      version {}, writer {}, mode {}", h.version, h.writer, h.mode);
+    println!("process:     pid {} (ppid {}) on {}", h.pid, h.ppid, h.hostname);
+    println!("command:     {}", h.cmdline.join(" "));
+    let opt = |v: Option<u32>| v.map(|x| x.to_string()).unwrap_or_else(|| "-".into());
+    println!("rank:        {} (local {}, world {})", opt(h.rank), opt(h.local_rank), opt(h.world_size));
+    if let Some(j) = &h.job_id {
+        println!("job:         {j}");
+    }
+    println!(
+        "clock:       {} ({:.0} ticks/s), start wall {} ns",
+        h.clock_source.name(),
+        h.ticks_per_sec,
+        h.start_wall_ns
+    );
+    println!(
+        "ring:        {} chunks x {} bytes ({} intact, {} empty), dictionary {} bytes, {} strings",
+        h.chunk_count,
+        h.chunk_bytes,
+        r.chunks().len(),
+        r.empty_slots(),
+        h.dict_bytes,
+        r.strings().len()
+    );
+    println!(
+        "state:       {}{}",
+        if st.clean_close() { "closed cleanly" } else { "not closed (crash or still running)" },
+        if st.wrapped() { ", wrapped (oldest events overwritten)" } else { "" }
+    );
+    let mut counts: BTreeMap<&'static str, u64> = BTreeMap::new();
+    let (mut lo, mut hi) = (u64::MAX, 0u64);
+    let mut damage: Vec<Damage> = r.damage().to_vec();
+    for item in r.records() {
+        match item {
+            Ok(Decoded::Record(rec)) => {
+                *counts.entry(rec.type_name()).or_default() += 1;
+                if let Some(t) = rec.timestamp() {
+                    if t > 0 {
+                        lo = lo.min(t);
+                        hi = hi.max(t);
+                    }
+                }
+            }
+            Ok(Decoded::String { .. }) => *counts.entry("string").or_default() += 1,
+            Ok(Decoded::Unknown { code, .. }) => *counts.entry(type_name(code)).or_default() += 1,
+            Err(d) => damage.push(d),
+        }
+    }
+    let total: u64 = counts.values().sum();
+    println!("records:     {total}");
+    for (k, v) in &counts {
+        println!("  {k:<22} {v}");
+    }
+    if lo <= hi {
+        let tc = r.tick_converter();
+        let span = tc.to_mono_ns(hi).saturating_sub(tc.to_mono_ns(lo));
+        println!("time span:   {:.6} s (wall {} .. {})", span as f64 / 1e9, tc.to_wall_ns(lo), tc.to_wall_ns(hi));
+    }
+    println!("dropped:     {} events (shim), {} records (CUPTI)", st.dropped_events, st.cupti_dropped);
+    if damage.is_empty() {
+        println!("damage:      none");
+    } else {
+        println!("damage:      {}", damage.len());
+        for d in &damage {
+            println!("  offset {}: {}", d.offset, d.what);
+        }
+    }
+    0
+}
+
+pub fn dump(path: &Path, json: bool) -> i32 {
+    use std::io::Write;
+    let r = match open(path) {
+        Ok(r) => r,
+        Err(c) => return c,
+    };
+    let tc = r.tick_converter();
+    let mut inline: BTreeMap<u32, String> = BTreeMap::new();
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut status = 0;
+    for item in r.records() {
+        let line = match item {
+            Ok(Decoded::Record(rec)) => {
+                let text = resolve(&format!("{rec:?}"), &r, &inline);
+                let ts = rec.timestamp();
+                if json {
+                    serde_json::json!({
+                        "type": rec.type_name(),
+                        "ticks": ts,
+                        "wall_ns": ts.map(|t| tc.to_wall_ns(t)),
+                        "record": text,
+                    })
+                    .to_string()
+                } else {
+                    match ts {
+                        Some(t) => format!("{:>20} {text}", tc.to_wall_ns(t)),
+                        None => format!("{:>20} {text}", "-"),
+                    }
+                }
+            }
+            Ok(Decoded::String { id, bytes }) => {
+                let s = String::from_utf8_lossy(bytes).into_owned();
+                inline.insert(id.0, s.clone());
+                if json {
+                    serde_json::json!({"type": "string", "id": id.0, "text": s}).to_string()
+                } else {
+                    format!("{:>20} String {{ id: {}, text: {s:?} }}", "-", id.0)
+                }
+            }
+            Ok(Decoded::Unknown { code, payload }) => {
+                if json {
+                    serde_json::json!({"type": "unknown", "code": code, "bytes": payload.len()}).to_string()
+                } else {
+                    format!("{:>20} Unknown {{ code: {code}, bytes: {} }}", "-", payload.len())
+                }
+            }
+            Err(d) => {
+                status = 1;
+                eprintln!("tprof: {}: damage at offset {}: {}", path.display(), d.offset, d.what);
+                continue;
+            }
+        };
+        if writeln!(out, "{line}").is_err() {
+            return 0; // closed pipe (e.g. `| head`)
+        }
+    }
+    status
+}
+
+pub fn check(files: &[PathBuf]) -> i32 {
+    let mut bad = 0;
+    for f in files {
+        let r = match RingReader::open(f) {
+            Ok(r) => r,
+            Err(e) => {
+                println!("{e}");
+                bad += 1;
+                continue;
+            }
+        };
+        let mut damage: Vec<Damage> = r.damage().to_vec();
+        let mut records = 0u64;
+        for item in r.records() {
+            match item {
+                Ok(_) => records += 1,
+                Err(d) => damage.push(d),
+            }
+        }
+        if damage.is_empty() {
+            println!("{}: ok ({records} records, {} chunks)", f.display(), r.chunks().len());
+        } else {
+            bad += 1;
+            println!("{}: DAMAGED ({records} records readable)", f.display());
+            for d in &damage {
+                println!("{}: offset {}: {}", f.display(), d.offset, d.what);
+            }
+        }
+    }
+    if bad > 0 {
+        1
+    } else {
+        0
+    }
+}
