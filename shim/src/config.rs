@@ -1,0 +1,239 @@
+//! `TPROF_*` configuration, read once from the environment. A bad value gets one warning line on
+//! stderr naming the variable, and the default is used: the host program always runs on.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use tprof_format::ClockSource;
+
+/// Capture mode (`TPROF_MODE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Everything from the start.
+    Full,
+    /// Only the steps in `TPROF_STEPS`.
+    Steps,
+    /// A duty cycle (`TPROF_SAMPLE=2s/60s`).
+    Sample,
+    /// Always on; the ring wraps and keeps the newest events.
+    Flight,
+    /// Counters only, no per-event records.
+    Metrics,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Full => "full",
+            Mode::Steps => "steps",
+            Mode::Sample => "sample",
+            Mode::Flight => "flight",
+            Mode::Metrics => "metrics",
+        }
+    }
+}
+
+/// The shim's configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `TPROF_DISABLE=1`: load but record nothing.
+    pub disabled: bool,
+    /// `TPROF_OUT` (default `./tprof-out`).
+    pub out_dir: PathBuf,
+    /// `TPROF_RING_MB` (default 256).
+    pub ring_mb: u64,
+    /// `TPROF_MODE` (default full).
+    pub mode: Mode,
+    /// `TPROF_FOLLOW_FORK` (default on): a forked child records into its own ring.
+    pub follow_fork: bool,
+    /// `TPROF_STEP_MARKER`: NVTX range name pattern of a training step.
+    pub step_marker: Option<String>,
+    /// `TPROF_HANG_TIMEOUT` (default 300 s).
+    pub hang_timeout: Duration,
+    /// `TPROF_CUPTI` (default on).
+    pub cupti: bool,
+    /// `TPROF_CLOCK` (tsc | monotonic | auto).
+    pub clock: Option<ClockSource>,
+    /// `TPROF_BUFFER_EVENTS`: per-thread buffer capacity in events (power of two, default 16384).
+    pub buffer_events: usize,
+    /// `TPROF_COMMIT_MS`: longest time between ring commits (default 100).
+    pub commit_interval: Duration,
+    /// `TPROF_QUIET=1`: no informational lines (warnings still print).
+    pub quiet: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            disabled: false,
+            out_dir: PathBuf::from("tprof-out"),
+            ring_mb: 256,
+            mode: Mode::Full,
+            follow_fork: true,
+            step_marker: None,
+            hang_timeout: Duration::from_secs(300),
+            cupti: true,
+            clock: None,
+            buffer_events: 16384,
+            commit_interval: Duration::from_millis(100),
+            quiet: false,
+        }
+    }
+}
+
+fn warn(var: &str, value: &str, why: &str, default: &str) {
+    crate::state::warn_line(&format!("{var}={value:?} {why}; using {default}"));
+}
+
+fn parse_bool(var: &str, value: &str, default: bool) -> bool {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => true,
+        "0" | "false" | "no" | "off" => false,
+        _ => {
+            warn(var, value, "is not a boolean (0/1)", if default { "1" } else { "0" });
+            default
+        }
+    }
+}
+
+/// Parses a duration like `300`, `300s`, `250ms`, `2m`, `1h`.
+pub fn parse_duration(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    let (num, unit) = s.find(|c: char| !c.is_ascii_digit() && c != '.').map(|i| s.split_at(i)).unwrap_or((s, "s"));
+    let v: f64 = num.parse().ok()?;
+    if !v.is_finite() || v < 0.0 {
+        return None;
+    }
+    let secs = match unit.trim() {
+        "ms" => v / 1000.0,
+        "s" | "" => v,
+        "m" | "min" => v * 60.0,
+        "h" => v * 3600.0,
+        _ => return None,
+    };
+    Some(Duration::from_secs_f64(secs))
+}
+
+impl Config {
+    /// Reads the configuration from an environment lookup (the process environment in production).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Config {
+        let mut c = Config::default();
+        if let Some(v) = get("TPROF_DISABLE") {
+            c.disabled = parse_bool("TPROF_DISABLE", &v, false);
+        }
+        if let Some(v) = get("TPROF_OUT") {
+            if v.trim().is_empty() {
+                warn("TPROF_OUT", &v, "is empty", "./tprof-out");
+            } else {
+                c.out_dir = PathBuf::from(v);
+            }
+        }
+        if let Some(v) = get("TPROF_RING_MB") {
+            match v.trim().parse::<u64>() {
+                Ok(mb) if (1..=65536).contains(&mb) => c.ring_mb = mb,
+                _ => warn("TPROF_RING_MB", &v, "is not a size in MiB between 1 and 65536", "256"),
+            }
+        }
+        if let Some(v) = get("TPROF_MODE") {
+            c.mode = match v.trim() {
+                "full" | "" => Mode::Full,
+                "steps" => Mode::Steps,
+                "sample" => Mode::Sample,
+                "flight" => Mode::Flight,
+                "metrics" => Mode::Metrics,
+                _ => {
+                    warn("TPROF_MODE", &v, "is not one of full, steps, sample, flight, metrics", "full");
+                    Mode::Full
+                }
+            };
+        }
+        if let Some(v) = get("TPROF_FOLLOW_FORK") {
+            c.follow_fork = parse_bool("TPROF_FOLLOW_FORK", &v, true);
+        }
+        if let Some(v) = get("TPROF_STEP_MARKER") {
+            if !v.trim().is_empty() {
+                c.step_marker = Some(v);
+            }
+        }
+        if let Some(v) = get("TPROF_HANG_TIMEOUT") {
+            match parse_duration(&v) {
+                Some(d) if d >= Duration::from_millis(100) => c.hang_timeout = d,
+                _ => warn("TPROF_HANG_TIMEOUT", &v, "is not a duration of at least 100ms (e.g. 300s)", "300s"),
+            }
+        }
+        if let Some(v) = get("TPROF_CUPTI") {
+            c.cupti = parse_bool("TPROF_CUPTI", &v, true);
+        }
+        if let Some(v) = get("TPROF_CLOCK") {
+            c.clock = match v.trim() {
+                "tsc" => Some(ClockSource::Tsc),
+                "monotonic" => Some(ClockSource::Monotonic),
+                "auto" | "" => None,
+                _ => {
+                    warn("TPROF_CLOCK", &v, "is not one of tsc, monotonic, auto", "auto");
+                    None
+                }
+            };
+        }
+        if let Some(v) = get("TPROF_BUFFER_EVENTS") {
+            match v.trim().parse::<usize>() {
+                Ok(n) if (64..=1 << 24).contains(&n) => c.buffer_events = n.next_power_of_two(),
+                _ => warn("TPROF_BUFFER_EVENTS", &v, "is not a count between 64 and 16777216", "16384"),
+            }
+        }
+        if let Some(v) = get("TPROF_COMMIT_MS") {
+            match v.trim().parse::<u64>() {
+                Ok(ms) if (1..=100).contains(&ms) => c.commit_interval = Duration::from_millis(ms),
+                _ => warn("TPROF_COMMIT_MS", &v, "is not a number of milliseconds between 1 and 100", "100"),
+            }
+        }
+        if let Some(v) = get("TPROF_QUIET") {
+            c.quiet = parse_bool("TPROF_QUIET", &v, false);
+        }
+        c
+    }
+}
+
+static CONFIG: OnceLock<Config> = OnceLock::new();
+
+/// The process configuration (read from the environment on first use).
+pub fn config() -> &'static Config {
+    CONFIG.get_or_init(|| Config::from_lookup(|k| std::env::var(k).ok()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(pairs: &[(&str, &str)]) -> Config {
+        Config::from_lookup(|k| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string()))
+    }
+
+    #[test]
+    fn defaults_and_values() {
+        let c = cfg(&[]);
+        assert_eq!(c.ring_mb, 256);
+        assert_eq!(c.mode, Mode::Full);
+        let c = cfg(&[("TPROF_RING_MB", "16"), ("TPROF_MODE", "flight"), ("TPROF_HANG_TIMEOUT", "2s")]);
+        assert_eq!(c.ring_mb, 16);
+        assert_eq!(c.mode, Mode::Flight);
+        assert_eq!(c.hang_timeout, Duration::from_secs(2));
+    }
+
+    #[test]
+    fn bad_values_fall_back_to_defaults() {
+        let c = cfg(&[("TPROF_RING_MB", "lots"), ("TPROF_MODE", "turbo"), ("TPROF_FOLLOW_FORK", "maybe")]);
+        assert_eq!(c.ring_mb, 256);
+        assert_eq!(c.mode, Mode::Full);
+        assert!(c.follow_fork);
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2m"), Some(Duration::from_secs(120)));
+        assert_eq!(parse_duration("7"), Some(Duration::from_secs(7)));
+        assert_eq!(parse_duration("x"), None);
+    }
+}

@@ -1,0 +1,23 @@
+//! Fork handling. tprof holds no lock across `fork` (its only lock, the string-insert spin lock, is
+//! force-released in the child). The child starts a new recorder generation and, unless
+//! `TPROF_FOLLOW_FORK=0`, records into its own ring file from its next CUDA call.
+
+use std::sync::Once;
+
+static INSTALL: Once = Once::new();
+
+extern "C" fn child_after_fork() {
+    crate::thread::reset_after_fork();
+    crate::strings::reset_after_fork();
+    crate::recorder::reset_after_fork();
+    crate::writer_thread::reset_after_fork();
+    crate::state::after_fork_child();
+}
+
+/// Installs the fork handlers (once per process; inherited by children).
+pub fn install() {
+    INSTALL.call_once(|| {
+        // SAFETY: registers a handler that only touches atomics and thread-locals of this library.
+        unsafe { libc::pthread_atfork(None, None, Some(child_after_fork)) };
+    });
+}

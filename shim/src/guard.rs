@@ -1,0 +1,111 @@
+//! Reentrancy and panic fences.
+//!
+//! - [`Reentrancy::enter`]: a thread-local "inside tprof" flag, so CUDA calls that tprof itself makes
+//!   (CUPTI flushes, NCCL calling the runtime, our own allocations reaching hooked symbols) go straight
+//!   through untracked.
+//! - [`ffi_guard`]: every exported function and callback runs its body through it; a panic is caught,
+//!   tprof disables itself with one stderr line, and the host program runs on.
+
+use std::cell::Cell;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Once;
+
+thread_local! {
+    static INSIDE: Cell<bool> = const { Cell::new(false) };
+    static IN_FFI_GUARD: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Proof that this thread is inside tprof; dropping it leaves.
+pub struct ReentrancyGuard {
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+impl Drop for ReentrancyGuard {
+    fn drop(&mut self) {
+        let _ = INSIDE.try_with(|f| f.set(false));
+    }
+}
+
+/// The reentrancy fence.
+pub struct Reentrancy;
+
+impl Reentrancy {
+    /// Enters tprof on this thread, or None when this thread is already inside (then the caller must
+    /// forward the call without recording).
+    #[inline]
+    pub fn enter() -> Option<ReentrancyGuard> {
+        INSIDE
+            .try_with(|f| {
+                if f.get() {
+                    None
+                } else {
+                    f.set(true);
+                    Some(ReentrancyGuard { _not_send: std::marker::PhantomData })
+                }
+            })
+            .ok()
+            .flatten()
+    }
+
+    /// True when this thread is inside tprof.
+    pub fn active() -> bool {
+        INSIDE.try_with(|f| f.get()).unwrap_or(true)
+    }
+}
+
+static HOOK: Once = Once::new();
+
+/// Installs a panic hook that stays silent for panics inside tprof's FFI guards (tprof prints its own
+/// single line) and defers to the previous hook for everything else.
+pub fn install_panic_hook() {
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if IN_FFI_GUARD.try_with(|d| d.get()).unwrap_or(0) == 0 {
+                previous(info);
+            }
+        }));
+    });
+}
+
+/// Runs `body`; if it panics, disables tprof permanently (one stderr line) and returns `default`.
+#[inline]
+pub fn ffi_guard<T>(default: T, body: impl FnOnce() -> T) -> T {
+    let _ = IN_FFI_GUARD.try_with(|d| d.set(d.get() + 1));
+    let result = catch_unwind(AssertUnwindSafe(body));
+    let _ = IN_FFI_GUARD.try_with(|d| d.set(d.get().saturating_sub(1)));
+    match result {
+        Ok(v) => v,
+        Err(payload) => {
+            let msg = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            crate::state::disable_permanently(&format!("internal error ({msg})"));
+            default
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reentrancy_is_per_thread_and_released_on_drop() {
+        let g = Reentrancy::enter().expect("first entry");
+        assert!(Reentrancy::enter().is_none());
+        std::thread::spawn(|| assert!(Reentrancy::enter().is_some())).join().unwrap();
+        drop(g);
+        assert!(Reentrancy::enter().is_some());
+    }
+
+    #[test]
+    fn panics_are_caught() {
+        install_panic_hook();
+        let v = ffi_guard(7, || -> i32 { panic!("boom") });
+        assert_eq!(v, 7);
+        crate::state::reset_for_tests();
+    }
+}

@@ -1,0 +1,248 @@
+//! The hot path: [`emit`] stores a record into the calling thread's own single-producer /
+//! single-consumer buffer. No lock, no allocation, no syscall: a TLS read, two atomic loads, a copy,
+//! one release store. The writer thread is the only consumer. A full buffer drops the record and
+//! counts it (the application is never blocked).
+//!
+//! Buffers are allocated once per thread (on its first event), linked into a global lock-free list and
+//! never freed: a thread that exits marks its buffer for reuse once the writer has drained it.
+
+use std::cell::{Cell, UnsafeCell};
+use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+use tprof_format::Record;
+
+/// One thread's buffer.
+pub struct ThreadBuffer {
+    slots: Box<[UnsafeCell<MaybeUninit<Record>>]>,
+    mask: usize,
+    /// Next slot the producer writes (only the producer stores).
+    head: AtomicUsize,
+    /// Next slot the consumer reads (only the consumer stores).
+    tail: AtomicUsize,
+    /// Records dropped because the buffer was full.
+    dropped: AtomicU64,
+    /// 0 = free, 1 = owned by a live thread, 2 = owner exited (drain, then free).
+    owner_state: AtomicU32,
+    /// Fork generation the buffer belongs to.
+    generation: AtomicU64,
+    tid: AtomicU32,
+    next: AtomicPtr<ThreadBuffer>,
+}
+
+// SAFETY: the slots are shared between exactly one producer (the owning thread) and one consumer (the
+// writer thread); `head`/`tail` with acquire/release order their accesses so no slot is read while written.
+unsafe impl Sync for ThreadBuffer {}
+// SAFETY: as above; the buffer holds only `Copy` records.
+unsafe impl Send for ThreadBuffer {}
+
+const FREE: u32 = 0;
+const OWNED: u32 = 1;
+const EXITED: u32 = 2;
+
+static HEAD: AtomicPtr<ThreadBuffer> = AtomicPtr::new(std::ptr::null_mut());
+static GENERATION: AtomicU64 = AtomicU64::new(1);
+/// Records dropped without a buffer (thread teardown, registration impossible).
+static ORPHAN_DROPS: AtomicU64 = AtomicU64::new(0);
+static CAPACITY: AtomicUsize = AtomicUsize::new(16384);
+
+thread_local! {
+    /// The calling thread's buffer and the generation it was registered in. No destructor, so it stays
+    /// readable while other thread-local destructors run.
+    static LOCAL: Cell<(*const ThreadBuffer, u64)> = const { Cell::new((std::ptr::null(), 0)) };
+    /// Marks the buffer exited when the thread ends.
+    static OWNER: OwnerToken = const { OwnerToken };
+}
+
+struct OwnerToken;
+
+impl Drop for OwnerToken {
+    fn drop(&mut self) {
+        let _ = LOCAL.try_with(|l| {
+            let (buf, _) = l.get();
+            if !buf.is_null() {
+                // SAFETY: buffers are never freed; the pointer came from `register`.
+                unsafe { &*buf }.owner_state.store(EXITED, Ordering::Release);
+            }
+            // Events from later destructors of this thread are dropped and counted, never written into a
+            // buffer that another thread may reuse.
+            l.set((std::ptr::null(), u64::MAX));
+        });
+    }
+}
+
+/// Sets the per-thread buffer capacity for buffers created from now on (rounded to a power of two).
+pub fn set_capacity(events: usize) {
+    CAPACITY.store(events.max(64).next_power_of_two(), Ordering::Relaxed);
+}
+
+/// Records one event from the calling thread. Never blocks, never allocates after the thread's first
+/// event, never fails: when the buffer is full the event is dropped and counted.
+#[inline]
+pub fn emit(rec: Record) {
+    let (buf, generation) = LOCAL.try_with(|l| l.get()).unwrap_or((std::ptr::null(), u64::MAX));
+    let buf = if !buf.is_null() && generation == GENERATION.load(Ordering::Relaxed) {
+        buf
+    } else {
+        match register(generation) {
+            Some(b) => b,
+            None => {
+                ORPHAN_DROPS.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+        }
+    };
+    // SAFETY: `buf` points to a live buffer owned by this thread (registered in this generation).
+    let b = unsafe { &*buf };
+    let head = b.head.load(Ordering::Relaxed);
+    let tail = b.tail.load(Ordering::Acquire);
+    if head.wrapping_sub(tail) > b.mask {
+        b.dropped.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    // SAFETY: slot `head` is not visible to the consumer until `head` is published below, and the
+    // consumer has finished with it (tail passed it), so this thread has exclusive access.
+    unsafe { (*b.slots[head & b.mask].get()).write(rec) };
+    b.head.store(head.wrapping_add(1), Ordering::Release);
+}
+
+#[cold]
+fn register(previous_generation: u64) -> Option<*const ThreadBuffer> {
+    if previous_generation == u64::MAX {
+        // This thread's teardown already ran.
+        return None;
+    }
+    // Arm the exit token first: if TLS is being torn down this fails and we do not register.
+    OWNER.try_with(|_| ()).ok()?;
+    let generation = GENERATION.load(Ordering::Acquire);
+    let tid = crate::thread::tid();
+    let buf = reuse_free_buffer(generation, tid).unwrap_or_else(|| new_buffer(generation, tid));
+    LOCAL.try_with(|l| l.set((buf, generation))).ok()?;
+    Some(buf)
+}
+
+fn reuse_free_buffer(generation: u64, tid: u32) -> Option<*const ThreadBuffer> {
+    let cap = CAPACITY.load(Ordering::Relaxed);
+    let mut p = HEAD.load(Ordering::Acquire);
+    while !p.is_null() {
+        // SAFETY: list nodes are never freed.
+        let b = unsafe { &*p };
+        if b.slots.len() == cap
+            && b.owner_state.compare_exchange(FREE, OWNED, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+        {
+            b.generation.store(generation, Ordering::Release);
+            b.tid.store(tid, Ordering::Release);
+            return Some(p);
+        }
+        p = b.next.load(Ordering::Acquire);
+    }
+    None
+}
+
+fn new_buffer(generation: u64, tid: u32) -> *const ThreadBuffer {
+    let cap = CAPACITY.load(Ordering::Relaxed);
+    let slots: Box<[UnsafeCell<MaybeUninit<Record>>]> =
+        (0..cap).map(|_| UnsafeCell::new(MaybeUninit::uninit())).collect();
+    let node = Box::into_raw(Box::new(ThreadBuffer {
+        slots,
+        mask: cap - 1,
+        head: AtomicUsize::new(0),
+        tail: AtomicUsize::new(0),
+        dropped: AtomicU64::new(0),
+        owner_state: AtomicU32::new(OWNED),
+        generation: AtomicU64::new(generation),
+        tid: AtomicU32::new(tid),
+        next: AtomicPtr::new(std::ptr::null_mut()),
+    }));
+    let mut head = HEAD.load(Ordering::Acquire);
+    loop {
+        // SAFETY: `node` is ours until published by the CAS below.
+        unsafe { &*node }.next.store(head, Ordering::Relaxed);
+        match HEAD.compare_exchange_weak(head, node, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return node,
+            Err(h) => head = h,
+        }
+    }
+}
+
+/// Consumer side (writer thread only): moves every pending record of the current generation to `sink`,
+/// frees buffers of exited threads once empty. Returns (records drained, total dropped so far).
+pub fn drain(mut sink: impl FnMut(&Record)) -> (u64, u64) {
+    let generation = GENERATION.load(Ordering::Acquire);
+    let mut drained = 0u64;
+    let mut dropped = ORPHAN_DROPS.load(Ordering::Relaxed);
+    let mut p = HEAD.load(Ordering::Acquire);
+    while !p.is_null() {
+        // SAFETY: list nodes are never freed.
+        let b = unsafe { &*p };
+        p = b.next.load(Ordering::Acquire);
+        if b.generation.load(Ordering::Acquire) != generation {
+            continue;
+        }
+        dropped += b.dropped.load(Ordering::Relaxed);
+        let state = b.owner_state.load(Ordering::Acquire);
+        if state == FREE {
+            continue;
+        }
+        let tail = b.tail.load(Ordering::Relaxed);
+        let head = b.head.load(Ordering::Acquire);
+        let mut t = tail;
+        while t != head {
+            // SAFETY: slots in tail..head were fully written before `head` was released.
+            let rec = unsafe { (*b.slots[t & b.mask].get()).assume_init_ref() };
+            sink(rec);
+            t = t.wrapping_add(1);
+            drained += 1;
+        }
+        b.tail.store(t, Ordering::Release);
+        if state == EXITED && b.head.load(Ordering::Acquire) == t {
+            // Keep its drop count in the total: move it to the orphan counter, then recycle.
+            ORPHAN_DROPS.fetch_add(b.dropped.swap(0, Ordering::Relaxed), Ordering::Relaxed);
+            b.owner_state.store(FREE, Ordering::Release);
+        }
+    }
+    (drained, dropped)
+}
+
+/// Records waiting in all buffers (approximate).
+pub fn pending() -> u64 {
+    let mut n = 0u64;
+    let mut p = HEAD.load(Ordering::Acquire);
+    while !p.is_null() {
+        // SAFETY: list nodes are never freed.
+        let b = unsafe { &*p };
+        n += b.head.load(Ordering::Acquire).wrapping_sub(b.tail.load(Ordering::Acquire)) as u64;
+        p = b.next.load(Ordering::Acquire);
+    }
+    n
+}
+
+/// In a fork child: events buffered by the parent belong to the parent's ring. Start a new
+/// generation; every thread (only the forking one exists) re-registers on its next event. The old
+/// buffers are abandoned (their memory is the parent's copy).
+pub fn reset_after_fork() {
+    GENERATION.fetch_add(1, Ordering::AcqRel);
+    ORPHAN_DROPS.store(0, Ordering::Relaxed);
+    HEAD.store(std::ptr::null_mut(), Ordering::Release);
+}
+
+/// Total records dropped so far in this process generation.
+pub fn total_dropped() -> u64 {
+    let mut d = ORPHAN_DROPS.load(Ordering::Relaxed);
+    let generation = GENERATION.load(Ordering::Acquire);
+    let mut p = HEAD.load(Ordering::Acquire);
+    while !p.is_null() {
+        // SAFETY: list nodes are never freed.
+        let b = unsafe { &*p };
+        if b.generation.load(Ordering::Acquire) == generation {
+            d += b.dropped.load(Ordering::Relaxed);
+        }
+        p = b.next.load(Ordering::Acquire);
+    }
+    d
+}
+
+/// Whether the recorder has ever been used in this process (for tests).
+pub fn has_buffers() -> bool {
+    !HEAD.load(Ordering::Acquire).is_null()
+}

@@ -1,0 +1,120 @@
+//! The writer thread: drains every thread's buffer into the ring, defines new strings, writes clock
+//! pairs and commits at least every `TPROF_COMMIT_MS` (100 ms), so a killed process loses at most that.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use tprof_format::{MarkerKind, Record, RingWriter, StrId};
+
+use crate::{clock, recorder, strings};
+
+static STOP: AtomicBool = AtomicBool::new(false);
+static DONE: AtomicBool = AtomicBool::new(false);
+static RUNNING_PID: AtomicU32 = AtomicU32::new(0);
+
+/// Functions run by the writer thread about every commit interval (e.g. a periodic CUPTI flush).
+/// A lock-free table, so nothing is ever locked across `fork`.
+static PERIODIC_HOOKS: crate::state::HookTable = crate::state::HookTable::new();
+
+/// Registers a function the writer thread calls about every commit interval (idempotent).
+pub fn register_periodic_hook(f: fn()) {
+    PERIODIC_HOOKS.add(f);
+}
+
+fn clock_sync() -> Record {
+    let (ticks, mono_ns, wall_ns) = clock::sync_pair();
+    Record::ClockSync { ticks, mono_ns, wall_ns }
+}
+
+/// Starts the writer thread for `ring`.
+pub fn start(ring: RingWriter, commit_interval: Duration) -> std::io::Result<()> {
+    STOP.store(false, Ordering::Release);
+    DONE.store(false, Ordering::Release);
+    RUNNING_PID.store(std::process::id(), Ordering::Release);
+    std::thread::Builder::new().name("tprof-writer".into()).spawn(move || {
+        let _inside = crate::guard::Reentrancy::enter();
+        crate::guard::ffi_guard((), || run(ring, commit_interval));
+        DONE.store(true, Ordering::Release);
+    })?;
+    Ok(())
+}
+
+fn run(mut ring: RingWriter, commit_interval: Duration) {
+    let mut strings_done = 0u32;
+    let mut last_dropped = 0u64;
+    let mut last_commit = Instant::now();
+    let mut last_hooks = Instant::now();
+    ring.append(&clock_sync());
+    ring.commit(clock::now());
+    loop {
+        let stopping = STOP.load(Ordering::Acquire);
+        if last_hooks.elapsed() >= commit_interval && !stopping {
+            PERIODIC_HOOKS.run_all();
+            last_hooks = Instant::now();
+        }
+        strings_done = define_new_strings(&mut ring, strings_done);
+        let (drained, dropped) = recorder::drain(|r| ring.append(r));
+        // Strings interned while we drained may be used by what we drained.
+        strings_done = define_new_strings(&mut ring, strings_done);
+        if dropped != last_dropped {
+            ring.append(&Record::Marker {
+                kind: MarkerKind::DroppedEvents,
+                ts: clock::now(),
+                value: dropped - last_dropped,
+                name: StrId::NONE,
+            });
+            ring.set_dropped(dropped);
+            last_dropped = dropped;
+        }
+        if stopping || last_commit.elapsed() >= commit_interval {
+            ring.append(&clock_sync());
+            ring.commit(clock::now());
+            last_commit = Instant::now();
+        }
+        if stopping {
+            let _ = ring.close(clock::now());
+            return;
+        }
+        let pause = if drained > 1024 {
+            Duration::from_micros(100)
+        } else if drained > 0 {
+            Duration::from_millis(1)
+        } else {
+            Duration::from_millis(5)
+        };
+        std::thread::sleep(pause.min(commit_interval));
+    }
+}
+
+fn define_new_strings(ring: &mut RingWriter, since: u32) -> u32 {
+    strings::for_each_since(since, |id, text| ring.define_string(id, &String::from_utf8_lossy(text)))
+}
+
+/// Asks the writer thread (of this process) to drain, commit and close the ring, waiting at most
+/// `timeout`. Returns true when it finished in time.
+pub fn stop_and_wait(timeout: Duration) -> bool {
+    if RUNNING_PID.load(Ordering::Acquire) != std::process::id() {
+        return true;
+    }
+    STOP.store(true, Ordering::Release);
+    let deadline = Instant::now() + timeout;
+    while !DONE.load(Ordering::Acquire) {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    true
+}
+
+/// True while a writer thread runs in this process.
+pub fn running() -> bool {
+    RUNNING_PID.load(Ordering::Acquire) == std::process::id() && !DONE.load(Ordering::Acquire)
+}
+
+/// In a fork child: the writer thread does not exist here.
+pub fn reset_after_fork() {
+    RUNNING_PID.store(0, Ordering::Release);
+    STOP.store(false, Ordering::Release);
+    DONE.store(false, Ordering::Release);
+}
