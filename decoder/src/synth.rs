@@ -171,7 +171,7 @@ impl SynthJob {
             }
             // AllReduce: the kernel ends at the same true instant on every rank.
             let ar_end =
-                t_step + 1_000_000 + self.kernels_per_step as u64 * (self.kernel_ns + self.gap_ns) + self.allreduce_ns;
+                t_step + 20_000 + self.kernels_per_step as u64 * (self.kernel_ns + self.gap_ns) + self.allreduce_ns;
             let ar_start = ar_end - self.allreduce_ns + host_jitter;
             w.append(&Record::Collective {
                 tid: 1,
