@@ -1,0 +1,13 @@
+#!/bin/sh
+# run.sh BUILD_DIR: runs every selftest with a fresh SIMGPU_TRUTH dir; prints each test's summary line.
+B="$1"
+fail=0
+for t in fidelity basics callbacks tsclock oom graph pinned driver hang nvcc_kernels; do
+  bin="$B/selftest/$t"
+  [ -x "$bin" ] || { [ "$t" = nvcc_kernels ] && continue; echo "missing $bin" >&2; fail=1; continue; }
+  dir=$(mktemp -d "${TMPDIR:-/tmp}/simgpu-truth.XXXXXX")
+  if SIMGPU_TRUTH="$dir" SIMGPU_SESSION="selftest-$$" LD_LIBRARY_PATH="$B${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+     timeout 60 "$bin" "$dir"; then echo "PASS $t"; else echo "FAIL $t" >&2; fail=1; fi
+  rm -rf "$dir"
+done
+exit $fail

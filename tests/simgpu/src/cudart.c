@@ -1,0 +1,1307 @@
+/* cudart.c - mock CUDA runtime (libcudart.so.12 and libcudart.so.13 from this one source). */
+#define _GNU_SOURCE
+#include <cuda_runtime_api.h>
+#include <cupti_activity.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "core_internal.h"
+#include "cudart_internal.h"
+
+/* ---------------------------------------------------------------- call plumbing */
+
+static __thread cudaError_t t_last_error;
+
+#define API(name, sym)                                                                                         \
+    sg_api_call _c;                                                                                            \
+    sg_api_enter(&_c, SG_DOMAIN_RUNTIME, name, sym, NULL)
+#define RET(err)                                                                                               \
+    do {                                                                                                       \
+        cudaError_t _e = (err);                                                                                \
+        if (_e != cudaSuccess) t_last_error = _e;                                                              \
+        sg_api_exit(&_c, (int)_e);                                                                             \
+        return _e;                                                                                             \
+    } while (0)
+
+static uint64_t g_launch_ns = 2500;
+static pthread_once_t g_rt_once = PTHREAD_ONCE_INIT;
+static void rt_init_once(void)
+{
+    const char *v = getenv("SIMGPU_LAUNCH_NS");
+    if (v && *v) g_launch_ns = strtoull(v, NULL, 10);
+}
+static void rt_init(void)
+{
+    sg_init();
+    pthread_once(&g_rt_once, rt_init_once);
+}
+
+static void launch_overhead(void)
+{
+    if (!g_launch_ns) return;
+    uint64_t t0 = sg_now_ns();
+    while (sg_now_ns() - t0 < g_launch_ns) {
+    }
+}
+
+/* ---------------------------------------------------------------- kernel names */
+
+#define FN_BUCKETS 4096
+typedef struct fn_ent { const void *host; const char *name; struct fn_ent *next; } fn_ent;
+static fn_ent *g_fn[FN_BUCKETS];
+static pthread_mutex_t g_fn_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static unsigned ptr_hash(const void *p) { return (unsigned)(((uintptr_t)p >> 4) * 2654435761u) % FN_BUCKETS; }
+
+static void fn_register(const void *host, const char *name)
+{
+    fn_ent *e = malloc(sizeof *e);
+    if (!e) return;
+    e->host = host;
+    e->name = sg_intern(name);
+    pthread_mutex_lock(&g_fn_lock);
+    unsigned b = ptr_hash(host);
+    e->next = g_fn[b];
+    g_fn[b] = e;
+    pthread_mutex_unlock(&g_fn_lock);
+}
+
+const char *sg_rt_kernel_name(const void *func)
+{
+    pthread_mutex_lock(&g_fn_lock);
+    for (fn_ent *e = g_fn[ptr_hash(func)]; e; e = e->next)
+        if (e->host == func) {
+            pthread_mutex_unlock(&g_fn_lock);
+            return e->name;
+        }
+    pthread_mutex_unlock(&g_fn_lock);
+    Dl_info info;
+    if (dladdr(func, &info) && info.dli_sname && info.dli_saddr == func) {
+        fn_register(func, info.dli_sname);
+        return sg_intern(info.dli_sname);
+    }
+    char buf[64];
+    snprintf(buf, sizeof buf, "kernel_%p", func);
+    fn_register(func, buf);
+    return sg_intern(buf);
+}
+
+/* pointer classification: 1 device/managed, 0 host; *pinned for host memory */
+static int ptr_is_device(const void *p, int *pinned, int *device)
+{
+    mem_ent e;
+    if (sg_mem_find(p, &e)) {
+        if (e.kind == SG_MEM_DEVICE || e.kind == SG_MEM_MANAGED) {
+            if (device) *device = e.device;
+            if (pinned) *pinned = 0;
+            return 1;
+        }
+        if (pinned) *pinned = 1;
+        return 0;
+    }
+    if (pinned) *pinned = 0;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- graphs (capture) */
+
+typedef struct graph_node {
+    int is_kernel;
+    sg_kernel_desc k;
+    sg_copy_desc c;
+    uint64_t node_id;
+} graph_node;
+
+struct sg_graph {
+    uint32_t magic;
+    uint32_t id;
+    graph_node *nodes;
+    int n, cap;
+};
+#define GRAPH_MAGIC 0x47524148u
+static uint32_t g_graph_ids;
+static uint64_t g_node_ids;
+
+static sg_graph *graph_new(void)
+{
+    sg_graph *g = calloc(1, sizeof *g);
+    if (!g) return NULL;
+    g->magic = GRAPH_MAGIC;
+    g->id = __atomic_add_fetch(&g_graph_ids, 1, __ATOMIC_RELAXED);
+    return g;
+}
+
+static void graph_add(sg_graph *g, const graph_node *n)
+{
+    if (g->n == g->cap) {
+        int nc = g->cap ? g->cap * 2 : 16;
+        graph_node *nn = realloc(g->nodes, (size_t)nc * sizeof *nn);
+        if (!nn) return;
+        g->nodes = nn;
+        g->cap = nc;
+    }
+    g->nodes[g->n] = *n;
+    g->nodes[g->n].node_id = __atomic_add_fetch(&g_node_ids, 1, __ATOMIC_RELAXED);
+    g->n++;
+}
+
+/* ---------------------------------------------------------------- launches */
+
+cudaError_t sg_rt_launch(const char *api, const char *name, dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                         int per_thread, int launch_type)
+{
+    rt_init();
+    API(api, name);
+    launch_overhead();
+    sg_stream *s = sg_stream_resolve(stream, per_thread);
+    if (!s) RET(cudaErrorInvalidResourceHandle);
+    if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x == 0 || block.y == 0 || block.z == 0 ||
+        (uint64_t)block.x * block.y * block.z > 1024)
+        RET(cudaErrorInvalidConfiguration);
+    sg_kernel_desc k;
+    memset(&k, 0, sizeof k);
+    k.name = name;
+    k.grid[0] = grid.x, k.grid[1] = grid.y, k.grid[2] = grid.z;
+    k.block[0] = block.x, k.block[1] = block.y, k.block[2] = block.z;
+    k.dynamic_smem = smem;
+    k.correlation = _c.correlation;
+    k.launch_type = launch_type;
+    sg_graph *g = sg_stream_capture_slot_get(s);
+    if (g) {
+        graph_node n;
+        memset(&n, 0, sizeof n);
+        n.is_kernel = 1;
+        n.k = k;
+        n.k.name = sg_intern(name);
+        graph_add(g, &n);
+        RET(cudaSuccess);
+    }
+    sg_enqueue_kernel(s, &k);
+    RET(cudaSuccess);
+}
+
+cudaError_t cudaLaunchKernel(const void *func, dim3 g, dim3 b, void **args, size_t smem, cudaStream_t st)
+{
+    (void)args;
+    rt_init();
+    return sg_rt_launch("cudaLaunchKernel", sg_rt_kernel_name(func), g, b, smem, st, 0, 0);
+}
+cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 g, dim3 b, void **args, size_t smem, cudaStream_t st);
+cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 g, dim3 b, void **args, size_t smem, cudaStream_t st)
+{
+    (void)args;
+    rt_init();
+    return sg_rt_launch("cudaLaunchKernel_ptsz", sg_rt_kernel_name(func), g, b, smem, st, 1, 0);
+}
+cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 g, dim3 b, void **args, size_t smem, cudaStream_t st)
+{
+    (void)args;
+    rt_init();
+    return sg_rt_launch("cudaLaunchCooperativeKernel", sg_rt_kernel_name(func), g, b, smem, st, 0, 1);
+}
+cudaError_t cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 g, dim3 b, void **args, size_t smem,
+                                             cudaStream_t st);
+cudaError_t cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 g, dim3 b, void **args, size_t smem,
+                                             cudaStream_t st)
+{
+    (void)args;
+    rt_init();
+    return sg_rt_launch("cudaLaunchCooperativeKernel_ptsz", sg_rt_kernel_name(func), g, b, smem, st, 1, 1);
+}
+
+static int config_cooperative(const cudaLaunchConfig_t *c)
+{
+    for (unsigned i = 0; c->attrs && i < c->numAttrs; i++)
+        if (c->attrs[i].id == cudaLaunchAttributeCooperative && c->attrs[i].val.cooperative) return 1;
+    return 0;
+}
+
+cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args)
+{
+    (void)args;
+    rt_init();
+    if (!config) return cudaErrorInvalidValue;
+    return sg_rt_launch("cudaLaunchKernelExC", sg_rt_kernel_name(func), config->gridDim, config->blockDim,
+                        config->dynamicSmemBytes, config->stream, 0, config_cooperative(config));
+}
+cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *config, const void *func, void **args);
+cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *config, const void *func, void **args)
+{
+    (void)args;
+    rt_init();
+    if (!config) return cudaErrorInvalidValue;
+    return sg_rt_launch("cudaLaunchKernelExC_ptsz", sg_rt_kernel_name(func), config->gridDim, config->blockDim,
+                        config->dynamicSmemBytes, config->stream, 1, config_cooperative(config));
+}
+
+/* nvcc stub path */
+typedef struct { dim3 g, b; size_t smem; void *stream; } call_cfg;
+static __thread call_cfg t_cfg[16];
+static __thread int t_ncfg;
+
+void **__cudaRegisterFatBinary(void *fatCubin);
+void **__cudaRegisterFatBinary(void *fatCubin)
+{
+    rt_init();
+    void **h = calloc(2, sizeof(void *));
+    if (h) h[0] = fatCubin;
+    return h;
+}
+void __cudaRegisterFatBinaryEnd(void **h);
+void __cudaRegisterFatBinaryEnd(void **h) { (void)h; }
+void __cudaUnregisterFatBinary(void **h);
+void __cudaUnregisterFatBinary(void **h) { (void)h; }
+void __cudaRegisterFunction(void **h, const char *hostFun, char *deviceFun, const char *deviceName, int tl,
+                            uint3 *tid, uint3 *bid, dim3 *bDim, dim3 *gDim, int *wSize);
+void __cudaRegisterFunction(void **h, const char *hostFun, char *deviceFun, const char *deviceName, int tl,
+                            uint3 *tid, uint3 *bid, dim3 *bDim, dim3 *gDim, int *wSize)
+{
+    (void)h, (void)deviceFun, (void)tl, (void)tid, (void)bid, (void)bDim, (void)gDim, (void)wSize;
+    rt_init();
+    fn_register(hostFun, deviceName ? deviceName : deviceFun);
+}
+void __cudaRegisterVar(void **h, char *hostVar, char *deviceAddress, const char *deviceName, int ext, size_t size,
+                       int constant, int global);
+void __cudaRegisterVar(void **h, char *hostVar, char *deviceAddress, const char *deviceName, int ext, size_t size,
+                       int constant, int global)
+{
+    (void)h, (void)hostVar, (void)deviceAddress, (void)deviceName, (void)ext, (void)size, (void)constant, (void)global;
+}
+void __cudaRegisterManagedVar(void **h, void **hostVarPtrAddress, char *deviceAddress, const char *deviceName,
+                              int ext, size_t size, int constant, int global);
+void __cudaRegisterManagedVar(void **h, void **hostVarPtrAddress, char *deviceAddress, const char *deviceName,
+                              int ext, size_t size, int constant, int global)
+{
+    (void)h, (void)hostVarPtrAddress, (void)deviceAddress, (void)deviceName, (void)ext, (void)size,
+        (void)constant, (void)global;
+}
+char __cudaInitModule(void **h);
+char __cudaInitModule(void **h) { (void)h; return 1; }
+
+unsigned __cudaPushCallConfiguration(dim3 g, dim3 b, size_t smem, void *stream);
+unsigned __cudaPushCallConfiguration(dim3 g, dim3 b, size_t smem, void *stream)
+{
+    if (t_ncfg < 16) t_cfg[t_ncfg++] = (call_cfg){g, b, smem, stream};
+    return 0;
+}
+cudaError_t __cudaPopCallConfiguration(dim3 *g, dim3 *b, size_t *smem, void *stream);
+cudaError_t __cudaPopCallConfiguration(dim3 *g, dim3 *b, size_t *smem, void *stream)
+{
+    if (t_ncfg == 0) return cudaErrorMissingConfiguration;
+    call_cfg c = t_cfg[--t_ncfg];
+    if (g) *g = c.g;
+    if (b) *b = c.b;
+    if (smem) *smem = c.smem;
+    if (stream) *(void **)stream = c.stream;
+    return cudaSuccess;
+}
+cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *func);
+cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *func)
+{
+    if (!kernel) return cudaErrorInvalidValue;
+    *kernel = (cudaKernel_t)func; /* the host stub identifies the kernel */
+    return cudaSuccess;
+}
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 g, dim3 b, void **args, size_t smem, cudaStream_t st);
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 g, dim3 b, void **args, size_t smem, cudaStream_t st)
+{
+    (void)args;
+    rt_init();
+    return sg_rt_launch("cudaLaunchKernel", sg_rt_kernel_name(kernel), g, b, smem, st, 0, 0);
+}
+cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 g, dim3 b, void **args, size_t smem, cudaStream_t st);
+cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 g, dim3 b, void **args, size_t smem, cudaStream_t st)
+{
+    (void)args;
+    rt_init();
+    return sg_rt_launch("cudaLaunchKernel_ptsz", sg_rt_kernel_name(kernel), g, b, smem, st, 1, 0);
+}
+
+/* ---------------------------------------------------------------- devices */
+
+cudaError_t cudaGetDeviceCount(int *count)
+{
+    rt_init();
+    API("cudaGetDeviceCount", NULL);
+    if (!count) RET(cudaErrorInvalidValue);
+    *count = sg_device_count();
+    RET(cudaSuccess);
+}
+cudaError_t cudaSetDevice(int dev)
+{
+    rt_init();
+    API("cudaSetDevice", NULL);
+    RET(sg_set_current_device(dev) == 0 ? cudaSuccess : cudaErrorInvalidDevice);
+}
+cudaError_t cudaGetDevice(int *dev)
+{
+    rt_init();
+    API("cudaGetDevice", NULL);
+    if (!dev) RET(cudaErrorInvalidValue);
+    *dev = sg_current_device();
+    RET(cudaSuccess);
+}
+cudaError_t cudaSetDeviceFlags(unsigned flags)
+{
+    (void)flags;
+    rt_init();
+    API("cudaSetDeviceFlags", NULL);
+    RET(cudaSuccess);
+}
+cudaError_t cudaGetDeviceFlags(unsigned *flags)
+{
+    rt_init();
+    API("cudaGetDeviceFlags", NULL);
+    if (flags) *flags = 0;
+    RET(cudaSuccess);
+}
+cudaError_t cudaRuntimeGetVersion(int *v)
+{
+    rt_init();
+    API("cudaRuntimeGetVersion", NULL);
+    if (!v) RET(cudaErrorInvalidValue);
+    *v = sg_cudart_version();
+    RET(cudaSuccess);
+}
+cudaError_t cudaDriverGetVersion(int *v)
+{
+    rt_init();
+    API("cudaDriverGetVersion", NULL);
+    if (!v) RET(cudaErrorInvalidValue);
+    *v = 13000;
+    RET(cudaSuccess);
+}
+cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device)
+{
+    rt_init();
+    API("cudaDeviceGetAttribute", NULL);
+    if (!value) RET(cudaErrorInvalidValue);
+    if (device < 0 || device >= sg_device_count()) RET(cudaErrorInvalidDevice);
+    int v = 0;
+    switch (attr) {
+    case cudaDevAttrMaxThreadsPerBlock: v = 1024; break;
+    case cudaDevAttrMaxBlockDimX: case cudaDevAttrMaxBlockDimY: v = 1024; break;
+    case cudaDevAttrMaxBlockDimZ: v = 64; break;
+    case cudaDevAttrMaxGridDimX: v = 2147483647; break;
+    case cudaDevAttrMaxGridDimY: case cudaDevAttrMaxGridDimZ: v = 65535; break;
+    case cudaDevAttrMaxSharedMemoryPerBlock: v = 49152; break;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: v = 232448; break;
+    case cudaDevAttrWarpSize: v = 32; break;
+    case cudaDevAttrMultiProcessorCount: v = 132; break;
+    case cudaDevAttrComputeCapabilityMajor: v = 9; break;
+    case cudaDevAttrComputeCapabilityMinor: v = 0; break;
+    case cudaDevAttrMaxThreadsPerMultiProcessor: v = 2048; break;
+    case cudaDevAttrMaxRegistersPerBlock: v = 65536; break;
+    case cudaDevAttrL2CacheSize: v = 52428800; break;
+    case cudaDevAttrGlobalMemoryBusWidth: v = 5120; break;
+    case cudaDevAttrConcurrentKernels: case cudaDevAttrUnifiedAddressing: case cudaDevAttrManagedMemory:
+    case cudaDevAttrCooperativeLaunch: case cudaDevAttrConcurrentManagedAccess: case cudaDevAttrMemoryPoolsSupported:
+    case cudaDevAttrCanUseHostPointerForRegisteredMem: v = 1; break;
+    case cudaDevAttrAsyncEngineCount: v = 3; break;
+    case cudaDevAttrPciBusId: v = 0x18 + device; break;
+    default: v = 0; break;
+    }
+    *value = v;
+    RET(cudaSuccess);
+}
+cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest)
+{
+    rt_init();
+    API("cudaDeviceGetStreamPriorityRange", NULL);
+    if (least) *least = 0;
+    if (greatest) *greatest = -5;
+    RET(cudaSuccess);
+}
+cudaError_t cudaDeviceCanAccessPeer(int *can, int dev, int peer)
+{
+    rt_init();
+    API("cudaDeviceCanAccessPeer", NULL);
+    if (!can) RET(cudaErrorInvalidValue);
+    *can = dev != peer && dev >= 0 && peer >= 0 && dev < sg_device_count() && peer < sg_device_count();
+    RET(cudaSuccess);
+}
+cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned flags)
+{
+    (void)peer, (void)flags;
+    rt_init();
+    API("cudaDeviceEnablePeerAccess", NULL);
+    RET(cudaSuccess);
+}
+cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value)
+{
+    (void)func, (void)attr, (void)value;
+    rt_init();
+    API("cudaFuncSetAttribute", NULL);
+    RET(cudaSuccess);
+}
+cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const void *func)
+{
+    (void)func;
+    rt_init();
+    API("cudaFuncGetAttributes", NULL);
+    if (!attr) RET(cudaErrorInvalidValue);
+    memset(attr, 0, sizeof *attr);
+    attr->maxThreadsPerBlock = 1024;
+    attr->numRegs = 32;
+    attr->ptxVersion = 90;
+    attr->binaryVersion = 90;
+    RET(cudaSuccess);
+}
+cudaError_t cudaDeviceSynchronize(void)
+{
+    rt_init();
+    API("cudaDeviceSynchronize", NULL);
+    uint64_t t0 = sg_now_ns();
+    int d = sg_current_device();
+    sg_device_synchronize(d);
+    sgc_emit_sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE, t0, sg_now_ns(), _c.correlation, d,
+                  (uint32_t)-1, (uint32_t)-1, 0);
+    RET(cudaSuccess);
+}
+cudaError_t cudaDeviceReset(void)
+{
+    rt_init();
+    API("cudaDeviceReset", NULL);
+    sg_device_synchronize(sg_current_device());
+    RET(cudaSuccess);
+}
+cudaError_t cudaThreadSynchronize(void) { return cudaDeviceSynchronize(); }
+
+/* ---------------------------------------------------------------- streams */
+
+static cudaError_t stream_create(const char *api, cudaStream_t *ps, unsigned flags, int prio)
+{
+    rt_init();
+    API(api, NULL);
+    if (!ps) RET(cudaErrorInvalidValue);
+    sg_stream *s = sg_stream_create(sg_current_device(), flags, prio);
+    if (!s) RET(cudaErrorMemoryAllocation);
+    *ps = (cudaStream_t)s;
+    RET(cudaSuccess);
+}
+cudaError_t cudaStreamCreate(cudaStream_t *s) { return stream_create("cudaStreamCreate", s, 0, 0); }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
+{
+    return stream_create("cudaStreamCreateWithFlags", s, flags, 0);
+}
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s, unsigned flags, int prio)
+{
+    return stream_create("cudaStreamCreateWithPriority", s, flags, prio);
+}
+cudaError_t cudaStreamDestroy(cudaStream_t st)
+{
+    rt_init();
+    API("cudaStreamDestroy", NULL);
+    sg_stream *s = sg_stream_resolve(st, 0);
+    if (!s || st == NULL || st == cudaStreamLegacy || st == cudaStreamPerThread) RET(cudaErrorInvalidResourceHandle);
+    sg_stream_destroy(s);
+    RET(cudaSuccess);
+}
+
+static cudaError_t stream_sync(const char *api, cudaStream_t st, int pt)
+{
+    rt_init();
+    API(api, NULL);
+    sg_stream *s = sg_stream_resolve(st, pt);
+    if (!s) RET(cudaErrorInvalidResourceHandle);
+    uint64_t t0 = sg_now_ns();
+    sg_stream_synchronize(s);
+    sgc_emit_sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, t0, sg_now_ns(), _c.correlation,
+                  sg_stream_device(s), sg_stream_id(s), (uint32_t)-1, 0);
+    RET(cudaSuccess);
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t st) { return stream_sync("cudaStreamSynchronize", st, 0); }
+cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t st);
+cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t st) { return stream_sync("cudaStreamSynchronize_ptsz", st, 1); }
+
+static cudaError_t stream_query(const char *api, cudaStream_t st, int pt)
+{
+    rt_init();
+    API(api, NULL);
+    sg_stream *s = sg_stream_resolve(st, pt);
+    if (!s) RET(cudaErrorInvalidResourceHandle);
+    RET(sg_stream_idle(s) ? cudaSuccess : cudaErrorNotReady);
+}
+cudaError_t cudaStreamQuery(cudaStream_t st) { return stream_query("cudaStreamQuery", st, 0); }
+cudaError_t cudaStreamQuery_ptsz(cudaStream_t st);
+cudaError_t cudaStreamQuery_ptsz(cudaStream_t st) { return stream_query("cudaStreamQuery_ptsz", st, 1); }
+
+static cudaError_t stream_get_priority(const char *api, cudaStream_t st, int *p, int pt)
+{
+    rt_init();
+    API(api, NULL);
+    sg_stream *s = sg_stream_resolve(st, pt);
+    if (!s || !p) RET(cudaErrorInvalidResourceHandle);
+    *p = sg_stream_priority(s);
+    RET(cudaSuccess);
+}
+cudaError_t cudaStreamGetPriority(cudaStream_t st, int *p) { return stream_get_priority("cudaStreamGetPriority", st, p, 0); }
+cudaError_t cudaStreamGetPriority_ptsz(cudaStream_t st, int *p);
+cudaError_t cudaStreamGetPriority_ptsz(cudaStream_t st, int *p) { return stream_get_priority("cudaStreamGetPriority_ptsz", st, p, 1); }
+static cudaError_t stream_get_flags(const char *api, cudaStream_t st, unsigned *f, int pt)
+{
+    rt_init();
+    API(api, NULL);
+    sg_stream *s = sg_stream_resolve(st, pt);
+    if (!s || !f) RET(cudaErrorInvalidResourceHandle);
+    *f = sg_stream_nonblocking(s) ? cudaStreamNonBlocking : 0;
+    RET(cudaSuccess);
+}
+cudaError_t cudaStreamGetFlags(cudaStream_t st, unsigned *f) { return stream_get_flags("cudaStreamGetFlags", st, f, 0); }
+cudaError_t cudaStreamGetFlags_ptsz(cudaStream_t st, unsigned *f);
+cudaError_t cudaStreamGetFlags_ptsz(cudaStream_t st, unsigned *f) { return stream_get_flags("cudaStreamGetFlags_ptsz", st, f, 1); }
+
+/* ---------------------------------------------------------------- events */
+
+#define EVENT_MAGIC 0x45564e54u
+typedef struct sg_event { uint32_t magic; uint32_t id; unsigned flags; sg_op *marker; } sg_event;
+static uint32_t g_event_ids;
+
+static sg_event *event_get(cudaEvent_t e)
+{
+    sg_event *ev = (sg_event *)e;
+    return ev && ev->magic == EVENT_MAGIC ? ev : NULL;
+}
+
+static cudaError_t event_create(const char *api, cudaEvent_t *pe, unsigned flags)
+{
+    rt_init();
+    API(api, NULL);
+    if (!pe) RET(cudaErrorInvalidValue);
+    sg_event *ev = calloc(1, sizeof *ev);
+    if (!ev) RET(cudaErrorMemoryAllocation);
+    ev->magic = EVENT_MAGIC;
+    ev->id = __atomic_add_fetch(&g_event_ids, 1, __ATOMIC_RELAXED);
+    ev->flags = flags;
+    *pe = (cudaEvent_t)ev;
+    RET(cudaSuccess);
+}
+cudaError_t cudaEventCreate(cudaEvent_t *e) { return event_create("cudaEventCreate", e, 0); }
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags)
+{
+    return event_create("cudaEventCreateWithFlags", e, flags);
+}
+cudaError_t cudaEventDestroy(cudaEvent_t e)
+{
+    rt_init();
+    API("cudaEventDestroy", NULL);
+    sg_event *ev = event_get(e);
+    if (!ev) RET(cudaErrorInvalidResourceHandle);
+    ev->magic = 0;
+    if (ev->marker) sg_op_release(ev->marker);
+    free(ev);
+    RET(cudaSuccess);
+}
+static cudaError_t event_record(const char *api, cudaEvent_t e, cudaStream_t st, int pt)
+{
+    rt_init();
+    API(api, NULL);
+    sg_event *ev = event_get(e);
+    sg_stream *s = sg_stream_resolve(st, pt);
+    if (!ev || !s) RET(cudaErrorInvalidResourceHandle);
+    if (sg_stream_capture_slot_get(s)) RET(cudaSuccess); /* captured event records are not modelled */
+    sg_op *m = sg_stream_record_marker(s);
+    sg_op *old = ev->marker;
+    ev->marker = m;
+    if (old) sg_op_release(old);
+    RET(cudaSuccess);
+}
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t st) { return event_record("cudaEventRecord", e, st, 0); }
+cudaError_t cudaEventRecord_ptsz(cudaEvent_t e, cudaStream_t st);
+cudaError_t cudaEventRecord_ptsz(cudaEvent_t e, cudaStream_t st) { return event_record("cudaEventRecord_ptsz", e, st, 1); }
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t st, unsigned flags)
+{
+    (void)flags;
+    return event_record("cudaEventRecordWithFlags", e, st, 0);
+}
+cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t e, cudaStream_t st, unsigned flags);
+cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t e, cudaStream_t st, unsigned flags)
+{
+    (void)flags;
+    return event_record("cudaEventRecordWithFlags_ptsz", e, st, 1);
+}
+cudaError_t cudaEventQuery(cudaEvent_t e)
+{
+    rt_init();
+    API("cudaEventQuery", NULL);
+    sg_event *ev = event_get(e);
+    if (!ev) RET(cudaErrorInvalidResourceHandle);
+    RET(!ev->marker || sg_op_done(ev->marker, NULL) ? cudaSuccess : cudaErrorNotReady);
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t e)
+{
+    rt_init();
+    API("cudaEventSynchronize", NULL);
+    sg_event *ev = event_get(e);
+    if (!ev) RET(cudaErrorInvalidResourceHandle);
+    uint64_t t0 = sg_now_ns();
+    if (ev->marker) sg_op_wait(ev->marker);
+    sgc_emit_sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE, t0, sg_now_ns(), _c.correlation,
+                  sg_current_device(), (uint32_t)-1, ev->id, 0);
+    RET(cudaSuccess);
+}
+static cudaError_t elapsed(const char *api, float *ms, cudaEvent_t a, cudaEvent_t b)
+{
+    rt_init();
+    API(api, NULL);
+    sg_event *x = event_get(a), *y = event_get(b);
+    if (!ms || !x || !y) RET(cudaErrorInvalidResourceHandle);
+    if ((x->flags | y->flags) & cudaEventDisableTiming) RET(cudaErrorInvalidResourceHandle);
+    if (!x->marker || !y->marker) RET(cudaErrorInvalidResourceHandle);
+    uint64_t ea, eb;
+    if (!sg_op_done(x->marker, &ea) || !sg_op_done(y->marker, &eb)) RET(cudaErrorNotReady);
+    *ms = (float)(((double)eb - (double)ea) / 1e6);
+    RET(cudaSuccess);
+}
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) { return elapsed("cudaEventElapsedTime", ms, a, b); }
+cudaError_t cudaEventElapsedTime_v2(float *ms, cudaEvent_t a, cudaEvent_t b)
+{
+    return elapsed("cudaEventElapsedTime_v2", ms, a, b);
+}
+static cudaError_t stream_wait_event(const char *api, cudaStream_t st, cudaEvent_t e, int pt)
+{
+    rt_init();
+    API(api, NULL);
+    sg_stream *s = sg_stream_resolve(st, pt);
+    sg_event *ev = event_get(e);
+    if (!s || !ev) RET(cudaErrorInvalidResourceHandle);
+    uint64_t t0 = sg_now_ns();
+    if (ev->marker && !sg_stream_capture_slot_get(s)) sg_stream_wait_op(s, ev->marker);
+    sgc_emit_sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT, t0, sg_now_ns(), _c.correlation,
+                  sg_stream_device(s), sg_stream_id(s), ev->id, 0);
+    RET(cudaSuccess);
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t e, unsigned flags)
+{
+    (void)flags;
+    return stream_wait_event("cudaStreamWaitEvent", st, e, 0);
+}
+cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t st, cudaEvent_t e, unsigned flags);
+cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t st, cudaEvent_t e, unsigned flags)
+{
+    (void)flags;
+    return stream_wait_event("cudaStreamWaitEvent_ptsz", st, e, 1);
+}
+
+/* ---------------------------------------------------------------- memory */
+
+cudaError_t cudaMalloc(void **p, size_t size)
+{
+    rt_init();
+    API("cudaMalloc", NULL);
+    RET((cudaError_t)sg_dev_alloc(p, size, sg_current_device(), SG_MEM_DEVICE, _c.correlation, 0, 0));
+}
+cudaError_t cudaMallocManaged(void **p, size_t size, unsigned flags)
+{
+    (void)flags;
+    rt_init();
+    API("cudaMallocManaged", NULL);
+    RET((cudaError_t)sg_dev_alloc(p, size, sg_current_device(), SG_MEM_MANAGED, _c.correlation, 0, 0));
+}
+cudaError_t cudaFree(void *p)
+{
+    rt_init();
+    API("cudaFree", NULL);
+    if (p) sg_device_synchronize(sg_current_device()); /* cudaFree synchronises, as CUDA's does */
+    RET((cudaError_t)sg_dev_free(p, _c.correlation, 0, 0));
+}
+static cudaError_t malloc_async(const char *api, void **p, size_t size, cudaStream_t st, int pt)
+{
+    rt_init();
+    API(api, NULL);
+    sg_stream *s = sg_stream_resolve(st, pt);
+    if (!s) RET(cudaErrorInvalidResourceHandle);
+    RET((cudaError_t)sg_dev_alloc(p, size, sg_stream_device(s), SG_MEM_DEVICE, _c.correlation, sg_stream_id(s), 1));
+}
+cudaError_t cudaMallocAsync(void **p, size_t size, cudaStream_t st) { return malloc_async("cudaMallocAsync", p, size, st, 0); }
+cudaError_t cudaMallocAsync_ptsz(void **p, size_t size, cudaStream_t st);
+cudaError_t cudaMallocAsync_ptsz(void **p, size_t size, cudaStream_t st)
+{
+    return malloc_async("cudaMallocAsync_ptsz", p, size, st, 1);
+}
+static cudaError_t free_async(const char *api, void *p, cudaStream_t st, int pt)
+{
+    rt_init();
+    API(api, NULL);
+    sg_stream *s = sg_stream_resolve(st, pt);
+    if (!s) RET(cudaErrorInvalidResourceHandle);
+    RET((cudaError_t)sg_dev_free(p, _c.correlation, sg_stream_id(s), 1));
+}
+cudaError_t cudaFreeAsync(void *p, cudaStream_t st) { return free_async("cudaFreeAsync", p, st, 0); }
+cudaError_t cudaFreeAsync_ptsz(void *p, cudaStream_t st);
+cudaError_t cudaFreeAsync_ptsz(void *p, cudaStream_t st) { return free_async("cudaFreeAsync_ptsz", p, st, 1); }
+
+static cudaError_t host_alloc(void **p, size_t size, uint32_t corr)
+{
+    if (!p) return cudaErrorInvalidValue;
+    if (!size) {
+        *p = NULL;
+        return cudaSuccess;
+    }
+    void *m = mmap(NULL, sg_page_round(size), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return cudaErrorMemoryAllocation;
+    sg_mem_add((uintptr_t)m, size, sg_current_device(), SG_MEM_PINNED);
+    *p = m;
+    sgc_emit_memory(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, CUPTI_ACTIVITY_MEMORY_KIND_PINNED, corr,
+                    (uint64_t)(uintptr_t)m, size, sg_current_device(), 0, 0);
+    return cudaSuccess;
+}
+cudaError_t cudaMallocHost(void **p, size_t size)
+{
+    rt_init();
+    API("cudaMallocHost", NULL);
+    RET(host_alloc(p, size, _c.correlation));
+}
+cudaError_t cudaHostAlloc(void **p, size_t size, unsigned flags)
+{
+    (void)flags;
+    rt_init();
+    API("cudaHostAlloc", NULL);
+    RET(host_alloc(p, size, _c.correlation));
+}
+cudaError_t cudaFreeHost(void *p)
+{
+    rt_init();
+    API("cudaFreeHost", NULL);
+    if (!p) RET(cudaSuccess);
+    mem_ent e;
+    if (!sg_mem_remove(p, &e) || e.kind != SG_MEM_PINNED) RET(cudaErrorInvalidValue);
+    munmap(p, sg_page_round(e.size));
+    sgc_emit_memory(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE, CUPTI_ACTIVITY_MEMORY_KIND_PINNED, _c.correlation,
+                    (uint64_t)(uintptr_t)p, e.size, e.device, 0, 0);
+    RET(cudaSuccess);
+}
+cudaError_t cudaHostRegister(void *p, size_t size, unsigned flags)
+{
+    (void)flags;
+    rt_init();
+    API("cudaHostRegister", NULL);
+    if (!p || !size) RET(cudaErrorInvalidValue);
+    if (sg_mem_find(p, NULL)) RET(cudaErrorHostMemoryAlreadyRegistered);
+    sg_mem_add((uintptr_t)p, size, sg_current_device(), SG_MEM_REGISTERED);
+    RET(cudaSuccess);
+}
+cudaError_t cudaHostUnregister(void *p)
+{
+    rt_init();
+    API("cudaHostUnregister", NULL);
+    mem_ent e;
+    if (!sg_mem_find(p, &e) || e.kind != SG_MEM_REGISTERED || e.base != (uintptr_t)p) RET(cudaErrorHostMemoryNotRegistered);
+    sg_mem_remove(p, NULL);
+    RET(cudaSuccess);
+}
+cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total)
+{
+    rt_init();
+    API("cudaMemGetInfo", NULL);
+    int d = sg_current_device();
+    uint64_t cap = sg_device_capacity(d), used = sg_device_used(d);
+    if (free_b) *free_b = (size_t)(cap - used);
+    if (total) *total = (size_t)cap;
+    RET(cudaSuccess);
+}
+cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void *p)
+{
+    rt_init();
+    API("cudaPointerGetAttributes", NULL);
+    if (!a) RET(cudaErrorInvalidValue);
+    memset(a, 0, sizeof *a);
+    mem_ent e;
+    if (sg_mem_find(p, &e)) {
+        a->type = e.kind == SG_MEM_DEVICE    ? cudaMemoryTypeDevice
+                  : e.kind == SG_MEM_MANAGED ? cudaMemoryTypeManaged
+                                             : cudaMemoryTypeHost;
+        a->device = e.device;
+        a->devicePointer = (void *)p;
+        a->hostPointer = e.kind == SG_MEM_DEVICE ? NULL : (void *)p;
+    } else {
+        a->type = cudaMemoryTypeUnregistered;
+        a->device = -2;
+        a->hostPointer = (void *)p;
+    }
+    RET(cudaSuccess);
+}
+
+/* copies: classify, copy the bytes now, queue the timing op */
+static int classify(const void *dst, const void *src, enum cudaMemcpyKind kind, int *pinned)
+{
+    int sp = 0, dp = 0;
+    int sdev = ptr_is_device(src, &sp, NULL), ddev = ptr_is_device(dst, &dp, NULL);
+    switch (kind) {
+    case cudaMemcpyHostToDevice: *pinned = sp; return SG_COPY_HTOD;
+    case cudaMemcpyDeviceToHost: *pinned = dp; return SG_COPY_DTOH;
+    case cudaMemcpyDeviceToDevice: *pinned = 0; return SG_COPY_DTOD;
+    case cudaMemcpyHostToHost: *pinned = sp && dp; return SG_COPY_HTOH;
+    default:
+        if (sdev && ddev) { *pinned = 0; return SG_COPY_DTOD; }
+        if (sdev) { *pinned = dp; return SG_COPY_DTOH; }
+        if (ddev) { *pinned = sp; return SG_COPY_HTOD; }
+        *pinned = sp && dp;
+        return SG_COPY_HTOH;
+    }
+}
+
+static cudaError_t check_dev_range(const void *p, size_t n)
+{
+    mem_ent e;
+    if (!sg_mem_find(p, &e) || (e.kind != SG_MEM_DEVICE && e.kind != SG_MEM_MANAGED)) return cudaErrorInvalidValue;
+    if ((uintptr_t)p + n > e.base + e.size) return cudaErrorInvalidValue;
+    return cudaSuccess;
+}
+
+cudaError_t sg_rt_copy(uint32_t corr, void *dst, const void *src, size_t width, size_t height, size_t dpitch,
+                       size_t spitch, int copy_kind, int pinned, sg_stream *s, int is_async)
+{
+    size_t bytes = width * height;
+    if (bytes && (!dst || !src)) return cudaErrorInvalidValue;
+    if (copy_kind == SG_COPY_HTOD || copy_kind == SG_COPY_DTOD || copy_kind == SG_COPY_PTOP)
+        if (bytes && check_dev_range(dst, dpitch * (height - 1) + width) != cudaSuccess) return cudaErrorInvalidValue;
+    if (copy_kind == SG_COPY_DTOH || copy_kind == SG_COPY_DTOD || copy_kind == SG_COPY_PTOP)
+        if (bytes && check_dev_range(src, spitch * (height - 1) + width) != cudaSuccess) return cudaErrorInvalidValue;
+    for (size_t r = 0; r < height && width; r++)
+        memmove((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
+    sg_copy_desc c;
+    memset(&c, 0, sizeof c);
+    c.copy_kind = copy_kind;
+    c.bytes = bytes;
+    c.host_pinned = pinned;
+    c.is_async = is_async;
+    c.correlation = corr;
+    sg_graph *g = sg_stream_capture_slot_get(s);
+    if (g) {
+        graph_node n;
+        memset(&n, 0, sizeof n);
+        n.c = c;
+        graph_add(g, &n);
+        return cudaSuccess;
+    }
+    int host_side = copy_kind == SG_COPY_HTOD || copy_kind == SG_COPY_DTOH || copy_kind == SG_COPY_HTOH;
+    int wait = !is_async || (host_side && !pinned); /* pageable async copies are synchronous */
+    sg_op *op = sg_enqueue_copy(s, &c, wait);
+    if (wait) {
+        sg_op_wait(op);
+        sg_op_release(op);
+    }
+    return cudaSuccess;
+}
+
+#define MEMCPY_FN(fname, api, pt, async)                                                                      \
+    cudaError_t fname(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t st)         \
+    {                                                                                                          \
+        rt_init();                                                                                             \
+        API(api, NULL);                                                                                        \
+        sg_stream *s = sg_stream_resolve(st, pt);                                                              \
+        if (!s) RET(cudaErrorInvalidResourceHandle);                                                           \
+        int pinned;                                                                                            \
+        int k = classify(dst, src, kind, &pinned);                                                             \
+        RET(sg_rt_copy(_c.correlation, dst, src, n, 1, n, n, k, pinned, s, async));                            \
+    }
+cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t st);
+MEMCPY_FN(cudaMemcpyAsync, "cudaMemcpyAsync", 0, 1)
+MEMCPY_FN(cudaMemcpyAsync_ptsz, "cudaMemcpyAsync_ptsz", 1, 1)
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind)
+{
+    rt_init();
+    API("cudaMemcpy", NULL);
+    sg_stream *s = sg_stream_resolve(NULL, 0);
+    int pinned;
+    int k = classify(dst, src, kind, &pinned);
+    RET(sg_rt_copy(_c.correlation, dst, src, n, 1, n, n, k, pinned, s, 0));
+}
+cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind);
+cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind)
+{
+    rt_init();
+    API("cudaMemcpy_ptds", NULL);
+    sg_stream *s = sg_stream_resolve(NULL, 1);
+    int pinned;
+    int k = classify(dst, src, kind, &pinned);
+    RET(sg_rt_copy(_c.correlation, dst, src, n, 1, n, n, k, pinned, s, 0));
+}
+
+static cudaError_t memcpy2d(const char *api, void *dst, size_t dp, const void *src, size_t sp, size_t w, size_t h,
+                            enum cudaMemcpyKind kind, cudaStream_t st, int pt, int async)
+{
+    rt_init();
+    API(api, NULL);
+    sg_stream *s = sg_stream_resolve(st, pt);
+    if (!s) RET(cudaErrorInvalidResourceHandle);
+    if (w > dp || w > sp) RET(cudaErrorInvalidPitchValue);
+    int pinned;
+    int k = classify(dst, src, kind, &pinned);
+    RET(sg_rt_copy(_c.correlation, dst, src, w, h, dp, sp, k, pinned, s, async));
+}
+cudaError_t cudaMemcpy2D(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, enum cudaMemcpyKind k)
+{
+    return memcpy2d("cudaMemcpy2D", d, dp, s, sp, w, h, k, NULL, 0, 0);
+}
+cudaError_t cudaMemcpy2D_ptds(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, enum cudaMemcpyKind k);
+cudaError_t cudaMemcpy2D_ptds(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, enum cudaMemcpyKind k)
+{
+    return memcpy2d("cudaMemcpy2D_ptds", d, dp, s, sp, w, h, k, NULL, 1, 0);
+}
+cudaError_t cudaMemcpy2DAsync(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, enum cudaMemcpyKind k,
+                              cudaStream_t st)
+{
+    return memcpy2d("cudaMemcpy2DAsync", d, dp, s, sp, w, h, k, st, 0, 1);
+}
+cudaError_t cudaMemcpy2DAsync_ptsz(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h,
+                                   enum cudaMemcpyKind k, cudaStream_t st);
+cudaError_t cudaMemcpy2DAsync_ptsz(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h,
+                                   enum cudaMemcpyKind k, cudaStream_t st)
+{
+    return memcpy2d("cudaMemcpy2DAsync_ptsz", d, dp, s, sp, w, h, k, st, 1, 1);
+}
+
+static cudaError_t memcpy_peer(const char *api, void *dst, int dd, const void *src, int sd, size_t n,
+                               cudaStream_t st, int pt, int async)
+{
+    rt_init();
+    API(api, NULL);
+    (void)dd, (void)sd;
+    sg_stream *s = sg_stream_resolve(st, pt);
+    if (!s) RET(cudaErrorInvalidResourceHandle);
+    RET(sg_rt_copy(_c.correlation, dst, src, n, 1, n, n, SG_COPY_PTOP, 0, s, async));
+}
+cudaError_t cudaMemcpyPeer(void *dst, int dd, const void *src, int sd, size_t n)
+{
+    return memcpy_peer("cudaMemcpyPeer", dst, dd, src, sd, n, NULL, 0, 0);
+}
+cudaError_t cudaMemcpyPeerAsync(void *dst, int dd, const void *src, int sd, size_t n, cudaStream_t st)
+{
+    return memcpy_peer("cudaMemcpyPeerAsync", dst, dd, src, sd, n, st, 0, 1);
+}
+cudaError_t cudaMemcpyPeerAsync_ptsz(void *dst, int dd, const void *src, int sd, size_t n, cudaStream_t st);
+cudaError_t cudaMemcpyPeerAsync_ptsz(void *dst, int dd, const void *src, int sd, size_t n, cudaStream_t st)
+{
+    return memcpy_peer("cudaMemcpyPeerAsync_ptsz", dst, dd, src, sd, n, st, 1, 1);
+}
+
+/* memset: value 0 over whole pages is done with MADV_DONTNEED (no memory touched) */
+static void fill(void *p, int value, size_t n)
+{
+    uintptr_t a = (uintptr_t)p, e = a + n;
+    uintptr_t pa = (a + 4095) & ~(uintptr_t)4095, pe = e & ~(uintptr_t)4095;
+    if ((value & 0xff) == 0 && pe > pa + 65536) {
+        memset(p, 0, pa - a);
+        madvise((void *)pa, pe - pa, MADV_DONTNEED);
+        memset((void *)pe, 0, e - pe);
+    } else {
+        memset(p, value, n);
+    }
+}
+
+static cudaError_t memset_common(const char *api, void *p, int value, size_t n, cudaStream_t st, int pt, int async)
+{
+    rt_init();
+    API(api, NULL);
+    sg_stream *s = sg_stream_resolve(st, pt);
+    if (!s) RET(cudaErrorInvalidResourceHandle);
+    if (n && check_dev_range(p, n) != cudaSuccess) RET(cudaErrorInvalidValue);
+    if (n) fill(p, value, n);
+    sg_copy_desc c;
+    memset(&c, 0, sizeof c);
+    c.is_memset = 1;
+    c.bytes = n;
+    c.value = (uint32_t)(value & 0xff);
+    c.is_async = async;
+    c.correlation = _c.correlation;
+    sg_graph *g = sg_stream_capture_slot_get(s);
+    if (g) {
+        graph_node node;
+        memset(&node, 0, sizeof node);
+        node.c = c;
+        graph_add(g, &node);
+        RET(cudaSuccess);
+    }
+    sg_enqueue_copy(s, &c, 0);
+    RET(cudaSuccess);
+}
+cudaError_t cudaMemset(void *p, int v, size_t n) { return memset_common("cudaMemset", p, v, n, NULL, 0, 0); }
+cudaError_t cudaMemset_ptds(void *p, int v, size_t n);
+cudaError_t cudaMemset_ptds(void *p, int v, size_t n) { return memset_common("cudaMemset_ptds", p, v, n, NULL, 1, 0); }
+cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t st)
+{
+    return memset_common("cudaMemsetAsync", p, v, n, st, 0, 1);
+}
+cudaError_t cudaMemsetAsync_ptsz(void *p, int v, size_t n, cudaStream_t st);
+cudaError_t cudaMemsetAsync_ptsz(void *p, int v, size_t n, cudaStream_t st)
+{
+    return memset_common("cudaMemsetAsync_ptsz", p, v, n, st, 1, 1);
+}
+
+/* ---------------------------------------------------------------- graphs */
+
+typedef struct sg_graph_exec { uint32_t magic; uint32_t graph_id; graph_node *nodes; int n; } sg_graph_exec;
+#define EXEC_MAGIC 0x47455845u
+
+static cudaError_t begin_capture(const char *api, cudaStream_t st, int pt)
+{
+    rt_init();
+    API(api, NULL);
+    sg_stream *s = sg_stream_resolve(st, pt);
+    if (!s) RET(cudaErrorInvalidResourceHandle);
+    if (st == NULL || st == cudaStreamLegacy) RET(cudaErrorStreamCaptureUnsupported);
+    if (sg_stream_capture_slot_get(s)) RET(cudaErrorIllegalState);
+    sg_graph *g = graph_new();
+    if (!g) RET(cudaErrorMemoryAllocation);
+    sg_stream_capture_slot_set(s, g);
+    RET(cudaSuccess);
+}
+cudaError_t cudaStreamBeginCapture(cudaStream_t st, enum cudaStreamCaptureMode mode)
+{
+    (void)mode;
+    return begin_capture("cudaStreamBeginCapture", st, 0);
+}
+cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t st, enum cudaStreamCaptureMode mode);
+cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t st, enum cudaStreamCaptureMode mode)
+{
+    (void)mode;
+    return begin_capture("cudaStreamBeginCapture_ptsz", st, 1);
+}
+static cudaError_t end_capture(const char *api, cudaStream_t st, cudaGraph_t *pg, int pt)
+{
+    rt_init();
+    API(api, NULL);
+    sg_stream *s = sg_stream_resolve(st, pt);
+    if (!s || !pg) RET(cudaErrorInvalidValue);
+    sg_graph *g = sg_stream_capture_slot_get(s);
+    if (!g) RET(cudaErrorIllegalState);
+    sg_stream_capture_slot_set(s, NULL);
+    *pg = (cudaGraph_t)g;
+    RET(cudaSuccess);
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t st, cudaGraph_t *pg) { return end_capture("cudaStreamEndCapture", st, pg, 0); }
+cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t st, cudaGraph_t *pg);
+cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t st, cudaGraph_t *pg)
+{
+    return end_capture("cudaStreamEndCapture_ptsz", st, pg, 1);
+}
+static cudaError_t is_capturing(const char *api, cudaStream_t st, enum cudaStreamCaptureStatus *status, int pt)
+{
+    rt_init();
+    API(api, NULL);
+    sg_stream *s = sg_stream_resolve(st, pt);
+    if (!s || !status) RET(cudaErrorInvalidValue);
+    *status = sg_stream_capture_slot_get(s) ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
+    RET(cudaSuccess);
+}
+cudaError_t cudaStreamIsCapturing(cudaStream_t st, enum cudaStreamCaptureStatus *status)
+{
+    return is_capturing("cudaStreamIsCapturing", st, status, 0);
+}
+cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t st, enum cudaStreamCaptureStatus *status);
+cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t st, enum cudaStreamCaptureStatus *status)
+{
+    return is_capturing("cudaStreamIsCapturing_ptsz", st, status, 1);
+}
+cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode)
+{
+    (void)mode;
+    rt_init();
+    API("cudaThreadExchangeStreamCaptureMode", NULL);
+    RET(cudaSuccess);
+}
+static cudaError_t instantiate(const char *api, cudaGraphExec_t *pe, cudaGraph_t graph)
+{
+    rt_init();
+    API(api, NULL);
+    sg_graph *g = (sg_graph *)graph;
+    if (!pe || !g || g->magic != GRAPH_MAGIC) RET(cudaErrorInvalidValue);
+    sg_graph_exec *e = calloc(1, sizeof *e);
+    if (!e) RET(cudaErrorMemoryAllocation);
+    e->magic = EXEC_MAGIC;
+    e->graph_id = g->id;
+    e->n = g->n;
+    e->nodes = calloc((size_t)g->n + 1, sizeof *e->nodes);
+    if (!e->nodes) {
+        free(e);
+        RET(cudaErrorMemoryAllocation);
+    }
+    memcpy(e->nodes, g->nodes, (size_t)g->n * sizeof *e->nodes);
+    *pe = (cudaGraphExec_t)e;
+    RET(cudaSuccess);
+}
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pe, cudaGraph_t g, unsigned long long flags)
+{
+    (void)flags;
+    return instantiate("cudaGraphInstantiate", pe, g);
+}
+cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *pe, cudaGraph_t g, unsigned long long flags)
+{
+    (void)flags;
+    return instantiate("cudaGraphInstantiateWithFlags", pe, g);
+}
+static cudaError_t graph_launch(const char *api, cudaGraphExec_t ge, cudaStream_t st, int pt)
+{
+    rt_init();
+    API(api, NULL);
+    sg_graph_exec *e = (sg_graph_exec *)ge;
+    sg_stream *s = sg_stream_resolve(st, pt);
+    if (!e || e->magic != EXEC_MAGIC) RET(cudaErrorInvalidValue);
+    if (!s) RET(cudaErrorInvalidResourceHandle);
+    launch_overhead();
+    for (int i = 0; i < e->n; i++) {
+        graph_node *n = &e->nodes[i];
+        if (n->is_kernel) {
+            sg_kernel_desc k = n->k;
+            k.correlation = _c.correlation;
+            sg_enqueue_kernel_graph(s, &k, e->graph_id, n->node_id);
+        } else {
+            sg_copy_desc c = n->c;
+            c.correlation = _c.correlation;
+            c.graph_id = e->graph_id;
+            c.graph_node_id = n->node_id;
+            c.is_async = 1;
+            sg_enqueue_copy(s, &c, 0);
+        }
+    }
+    RET(cudaSuccess);
+}
+cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t st) { return graph_launch("cudaGraphLaunch", e, st, 0); }
+cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t e, cudaStream_t st);
+cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t e, cudaStream_t st) { return graph_launch("cudaGraphLaunch_ptsz", e, st, 1); }
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t ge)
+{
+    rt_init();
+    API("cudaGraphExecDestroy", NULL);
+    sg_graph_exec *e = (sg_graph_exec *)ge;
+    if (!e || e->magic != EXEC_MAGIC) RET(cudaErrorInvalidValue);
+    e->magic = 0;
+    free(e->nodes);
+    free(e);
+    RET(cudaSuccess);
+}
+cudaError_t cudaGraphDestroy(cudaGraph_t graph)
+{
+    rt_init();
+    API("cudaGraphDestroy", NULL);
+    sg_graph *g = (sg_graph *)graph;
+    if (!g || g->magic != GRAPH_MAGIC) RET(cudaErrorInvalidValue);
+    g->magic = 0;
+    free(g->nodes);
+    free(g);
+    RET(cudaSuccess);
+}
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t *num)
+{
+    rt_init();
+    API("cudaGraphGetNodes", NULL);
+    sg_graph *g = (sg_graph *)graph;
+    if (!g || g->magic != GRAPH_MAGIC || !num) RET(cudaErrorInvalidValue);
+    if (nodes)
+        for (size_t i = 0; i < *num && i < (size_t)g->n; i++) nodes[i] = (cudaGraphNode_t)&g->nodes[i];
+    *num = (size_t)g->n;
+    RET(cudaSuccess);
+}
+
+/* ---------------------------------------------------------------- errors */
+
+cudaError_t cudaGetLastError(void)
+{
+    rt_init();
+    API("cudaGetLastError", NULL);
+    cudaError_t e = t_last_error;
+    t_last_error = cudaSuccess;
+    sg_api_exit(&_c, (int)e);
+    return e;
+}
+cudaError_t cudaPeekAtLastError(void)
+{
+    rt_init();
+    API("cudaPeekAtLastError", NULL);
+    cudaError_t e = t_last_error;
+    sg_api_exit(&_c, (int)e);
+    return e;
+}
+
+static const struct { int code; const char *name, *desc; } g_errs[] = {
+    {cudaSuccess, "cudaSuccess", "no error"},
+    {cudaErrorInvalidValue, "cudaErrorInvalidValue", "invalid argument"},
+    {cudaErrorMemoryAllocation, "cudaErrorMemoryAllocation", "out of memory"},
+    {cudaErrorInitializationError, "cudaErrorInitializationError", "initialization error"},
+    {cudaErrorInvalidConfiguration, "cudaErrorInvalidConfiguration", "invalid configuration argument"},
+    {cudaErrorInvalidPitchValue, "cudaErrorInvalidPitchValue", "invalid pitch argument"},
+    {cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal"},
+    {cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle", "invalid resource handle"},
+    {cudaErrorNotReady, "cudaErrorNotReady", "device not ready"},
+    {cudaErrorMissingConfiguration, "cudaErrorMissingConfiguration", "__global__ function call is not configured"},
+    {cudaErrorInsufficientDriver, "cudaErrorInsufficientDriver", "CUDA driver version is insufficient for CUDA runtime version"},
+    {cudaErrorNoDevice, "cudaErrorNoDevice", "no CUDA-capable device is detected"},
+    {cudaErrorHostMemoryAlreadyRegistered, "cudaErrorHostMemoryAlreadyRegistered", "part or all of the requested memory range is already mapped"},
+    {cudaErrorHostMemoryNotRegistered, "cudaErrorHostMemoryNotRegistered", "pointer does not correspond to a registered memory region"},
+    {cudaErrorStreamCaptureUnsupported, "cudaErrorStreamCaptureUnsupported", "operation not permitted when stream is capturing"},
+    {cudaErrorIllegalState, "cudaErrorIllegalState", "the operation cannot be performed in the present state"},
+    {cudaErrorSymbolNotFound, "cudaErrorSymbolNotFound", "named symbol not found"},
+    {cudaErrorNotSupported, "cudaErrorNotSupported", "operation not supported"},
+    {cudaErrorLaunchFailure, "cudaErrorLaunchFailure", "unspecified launch failure"},
+};
+const char *cudaGetErrorString(cudaError_t e)
+{
+    for (size_t i = 0; i < sizeof g_errs / sizeof g_errs[0]; i++)
+        if (g_errs[i].code == (int)e) return g_errs[i].desc;
+    return "unrecognized error code";
+}
+const char *cudaGetErrorName(cudaError_t e)
+{
+    for (size_t i = 0; i < sizeof g_errs / sizeof g_errs[0]; i++)
+        if (g_errs[i].code == (int)e) return g_errs[i].name;
+    return "cudaErrorUnknown";
+}
+
+/* ---------------------------------------------------------------- driver entry points */
+
+typedef int (*get_proc_fn)(const char *, void **, int, unsigned long long, int *);
+
+static cudaError_t entry_point(const char *symbol, void **fp, unsigned version, unsigned long long flags,
+                               enum cudaDriverEntryPointQueryResult *status)
+{
+    if (!symbol || !fp) return cudaErrorInvalidValue;
+    static void *h;
+    if (!h) h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    get_proc_fn gp = h ? (get_proc_fn)dlsym(h, "cuGetProcAddress_v2") : NULL;
+    int st = 1;
+    *fp = NULL;
+    int r = gp ? gp(symbol, fp, (int)version, flags, &st) : 1;
+    if (status) *status = (r == 0 && *fp) ? cudaDriverEntryPointSuccess : cudaDriverEntryPointSymbolNotFound;
+    return (r == 0 && *fp) ? cudaSuccess : cudaErrorSymbolNotFound;
+}
+cudaError_t cudaGetDriverEntryPoint(const char *symbol, void **fp, unsigned long long flags,
+                                    enum cudaDriverEntryPointQueryResult *status)
+{
+    rt_init();
+    API("cudaGetDriverEntryPoint", NULL);
+    RET(entry_point(symbol, fp, (unsigned)sg_cudart_version(), flags, status));
+}
+cudaError_t cudaGetDriverEntryPoint_ptsz(const char *symbol, void **fp, unsigned long long flags,
+                                         enum cudaDriverEntryPointQueryResult *status);
+cudaError_t cudaGetDriverEntryPoint_ptsz(const char *symbol, void **fp, unsigned long long flags,
+                                         enum cudaDriverEntryPointQueryResult *status)
+{
+    rt_init();
+    API("cudaGetDriverEntryPoint_ptsz", NULL);
+    RET(entry_point(symbol, fp, (unsigned)sg_cudart_version(), flags | 2, status));
+}
+cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **fp, unsigned int v, unsigned long long flags,
+                                             enum cudaDriverEntryPointQueryResult *status)
+{
+    rt_init();
+    API("cudaGetDriverEntryPointByVersion", NULL);
+    RET(entry_point(symbol, fp, v, flags, status));
+}
+cudaError_t cudaGetDriverEntryPointByVersion_ptsz(const char *symbol, void **fp, unsigned int v,
+                                                  unsigned long long flags,
+                                                  enum cudaDriverEntryPointQueryResult *status);
+cudaError_t cudaGetDriverEntryPointByVersion_ptsz(const char *symbol, void **fp, unsigned int v,
+                                                  unsigned long long flags,
+                                                  enum cudaDriverEntryPointQueryResult *status)
+{
+    rt_init();
+    API("cudaGetDriverEntryPointByVersion_ptsz", NULL);
+    RET(entry_point(symbol, fp, v, flags | 2, status));
+}

@@ -1,0 +1,189 @@
+/* cupti.c - mock libcupti.so.12: the real CUPTI 12.9 entry points, forwarded to libsimgpu.so. */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+#include "cupti_core.h"
+
+CUptiResult cuptiGetVersion(uint32_t *version)
+{
+    if (!version) return CUPTI_ERROR_INVALID_PARAMETER;
+    const char *v = getenv("SIMGPU_CUPTI_VERSION");
+    *version = v && *v ? (uint32_t)strtoul(v, NULL, 10) : CUPTI_API_VERSION;
+    return CUPTI_SUCCESS;
+}
+
+static const struct { CUptiResult r; const char *s; } g_res[] = {
+    {CUPTI_SUCCESS, "CUPTI_SUCCESS"},
+    {CUPTI_ERROR_INVALID_PARAMETER, "CUPTI_ERROR_INVALID_PARAMETER"},
+    {CUPTI_ERROR_INVALID_DEVICE, "CUPTI_ERROR_INVALID_DEVICE"},
+    {CUPTI_ERROR_INVALID_CONTEXT, "CUPTI_ERROR_INVALID_CONTEXT"},
+    {CUPTI_ERROR_INVALID_OPERATION, "CUPTI_ERROR_INVALID_OPERATION"},
+    {CUPTI_ERROR_PARAMETER_SIZE_NOT_SUFFICIENT, "CUPTI_ERROR_PARAMETER_SIZE_NOT_SUFFICIENT"},
+    {CUPTI_ERROR_MAX_LIMIT_REACHED, "CUPTI_ERROR_MAX_LIMIT_REACHED"},
+    {CUPTI_ERROR_NOT_COMPATIBLE, "CUPTI_ERROR_NOT_COMPATIBLE"},
+    {CUPTI_ERROR_NOT_INITIALIZED, "CUPTI_ERROR_NOT_INITIALIZED"},
+    {CUPTI_ERROR_QUEUE_EMPTY, "CUPTI_ERROR_QUEUE_EMPTY"},
+    {CUPTI_ERROR_INVALID_KIND, "CUPTI_ERROR_INVALID_KIND"},
+    {CUPTI_ERROR_NOT_SUPPORTED, "CUPTI_ERROR_NOT_SUPPORTED"},
+    {CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"},
+    {CUPTI_ERROR_UNKNOWN, "CUPTI_ERROR_UNKNOWN"},
+};
+CUptiResult cuptiGetResultString(CUptiResult result, const char **str)
+{
+    if (!str) return CUPTI_ERROR_INVALID_PARAMETER;
+    for (size_t i = 0; i < sizeof g_res / sizeof g_res[0]; i++)
+        if (g_res[i].r == result) {
+            *str = g_res[i].s;
+            return CUPTI_SUCCESS;
+        }
+    *str = "CUPTI_ERROR_UNKNOWN";
+    return CUPTI_ERROR_INVALID_PARAMETER;
+}
+CUptiResult cuptiGetErrorMessage(CUptiResult result, const char **str) { return cuptiGetResultString(result, str); }
+
+CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind) { return sgc_cuptiActivityEnable(kind); }
+CUptiResult cuptiActivityEnableAndDump(CUpti_ActivityKind kind) { return sgc_cuptiActivityEnable(kind); }
+CUptiResult cuptiActivityDisable(CUpti_ActivityKind kind) { return sgc_cuptiActivityDisable(kind); }
+CUptiResult cuptiActivityEnableContext(CUcontext ctx, CUpti_ActivityKind kind)
+{
+    (void)ctx;
+    return sgc_cuptiActivityEnable(kind);
+}
+CUptiResult cuptiActivityDisableContext(CUcontext ctx, CUpti_ActivityKind kind)
+{
+    (void)ctx;
+    return sgc_cuptiActivityDisable(kind);
+}
+CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc req, CUpti_BuffersCallbackCompleteFunc cmp)
+{
+    return sgc_cuptiActivityRegisterCallbacks(req, cmp);
+}
+CUptiResult cuptiActivityFlushAll(uint32_t flag) { return sgc_cuptiActivityFlushAll(flag); }
+CUptiResult cuptiActivityFlush(CUcontext ctx, uint32_t streamId, uint32_t flag)
+{
+    (void)ctx, (void)streamId;
+    return sgc_cuptiActivityFlushAll(flag);
+}
+CUptiResult cuptiActivityFlushPeriod(uint32_t time) { return sgc_cuptiActivityFlushPeriod(time); }
+CUptiResult cuptiActivityGetNextRecord(uint8_t *buffer, size_t valid, CUpti_Activity **record)
+{
+    return sgc_cuptiActivityGetNextRecord(buffer, valid, record);
+}
+CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext ctx, uint32_t streamId, size_t *dropped)
+{
+    return sgc_cuptiActivityGetNumDroppedRecords(ctx, streamId, dropped);
+}
+CUptiResult cuptiActivityGetAttribute(CUpti_ActivityAttribute attr, size_t *size, void *value)
+{
+    return sgc_cuptiActivityAttribute(0, attr, size, value);
+}
+CUptiResult cuptiActivitySetAttribute(CUpti_ActivityAttribute attr, size_t *size, void *value)
+{
+    return sgc_cuptiActivityAttribute(1, attr, size, value);
+}
+CUptiResult cuptiGetTimestamp(uint64_t *ts) { return sgc_cuptiGetTimestamp(ts); }
+CUptiResult cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc f)
+{
+    return sgc_cuptiActivityRegisterTimestampCallback(f);
+}
+CUptiResult cuptiActivityPushExternalCorrelationId(CUpti_ExternalCorrelationKind kind, uint64_t id)
+{
+    return sgc_cuptiActivityPushExternalCorrelationId(kind, id);
+}
+CUptiResult cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorrelationKind kind, uint64_t *last)
+{
+    return sgc_cuptiActivityPopExternalCorrelationId(kind, last);
+}
+CUptiResult cuptiActivityEnableRuntimeApi(CUpti_CallbackId cbid, uint8_t enable)
+{
+    return sgc_cuptiActivityEnableApi(SG_DOMAIN_RUNTIME, cbid, enable);
+}
+CUptiResult cuptiActivityEnableDriverApi(CUpti_CallbackId cbid, uint8_t enable)
+{
+    return sgc_cuptiActivityEnableApi(SG_DOMAIN_DRIVER, cbid, enable);
+}
+CUptiResult cuptiActivityEnableLatencyTimestamps(uint8_t enable) { (void)enable; return CUPTI_SUCCESS; }
+CUptiResult cuptiActivityEnableLaunchAttributes(uint8_t enable) { (void)enable; return CUPTI_SUCCESS; }
+CUptiResult cuptiActivityEnableAllSyncRecords(uint8_t enable) { (void)enable; return CUPTI_SUCCESS; }
+CUptiResult cuptiActivityEnableAllocationSource(uint8_t enable) { (void)enable; return CUPTI_SUCCESS; }
+CUptiResult cuptiActivityEnableDeviceGraph(uint8_t enable) { (void)enable; return CUPTI_SUCCESS; }
+CUptiResult cuptiActivityEnableHWTrace(uint8_t enable) { (void)enable; return CUPTI_ERROR_NOT_SUPPORTED; }
+CUptiResult cuptiSetThreadIdType(CUpti_ActivityThreadIdType t) { return sgc_cuptiSetThreadIdType(t); }
+CUptiResult cuptiGetThreadIdType(CUpti_ActivityThreadIdType *t) { return sgc_cuptiGetThreadIdType(t); }
+CUptiResult cuptiFinalize(void) { return sgc_cuptiFinalize(); }
+CUptiResult cuptiGetLastError(void) { return CUPTI_SUCCESS; }
+
+CUptiResult cuptiGetDeviceId(CUcontext ctx, uint32_t *id)
+{
+    if (!id) return CUPTI_ERROR_INVALID_PARAMETER;
+    int d = ctx ? sg_context_device(ctx) : sg_current_device();
+    if (d < 0) return CUPTI_ERROR_INVALID_CONTEXT;
+    *id = (uint32_t)d;
+    return CUPTI_SUCCESS;
+}
+CUptiResult cuptiGetContextId(CUcontext ctx, uint32_t *id)
+{
+    if (!id) return CUPTI_ERROR_INVALID_PARAMETER;
+    int d = ctx ? sg_context_device(ctx) : sg_current_device();
+    if (d < 0) return CUPTI_ERROR_INVALID_CONTEXT;
+    *id = sg_context_id(d);
+    return CUPTI_SUCCESS;
+}
+CUptiResult cuptiGetStreamIdEx(CUcontext ctx, CUstream stream, uint8_t perThreadStream, uint32_t *id)
+{
+    (void)ctx;
+    if (!id) return CUPTI_ERROR_INVALID_PARAMETER;
+    sg_stream *s = sg_stream_resolve(stream, perThreadStream);
+    if (!s) return CUPTI_ERROR_INVALID_PARAMETER;
+    *id = sg_stream_id(s);
+    return CUPTI_SUCCESS;
+}
+CUptiResult cuptiGetStreamId(CUcontext ctx, CUstream stream, uint32_t *id)
+{
+    return cuptiGetStreamIdEx(ctx, stream, 0, id);
+}
+CUptiResult cuptiDeviceSupported(CUdevice dev, int *support)
+{
+    if (!support) return CUPTI_ERROR_INVALID_PARAMETER;
+    *support = dev >= 0 && dev < sg_device_count();
+    return CUPTI_SUCCESS;
+}
+CUptiResult cuptiComputeCapabilitySupported(int major, int minor, int *support)
+{
+    (void)minor;
+    if (!support) return CUPTI_ERROR_INVALID_PARAMETER;
+    *support = major >= 7;
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackFunc cb, void *userdata)
+{
+    return sgc_cuptiSubscribe(sub, cb, userdata);
+}
+CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle sub) { return sgc_cuptiUnsubscribe(sub); }
+CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle sub, CUpti_CallbackDomain domain,
+                                CUpti_CallbackId cbid)
+{
+    return sgc_cuptiEnableCallback(enable, sub, domain, cbid);
+}
+CUptiResult cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle sub, CUpti_CallbackDomain domain)
+{
+    return sgc_cuptiEnableDomain(enable, sub, domain);
+}
+CUptiResult cuptiEnableAllDomains(uint32_t enable, CUpti_SubscriberHandle sub)
+{
+    return sgc_cuptiEnableAllDomains(enable, sub);
+}
+CUptiResult cuptiGetCallbackState(uint32_t *enable, CUpti_SubscriberHandle sub, CUpti_CallbackDomain domain,
+                                  CUpti_CallbackId cbid)
+{
+    return sgc_cuptiGetCallbackState(enable, sub, domain, cbid);
+}
+CUptiResult cuptiSupportedDomains(size_t *domainCount, CUpti_DomainTable *domainTable)
+{
+    static CUpti_CallbackDomain doms[] = {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_CB_DOMAIN_RUNTIME_API};
+    if (!domainCount || !domainTable) return CUPTI_ERROR_INVALID_PARAMETER;
+    *domainCount = 2;
+    *domainTable = doms;
+    return CUPTI_SUCCESS;
+}
