@@ -151,7 +151,9 @@ pub fn plan(procs: &[ProcessInfo], ends: &[&CollectiveEnds]) -> ClockPlan {
         }
     }
     // Residual: spread of each collective's ends across processes, before and after.
-    let mut all: HashMap<(u64, u64), (i64, i64, i64, i64, usize)> = HashMap::new();
+    // (raw min, raw max, aligned min, aligned max, ranks) per collective.
+    type Spread = (i64, i64, i64, i64, usize);
+    let mut all: HashMap<(u64, u64), Spread> = HashMap::new();
     for (i, e) in ends.iter().enumerate() {
         let off = procs.get(i).and_then(|p| offsets.get(&*p.host)).copied().unwrap_or(0);
         for (k, &t) in &e.ends {

@@ -428,7 +428,9 @@ impl Summary {
         let mut kernels: HashMap<Name, Stat> = HashMap::new();
         let mut apis: HashMap<Name, Stat> = HashMap::new();
         let mut memcpy: BTreeMap<&str, (Stat, u64)> = BTreeMap::new();
-        let mut colls: BTreeMap<(CollOp, u64, u32), (u64, u64, u64, f64, u64)> = BTreeMap::new();
+        // (count, bytes, time, bus-weighted bytes, gpu-timed) per (op, bucket, nranks).
+        type CollAcc = (u64, u64, u64, f64, u64);
+        let mut colls: BTreeMap<(CollOp, u64, u32), CollAcc> = BTreeMap::new();
         let mut steps: BTreeMap<u64, (String, u32, u64, u64, u64, u64)> = BTreeMap::new();
         let mut nvtx: BTreeMap<String, RangeStat> = BTreeMap::new();
         let t = &mut s.totals;
