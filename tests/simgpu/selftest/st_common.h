@@ -29,7 +29,7 @@ void __cudaRegisterFunction(void **h, const char *hostFun, char *deviceFun, cons
                             uint3 *tid, uint3 *bid, dim3 *bDim, dim3 *gDim, int *wSize);
 
 /* Registers a host stub address under a kernel name, as nvcc-generated code does. */
-static void st_register(const void *stub, const char *name)
+static inline void st_register(const void *stub, const char *name)
 {
     static void **h;
     if (!h) {
@@ -40,7 +40,7 @@ static void st_register(const void *stub, const char *name)
     __cudaRegisterFunction(h, (const char *)stub, (char *)name, name, -1, NULL, NULL, NULL, NULL, NULL);
 }
 
-static uint64_t st_now(void)
+static inline uint64_t st_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -49,7 +49,7 @@ static uint64_t st_now(void)
 
 /* ground truth lines of this process */
 typedef struct { char **lines; int n; } st_truth;
-static st_truth st_truth_load(void)
+static inline st_truth st_truth_load(void)
 {
     st_truth t = {0, 0};
     const char *dir = getenv("SIMGPU_TRUTH");
@@ -68,13 +68,13 @@ static st_truth st_truth_load(void)
     fclose(f);
     return t;
 }
-static int st_is(const char *line, const char *type)
+static inline int st_is(const char *line, const char *type)
 {
     char pat[64];
     snprintf(pat, sizeof pat, "\"type\":\"%s\"", type);
     return strstr(line, pat) != NULL;
 }
-static long long st_num(const char *line, const char *key)
+static inline long long st_num(const char *line, const char *key)
 {
     char pat[64];
     snprintf(pat, sizeof pat, "\"%s\":", key);
@@ -86,7 +86,7 @@ static long long st_num(const char *line, const char *key)
     if (*p == 'f') return 0;
     return strtoll(p, NULL, 10);
 }
-static void st_str(const char *line, const char *key, char *out, size_t n)
+static inline void st_str(const char *line, const char *key, char *out, size_t n)
 {
     char pat[64];
     snprintf(pat, sizeof pat, "\"%s\":\"", key);
