@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Once, OnceLock};
 use std::time::Duration;
 
-use tprof_format::{ring_file_name, FileHeader, MarkerKind, Record, RingGeometry, RingWriter, StrId};
+use tprof_format::{ring_file_name, FileHeader, RingGeometry, RingWriter};
 
 use crate::config::{config, Mode};
 use crate::{clock, recorder, writer_thread};
@@ -118,6 +118,11 @@ pub fn ring_path() -> Option<&'static PathBuf> {
 /// Registers a function called at exit before the final ring flush (e.g. a forced CUPTI flush).
 pub fn register_flush_hook(f: fn()) {
     FLUSH_HOOKS.add(f);
+}
+
+/// Runs the exit flush hooks (called by the writer thread when it is asked to stop).
+pub(crate) fn run_flush_hooks() {
+    FLUSH_HOOKS.run_all();
 }
 
 /// Registers a function called once tprof is enabled (e.g. starting CUPTI).
@@ -307,9 +312,9 @@ extern "C" fn exit_handler() {
         if !writer_thread::running() {
             return;
         }
-        FLUSH_HOOKS.run_all();
-        recorder::emit(Record::Marker { kind: MarkerKind::ProcessExit, ts: clock::now(), value: 0, name: StrId::NONE });
-        RECORDING.store(false, Ordering::Release);
+        // glibc runs the exiting thread's thread-local destructors before atexit handlers, so this
+        // thread may no longer own a buffer: the writer thread runs the flush hooks, writes the exit
+        // marker and closes the ring.
         if !writer_thread::stop_and_wait(Duration::from_secs(2)) {
             warn_line("the ring writer did not finish within 2 s at exit; the last events may be missing");
         }

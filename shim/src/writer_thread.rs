@@ -8,6 +8,9 @@ use tprof_format::{MarkerKind, Record, RingWriter, StrId};
 
 use crate::{clock, recorder, strings};
 
+/// Longest sleep between drains.
+const MAX_PAUSE: Duration = Duration::from_millis(5);
+
 static STOP: AtomicBool = AtomicBool::new(false);
 static DONE: AtomicBool = AtomicBool::new(false);
 static RUNNING_PID: AtomicU32 = AtomicU32::new(0);
@@ -52,6 +55,17 @@ fn run(mut ring: RingWriter, commit_interval: Duration) {
             PERIODIC_HOOKS.run_all();
             last_hooks = Instant::now();
         }
+        if stopping {
+            // Final flush of the event sources (CUPTI) from this thread, whose buffer is intact.
+            crate::state::run_flush_hooks();
+            recorder::emit(Record::Marker {
+                kind: MarkerKind::ProcessExit,
+                ts: clock::now(),
+                value: 0,
+                name: StrId::NONE,
+            });
+            crate::state::set_recording(false);
+        }
         strings_done = define_new_strings(&mut ring, strings_done);
         let (drained, dropped) = recorder::drain(|r| ring.append(r));
         // Strings interned while we drained may be used by what we drained.
@@ -66,7 +80,8 @@ fn run(mut ring: RingWriter, commit_interval: Duration) {
             ring.set_dropped(dropped);
             last_dropped = dropped;
         }
-        if stopping || last_commit.elapsed() >= commit_interval {
+        // Commit early enough that the gap never exceeds the interval, whatever the sleep below.
+        if stopping || last_commit.elapsed() + MAX_PAUSE >= commit_interval {
             ring.append(&clock_sync());
             ring.commit(clock::now());
             last_commit = Instant::now();
@@ -80,7 +95,7 @@ fn run(mut ring: RingWriter, commit_interval: Duration) {
         } else if drained > 0 {
             Duration::from_millis(1)
         } else {
-            Duration::from_millis(5)
+            MAX_PAUSE
         };
         std::thread::sleep(pause.min(commit_interval));
     }
