@@ -1,1 +1,2 @@
 //! Helpers for the end-to-end tests (paths to built artifacts, ground truth reader).
+pub mod programs;
