@@ -378,8 +378,11 @@ int main(int argc, char **argv) {
   options o;
   parse_options(argc, argv, &o);
 
+  const char *id = getenv(SIMTRAIN_ID_ENV);
   if (o.slow_link && !getenv("SIMTRAIN_SLOW_LINK")) {
-    /* The mocks read SIMGPU_LINK_GBPS when they initialise: set it, then start afresh. */
+    /* The mocks read SIMGPU_LINK_GBPS when they initialise (before main: the kernel
+     * registration already loaded them): set it, then the ranks (or this process, re-executed
+     * when it is the only rank) start with it. */
     const char *cur = getenv("SIMGPU_LINK_GBPS");
     double base = cur ? atof(cur) : SIMTRAIN_DEFAULT_LINK_GBPS;
     if (base <= 0) base = SIMTRAIN_DEFAULT_LINK_GBPS;
@@ -387,12 +390,12 @@ int main(int argc, char **argv) {
     snprintf(buf, sizeof buf, "%g", base / 10.0);
     setenv("SIMGPU_LINK_GBPS", buf, 1);
     setenv("SIMTRAIN_SLOW_LINK", buf, 1);
-    execv("/proc/self/exe", argv);
-    fprintf(stderr, "simtrain: exec /proc/self/exe: %s\n", strerror(errno));
-    return EXIT_SYSTEM;
+    if (o.ranks == 1) {
+      execv("/proc/self/exe", argv);
+      fprintf(stderr, "simtrain: exec /proc/self/exe: %s\n", strerror(errno));
+      return EXIT_SYSTEM;
+    }
   }
-
-  const char *id = getenv(SIMTRAIN_ID_ENV);
   if (o.ranks > 1 && !id) return launch_ranks(&o, argv);
 
   rank_info ri = {0, 1, 0, 1};
