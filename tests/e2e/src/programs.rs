@@ -27,9 +27,7 @@ pub fn repo_root() -> PathBuf {
 
 /// `SIMGPU_LIB_DIR`, default `tests/simgpu/build`.
 pub fn simgpu_lib_dir() -> PathBuf {
-    std::env::var_os("SIMGPU_LIB_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("tests/simgpu/build"))
+    std::env::var_os("SIMGPU_LIB_DIR").map(PathBuf::from).unwrap_or_else(|| repo_root().join("tests/simgpu/build"))
 }
 
 /// `SIMGPU_PROGRAMS_DIR`, default `tests/programs/build`.
@@ -62,11 +60,7 @@ pub fn require_mock_libs(libs: &[&str]) -> PathBuf {
 /// Path of a program in the programs build directory; panics naming it when it is missing.
 pub fn require_program(name: &str) -> PathBuf {
     let p = programs_dir().join(name);
-    assert!(
-        p.exists(),
-        "program {} not built (run `make -C tests/programs`, or set SIMGPU_PROGRAMS_DIR)",
-        p.display()
-    );
+    assert!(p.exists(), "program {} not built (run `make -C tests/programs`, or set SIMGPU_PROGRAMS_DIR)", p.display());
     p
 }
 
@@ -91,12 +85,9 @@ pub struct TempDir {
 impl TempDir {
     pub fn new(tag: &str) -> TempDir {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        let path = std::env::temp_dir()
-            .join(format!("tprof-{tag}-{}-{n}-{nanos:x}", std::process::id()));
+        let nanos =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+        let path = std::env::temp_dir().join(format!("tprof-{tag}-{}-{n}-{nanos:x}", std::process::id()));
         std::fs::create_dir_all(&path).expect("create temp dir");
         TempDir { path }
     }
@@ -143,8 +134,7 @@ pub fn sim_command(program: &Path, args: &[&str], truth: &Path) -> Command {
     cmd.env("SIMGPU_TRUTH", truth);
     let session = truth.file_name().and_then(OsStr::to_str).unwrap_or("tprof-e2e").to_string();
     cmd.env("SIMGPU_SESSION", session);
-    for var in ["SIMGPU_KERNEL_NS", "SIMGPU_LINK_GBPS", "SIMGPU_LINK_LATENCY_US", "SIMTRAIN_SLOW_LINK"]
-    {
+    for var in ["SIMGPU_KERNEL_NS", "SIMGPU_LINK_GBPS", "SIMGPU_LINK_LATENCY_US", "SIMTRAIN_SLOW_LINK"] {
         cmd.env_remove(var);
     }
     cmd
@@ -426,9 +416,8 @@ impl Truth {
     /// Reads `dir/truth-*.jsonl`.
     pub fn load(dir: &Path) -> Truth {
         let mut t = Truth::default();
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-            .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect())
-            .unwrap_or_default();
+        let mut entries: Vec<PathBuf> =
+            std::fs::read_dir(dir).map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect()).unwrap_or_default();
         entries.sort();
         for path in entries {
             let fname = path.file_name().and_then(OsStr::to_str).unwrap_or("");
@@ -474,8 +463,7 @@ impl Truth {
 
     /// Records of one rank of the given type, sorted by start time.
     pub fn of_rank_kind(&self, rank: i64, kind: &str) -> Vec<&TruthRecord> {
-        let mut v: Vec<&TruthRecord> =
-            self.records.iter().filter(|r| r.rank == rank && r.kind == kind).collect();
+        let mut v: Vec<&TruthRecord> = self.records.iter().filter(|r| r.rank == rank && r.kind == kind).collect();
         v.sort_by_key(|r| r.start());
         v
     }

@@ -29,11 +29,7 @@ fn simtrain(args: &[&str], timeout_s: u64) -> (RunOutput, Truth) {
 }
 
 fn ranks_of(args: &[&str]) -> usize {
-    args.iter()
-        .position(|a| *a == "--ranks")
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1)
+    args.iter().position(|a| *a == "--ranks").and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(1)
 }
 
 /// The only pid that did GPU work (single-rank runs).
@@ -160,7 +156,11 @@ fn data_stall_leaves_the_gpu_idle_at_step_starts() {
     out.assert_ok();
     let g0 = median(step_start_gaps(&tb.of_pid(single_pid(&tb))));
     let g1 = median(step_start_gaps(&t.of_pid(single_pid(&t))));
-    eprintln!("median idle before a step: {:.2} ms normally, {:.2} ms with --data-stall 60", g0 as f64 / 1e6, g1 as f64 / 1e6);
+    eprintln!(
+        "median idle before a step: {:.2} ms normally, {:.2} ms with --data-stall 60",
+        g0 as f64 / 1e6,
+        g1 as f64 / 1e6
+    );
     assert!(g0 < 5_000_000, "without a stall the host keeps the GPU fed: {g0} ns");
     // A 60 ms stall against ~31 ms of GPU work per step leaves ~30 ms idle.
     assert!(g1 > 15_000_000, "a 60 ms stall must idle the GPU at step starts: {g1} ns");
@@ -211,11 +211,13 @@ fn sync_every_step_copies_a_scalar_to_the_host_inside_forward() {
         .filter(|r| r.is("kernel") && (r.name().contains(K::FLASH_FWD) || r.name().contains(K::FLASH_BWD)))
         .collect();
     for d in &d2h {
-        let before = fwd_bwd.iter().filter(|k| k.end() <= d.start()).last();
+        let before = fwd_bwd.iter().rfind(|k| k.end() <= d.start());
         let after = fwd_bwd.iter().find(|k| k.start() >= d.end());
         assert!(
-            before.is_some_and(|k| k.name().contains(K::FLASH_FWD)) && after.is_some_and(|k| k.name().contains(K::FLASH_FWD)),
-            "the D2H copy at {} must sit inside forward", d.start()
+            before.is_some_and(|k| k.name().contains(K::FLASH_FWD))
+                && after.is_some_and(|k| k.name().contains(K::FLASH_FWD)),
+            "the D2H copy at {} must sit inside forward",
+            d.start()
         );
     }
     let (base, tb) = simtrain(&["--steps", "10", "--quiet"], 60);
@@ -255,10 +257,7 @@ fn slow_link_makes_collectives_ten_times_longer() {
     // The rank that arrives last waits for nobody: its duration is the transfer itself.
     let transfer = |t: &Truth| {
         median(
-            collectives_by_seq(t)
-                .values()
-                .filter_map(|cs| cs.iter().filter_map(|c| c.duration_ns()).min())
-                .collect(),
+            collectives_by_seq(t).values().filter_map(|cs| cs.iter().filter_map(|c| c.duration_ns()).min()).collect(),
         )
     };
     let (db, ds) = (transfer(&tb), transfer(&ts));
@@ -268,7 +267,8 @@ fn slow_link_makes_collectives_ten_times_longer() {
 
 #[test]
 fn straggler_arrives_last() {
-    let (out, t) = simtrain(&["--ranks", "3", "--steps", "8", "--quiet", "--straggler", "1", "--straggler-ms", "80"], 90);
+    let (out, t) =
+        simtrain(&["--ranks", "3", "--steps", "8", "--quiet", "--straggler", "1", "--straggler-ms", "80"], 90);
     out.assert_ok();
     let seqs = collectives_by_seq(&t);
     let mut last = BTreeMap::<i64, usize>::new();
@@ -320,10 +320,8 @@ fn desync_calls_different_sizes_at_the_same_seq() {
     let (out, t) = simtrain(&["--ranks", "2", "--steps", "8", "--quiet", "--desync-at", "3", "--desync-rank", "1"], 30);
     eprintln!("desync run: exit {} after {:.2?}", out.code, out.wall);
     let seqs = collectives_by_seq(&t);
-    let differing: Vec<(&u64, &Vec<&TruthRecord>)> = seqs
-        .iter()
-        .filter(|(_, cs)| cs.iter().map(|c| c.bytes).collect::<BTreeSet<_>>().len() > 1)
-        .collect();
+    let differing: Vec<(&u64, &Vec<&TruthRecord>)> =
+        seqs.iter().filter(|(_, cs)| cs.iter().map(|c| c.bytes).collect::<BTreeSet<_>>().len() > 1).collect();
     assert!(!differing.is_empty(), "no seq with different bytes: {}", t.summary());
     let (seq, cs) = differing[0];
     let idx = seqs.keys().position(|s| s == seq).unwrap();
@@ -428,7 +426,12 @@ fn nvcc_programs_run_on_the_mock_with_their_mangled_names() {
     assert_kernels(&t, &[("_Z13stage_computePfii", 3), ("_Z12stage_reducePKfPfi", 3)]);
     let kinds: BTreeSet<(String, Option<bool>)> = t
         .of_kind("memcpy")
-        .map(|c| (c.copy_kind.clone().unwrap_or_default(), if c.copy_kind.as_deref() == Some("DtoD") { None } else { c.host_pinned }))
+        .map(|c| {
+            (
+                c.copy_kind.clone().unwrap_or_default(),
+                if c.copy_kind.as_deref() == Some("DtoD") { None } else { c.host_pinned },
+            )
+        })
         .collect();
     for want in [("HtoD", Some(true)), ("HtoD", Some(false)), ("DtoH", Some(true)), ("DtoD", None)] {
         assert!(kinds.contains(&(want.0.to_string(), want.1)), "streams: no {want:?} copy in {kinds:?}");
@@ -447,7 +450,11 @@ fn cuda12_c_programs_run_on_the_mock() {
     let (_, t) = run_program_on_mock("rt12_launch", &libs);
     assert_kernels(
         &t,
-        &[("_Z16rt_launch_kernelPfi", 1), ("_Z20launch_ex_cfg_kernelPKfPfi", 1), ("_ZN3drv13driver_kernelIiEEvPT_i", 1)],
+        &[
+            ("_Z16rt_launch_kernelPfi", 1),
+            ("_Z20launch_ex_cfg_kernelPKfPfi", 1),
+            ("_ZN3drv13driver_kernelIiEEvPT_i", 1),
+        ],
     );
 }
 
