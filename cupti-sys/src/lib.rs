@@ -372,6 +372,9 @@ pub type FnActivityPopExternalCorrelationId = unsafe extern "C" fn(kind: u32, la
 pub type FnGetCallbackName =
     unsafe extern "C" fn(domain: CUpti_CallbackDomain, cbid: u32, name: *mut *const c_char) -> CUptiResult;
 pub type FnFinalize = unsafe extern "C" fn() -> CUptiResult;
+/// `cuptiSetThreadIdType(CUpti_ActivityThreadIdType)`: 0 default (pthread_self), 1 system (gettid).
+pub type FnSetThreadIdType = unsafe extern "C" fn(kind: u32) -> CUptiResult;
+pub type FnGetTimestamp = unsafe extern "C" fn(timestamp: *mut u64) -> CUptiResult;
 
 // ---------------------------------------------------------------- callback ids (names for API records)
 

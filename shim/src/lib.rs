@@ -6,6 +6,7 @@
 pub mod clock;
 pub mod config;
 pub mod correlation;
+pub mod cupti;
 pub mod fork;
 pub mod guard;
 pub mod recorder;

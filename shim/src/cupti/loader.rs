@@ -1,0 +1,263 @@
+//! Finding and loading `libcupti` at run time (never linked), and resolving its entry points.
+//!
+//! Search order: `TPROF_CUPTI_PATH`; beside the loaded `libcudart` (and its toolkit's
+//! `extras/CUPTI/lib64`); the pip wheel folders (`<site-packages>/nvidia/cuda_cupti/lib`,
+//! `<site-packages>/nvidia/cu13/lib`) of every loaded library under a `site-packages`;
+//! `$CUDA_HOME`/`$CUDA_PATH` (`extras/CUPTI/lib64`, `lib64`), `/usr/local/cuda`; then the loader's
+//! default search for `libcupti.so.12`, `libcupti.so.13`, `libcupti.so`.
+
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::path::{Path, PathBuf};
+
+use cupti_sys as sys;
+
+/// The CUPTI entry points tprof uses (resolved once; immutable afterwards).
+pub struct CuptiApi {
+    pub path: String,
+    pub version: u32,
+    pub subscribe: sys::FnSubscribe,
+    pub unsubscribe: sys::FnUnsubscribe,
+    pub enable: sys::FnActivityEnable,
+    pub disable: sys::FnActivityDisable,
+    pub register_callbacks: sys::FnActivityRegisterCallbacks,
+    pub register_timestamp_callback: sys::FnActivityRegisterTimestampCallback,
+    pub flush_all: sys::FnActivityFlushAll,
+    pub get_next_record: sys::FnActivityGetNextRecord,
+    pub get_num_dropped: sys::FnActivityGetNumDroppedRecords,
+    pub push_external_id: sys::FnActivityPushExternalCorrelationId,
+    pub pop_external_id: sys::FnActivityPopExternalCorrelationId,
+    pub flush_period: Option<sys::FnActivityFlushPeriod>,
+    pub get_callback_name: Option<sys::FnGetCallbackName>,
+    pub get_result_string: Option<sys::FnGetResultString>,
+    pub set_thread_id_type: Option<sys::FnSetThreadIdType>,
+    pub get_timestamp: Option<sys::FnGetTimestamp>,
+}
+
+// SAFETY: the struct holds only C function pointers and immutable data; CUPTI's entry points are
+// callable from any thread.
+unsafe impl Sync for CuptiApi {}
+// SAFETY: as above.
+unsafe impl Send for CuptiApi {}
+
+impl CuptiApi {
+    /// The name of a result code (CUPTI's own string when available).
+    pub fn result_name(&self, r: sys::CUptiResult) -> String {
+        if let Some(f) = self.get_result_string {
+            let mut s: *const c_char = std::ptr::null();
+            // SAFETY: cuptiGetResultString writes a pointer to a static string into `s`.
+            if unsafe { f(r, &mut s) } == sys::CUPTI_SUCCESS && !s.is_null() {
+                // SAFETY: CUPTI returns a NUL-terminated static string.
+                return unsafe { CStr::from_ptr(s) }.to_string_lossy().into_owned();
+            }
+        }
+        sys::result_name(r).to_string()
+    }
+}
+
+type DlsymFn = unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_void;
+
+/// glibc's own `dlsym` (libtprof exports a `dlsym` hook, which plain calls from here would reach).
+fn real_dlsym() -> Option<DlsymFn> {
+    static REAL: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let p = *REAL.get_or_init(|| {
+        for version in [c"GLIBC_2.34", c"GLIBC_2.2.5"] {
+            // SAFETY: NUL-terminated literals; dlvsym does not reach any hook of ours.
+            let p = unsafe { libc::dlvsym(libc::RTLD_NEXT, c"dlsym".as_ptr(), version.as_ptr()) };
+            if !p.is_null() {
+                return p as usize;
+            }
+        }
+        0
+    });
+    // SAFETY: a non-zero value is glibc's dlsym, whose C signature is DlsymFn.
+    (p != 0).then(|| unsafe { std::mem::transmute::<usize, DlsymFn>(p) })
+}
+
+/// `dlsym(handle, name)` through glibc's real `dlsym`.
+///
+/// # Safety
+/// `handle` must be a live `dlopen` handle or a pseudo-handle (`RTLD_NEXT`, `RTLD_DEFAULT`).
+pub(crate) unsafe fn sym(handle: *mut c_void, name: &CStr) -> *mut c_void {
+    match real_dlsym() {
+        // SAFETY: forwarded contract; `name` is NUL-terminated.
+        Some(f) => unsafe { f(handle, name.as_ptr()) },
+        // SAFETY: fallback to the linked dlsym (the hook passes unknown names through).
+        None => unsafe { libc::dlsym(handle, name.as_ptr()) },
+    }
+}
+
+/// Paths of every object loaded in the process (`dl_iterate_phdr`).
+pub(crate) fn loaded_objects() -> Vec<PathBuf> {
+    unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _size: usize, data: *mut c_void) -> c_int {
+        // SAFETY: dl_iterate_phdr passes a valid info pointer and our Vec as `data`.
+        let (info, out) = unsafe { (&*info, &mut *(data as *mut Vec<PathBuf>)) };
+        if !info.dlpi_name.is_null() {
+            // SAFETY: dlpi_name is a NUL-terminated string owned by the loader.
+            let name = unsafe { CStr::from_ptr(info.dlpi_name) };
+            if !name.to_bytes().is_empty() {
+                out.push(PathBuf::from(name.to_string_lossy().into_owned()));
+            }
+        }
+        0
+    }
+    let mut out: Vec<PathBuf> = Vec::new();
+    // SAFETY: the callback only reads the info and appends to the Vec we pass.
+    unsafe { libc::dl_iterate_phdr(Some(each), (&mut out as *mut Vec<PathBuf>).cast()) };
+    out
+}
+
+const NAMES: [&str; 3] = ["libcupti.so.12", "libcupti.so.13", "libcupti.so"];
+
+/// Candidate files, most specific first.
+fn candidates() -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    let loaded = loaded_objects();
+    for obj in &loaded {
+        let file = obj.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+        if let (true, Some(dir)) = (file.starts_with("libcudart.so"), obj.parent()) {
+            dirs.push(dir.to_path_buf());
+            if let Some(toolkit) = dir.parent() {
+                dirs.push(toolkit.join("extras/CUPTI/lib64"));
+                // pip: nvidia/cuda_runtime/lib/libcudart.so.12 -> nvidia/cuda_cupti/lib
+                dirs.push(toolkit.join("../cuda_cupti/lib"));
+            }
+        }
+    }
+    for obj in &loaded {
+        if let Some(site) = obj
+            .ancestors()
+            .find(|a| a.file_name().map(|n| n == "site-packages" || n == "dist-packages").unwrap_or(false))
+        {
+            dirs.push(site.join("nvidia/cuda_cupti/lib"));
+            dirs.push(site.join("nvidia/cu13/lib"));
+        }
+    }
+    for var in ["CUDA_HOME", "CUDA_PATH"] {
+        if let Some(home) = std::env::var_os(var).filter(|v| !v.is_empty()) {
+            let home = PathBuf::from(home);
+            dirs.push(home.join("extras/CUPTI/lib64"));
+            dirs.push(home.join("lib64"));
+        }
+    }
+    dirs.push(PathBuf::from("/usr/local/cuda/extras/CUPTI/lib64"));
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for d in dirs {
+        for n in NAMES {
+            let p = d.join(n);
+            if seen.insert(p.clone()) {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+fn open(path: &Path) -> Option<*mut c_void> {
+    let c = CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
+    // SAFETY: dlopen with a NUL-terminated path; the handle is kept for the life of the process.
+    let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    (!h.is_null()).then_some(h)
+}
+
+/// Loads libcupti and resolves its entry points. Err: a short description of where it looked.
+pub fn load() -> Result<CuptiApi, String> {
+    let mut tried: Vec<String> = Vec::new();
+    let explicit = std::env::var_os("TPROF_CUPTI_PATH").filter(|v| !v.is_empty());
+    let mut handle = None;
+    if let Some(p) = &explicit {
+        let p = PathBuf::from(p);
+        tried.push(p.display().to_string());
+        handle = open(&p).map(|h| (h, p));
+    }
+    if handle.is_none() && explicit.is_none() {
+        for p in candidates() {
+            if !p.exists() {
+                continue;
+            }
+            tried.push(p.display().to_string());
+            if let Some(h) = open(&p) {
+                handle = Some((h, p));
+                break;
+            }
+        }
+        if handle.is_none() {
+            for n in NAMES {
+                tried.push(n.to_string());
+                if let Some(h) = open(Path::new(n)) {
+                    handle = Some((h, PathBuf::from(n)));
+                    break;
+                }
+            }
+        }
+    }
+    let Some((h, path)) = handle else {
+        return Err(if tried.is_empty() { "nowhere".into() } else { tried.join(", ") });
+    };
+    resolve(h, path.display().to_string())
+}
+
+fn resolve(h: *mut c_void, path: String) -> Result<CuptiApi, String> {
+    macro_rules! req {
+        ($name:literal, $ty:ty) => {{
+            // SAFETY: `h` is a live dlopen handle; the name is NUL-terminated.
+            let p = unsafe { sym(h, $name) };
+            if p.is_null() {
+                return Err(format!("{path} (it lacks {})", $name.to_string_lossy()));
+            }
+            // SAFETY: the symbol is the CUPTI function of that name, whose C signature is $ty.
+            unsafe { std::mem::transmute::<*mut c_void, $ty>(p) }
+        }};
+    }
+    macro_rules! opt {
+        ($name:literal, $ty:ty) => {{
+            // SAFETY: `h` is a live dlopen handle; the name is NUL-terminated.
+            let p = unsafe { sym(h, $name) };
+            // SAFETY: the symbol is the CUPTI function of that name, whose C signature is $ty.
+            (!p.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, $ty>(p) })
+        }};
+    }
+    let get_version: sys::FnGetVersion = req!(c"cuptiGetVersion", sys::FnGetVersion);
+    let mut version = 0u32;
+    // SAFETY: cuptiGetVersion writes one u32 into our variable.
+    unsafe { get_version(&mut version) };
+    Ok(CuptiApi {
+        version,
+        subscribe: req!(c"cuptiSubscribe", sys::FnSubscribe),
+        unsubscribe: req!(c"cuptiUnsubscribe", sys::FnUnsubscribe),
+        enable: req!(c"cuptiActivityEnable", sys::FnActivityEnable),
+        disable: req!(c"cuptiActivityDisable", sys::FnActivityDisable),
+        register_callbacks: req!(c"cuptiActivityRegisterCallbacks", sys::FnActivityRegisterCallbacks),
+        register_timestamp_callback: req!(
+            c"cuptiActivityRegisterTimestampCallback",
+            sys::FnActivityRegisterTimestampCallback
+        ),
+        flush_all: req!(c"cuptiActivityFlushAll", sys::FnActivityFlushAll),
+        get_next_record: req!(c"cuptiActivityGetNextRecord", sys::FnActivityGetNextRecord),
+        get_num_dropped: req!(c"cuptiActivityGetNumDroppedRecords", sys::FnActivityGetNumDroppedRecords),
+        push_external_id: req!(c"cuptiActivityPushExternalCorrelationId", sys::FnActivityPushExternalCorrelationId),
+        pop_external_id: req!(c"cuptiActivityPopExternalCorrelationId", sys::FnActivityPopExternalCorrelationId),
+        flush_period: opt!(c"cuptiActivityFlushPeriod", sys::FnActivityFlushPeriod),
+        get_callback_name: opt!(c"cuptiGetCallbackName", sys::FnGetCallbackName),
+        get_result_string: opt!(c"cuptiGetResultString", sys::FnGetResultString),
+        set_thread_id_type: opt!(c"cuptiSetThreadIdType", sys::FnSetThreadIdType),
+        get_timestamp: opt!(c"cuptiGetTimestamp", sys::FnGetTimestamp),
+        path,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loaded_objects_include_libc() {
+        assert!(loaded_objects().iter().any(|p| p.to_string_lossy().contains("libc.so")));
+    }
+
+    #[test]
+    fn candidates_end_with_the_default_names_in_known_folders() {
+        let c = candidates();
+        assert!(c.iter().any(|p| p.ends_with("extras/CUPTI/lib64/libcupti.so.12")));
+    }
+}
