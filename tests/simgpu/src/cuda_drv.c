@@ -1,6 +1,9 @@
-/* cuda_drv.c - mock CUDA driver (libcuda.so.1). */
+/* cuda_drv.c - mock CUDA driver (libcuda.so.1). Built like NVIDIA's: __CUDA_API_VERSION_INTERNAL
+ * turns off the header's name remapping so the versioned and unversioned names can both be defined. */
 #define _GNU_SOURCE
+#define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +21,7 @@
     } while (0)
 
 static int g_inited;
+static __thread int t_has_ctx = -1; /* -1: none set explicitly -> current device's primary ctx */
 
 CUresult cuInit(unsigned flags)
 {
@@ -26,4 +30,404 @@ CUresult cuInit(unsigned flags)
     DAPI("cuInit", NULL);
     g_inited = 1;
     DRET(CUDA_SUCCESS);
+}
+CUresult cuDriverGetVersion(int *v)
+{
+    DAPI("cuDriverGetVersion", NULL);
+    if (!v) DRET(CUDA_ERROR_INVALID_VALUE);
+    *v = 13000;
+    DRET(CUDA_SUCCESS);
+}
+CUresult cuDeviceGetCount(int *n)
+{
+    DAPI("cuDeviceGetCount", NULL);
+    if (!n) DRET(CUDA_ERROR_INVALID_VALUE);
+    if (!g_inited) DRET(CUDA_ERROR_NOT_INITIALIZED);
+    *n = sg_device_count();
+    DRET(CUDA_SUCCESS);
+}
+CUresult cuDeviceGet(CUdevice *d, int ordinal)
+{
+    DAPI("cuDeviceGet", NULL);
+    if (!d) DRET(CUDA_ERROR_INVALID_VALUE);
+    if (!g_inited) DRET(CUDA_ERROR_NOT_INITIALIZED);
+    if (ordinal < 0 || ordinal >= sg_device_count()) DRET(CUDA_ERROR_INVALID_DEVICE);
+    *d = ordinal;
+    DRET(CUDA_SUCCESS);
+}
+CUresult cuDeviceGetName(char *name, int len, CUdevice d)
+{
+    DAPI("cuDeviceGetName", NULL);
+    if (!name || len <= 0) DRET(CUDA_ERROR_INVALID_VALUE);
+    if (d < 0 || d >= sg_device_count()) DRET(CUDA_ERROR_INVALID_DEVICE);
+    snprintf(name, (size_t)len, "NVIDIA H100 80GB HBM3 (simulated)");
+    DRET(CUDA_SUCCESS);
+}
+CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d)
+{
+    DAPI("cuDeviceTotalMem_v2", NULL);
+    if (!bytes) DRET(CUDA_ERROR_INVALID_VALUE);
+    if (d < 0 || d >= sg_device_count()) DRET(CUDA_ERROR_INVALID_DEVICE);
+    *bytes = (size_t)sg_device_capacity(d);
+    DRET(CUDA_SUCCESS);
+}
+CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute attr, CUdevice d)
+{
+    DAPI("cuDeviceGetAttribute", NULL);
+    if (!v) DRET(CUDA_ERROR_INVALID_VALUE);
+    if (d < 0 || d >= sg_device_count()) DRET(CUDA_ERROR_INVALID_DEVICE);
+    switch (attr) {
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = 9; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = 132; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *v = 1024; break;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *v = 32; break;
+    default: *v = 0; break;
+    }
+    DRET(CUDA_SUCCESS);
+}
+
+/* contexts: one (primary) context per device; its handle is sg_context_handle(device) */
+static int ctx_dev(CUcontext c) { return sg_context_device(c); }
+CUresult cuCtxGetCurrent(CUcontext *pc)
+{
+    DAPI("cuCtxGetCurrent", NULL);
+    if (!pc) DRET(CUDA_ERROR_INVALID_VALUE);
+    *pc = t_has_ctx == 0 ? NULL : (CUcontext)sg_context_handle(sg_current_device());
+    DRET(CUDA_SUCCESS);
+}
+CUresult cuCtxSetCurrent(CUcontext c)
+{
+    DAPI("cuCtxSetCurrent", NULL);
+    if (!c) {
+        t_has_ctx = 0;
+        DRET(CUDA_SUCCESS);
+    }
+    int d = ctx_dev(c);
+    if (d < 0) DRET(CUDA_ERROR_INVALID_CONTEXT);
+    sg_set_current_device(d);
+    t_has_ctx = 1;
+    DRET(CUDA_SUCCESS);
+}
+CUresult cuCtxCreate_v2(CUcontext *pc, unsigned flags, CUdevice d)
+{
+    (void)flags;
+    DAPI("cuCtxCreate_v2", NULL);
+    if (!pc) DRET(CUDA_ERROR_INVALID_VALUE);
+    if (d < 0 || d >= sg_device_count()) DRET(CUDA_ERROR_INVALID_DEVICE);
+    *pc = (CUcontext)sg_context_handle(d);
+    sg_set_current_device(d);
+    t_has_ctx = 1;
+    DRET(CUDA_SUCCESS);
+}
+CUresult cuCtxDestroy_v2(CUcontext c)
+{
+    DAPI("cuCtxDestroy_v2", NULL);
+    int d = ctx_dev(c);
+    if (d < 0) DRET(CUDA_ERROR_INVALID_CONTEXT);
+    sg_device_synchronize(d);
+    DRET(CUDA_SUCCESS);
+}
+CUresult cuCtxSynchronize(void)
+{
+    DAPI("cuCtxSynchronize", NULL);
+    sg_device_synchronize(sg_current_device());
+    DRET(CUDA_SUCCESS);
+}
+CUresult cuCtxGetDevice(CUdevice *d)
+{
+    DAPI("cuCtxGetDevice", NULL);
+    if (!d) DRET(CUDA_ERROR_INVALID_VALUE);
+    *d = sg_current_device();
+    DRET(CUDA_SUCCESS);
+}
+CUresult cuDevicePrimaryCtxRetain(CUcontext *pc, CUdevice d)
+{
+    DAPI("cuDevicePrimaryCtxRetain", NULL);
+    if (!pc) DRET(CUDA_ERROR_INVALID_VALUE);
+    if (d < 0 || d >= sg_device_count()) DRET(CUDA_ERROR_INVALID_DEVICE);
+    *pc = (CUcontext)sg_context_handle(d);
+    DRET(CUDA_SUCCESS);
+}
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d)
+{
+    DAPI("cuDevicePrimaryCtxRelease_v2", NULL);
+    if (d < 0 || d >= sg_device_count()) DRET(CUDA_ERROR_INVALID_DEVICE);
+    DRET(CUDA_SUCCESS);
+}
+
+/* modules and functions: a CUfunction carries its name */
+#define FUNC_MAGIC 0x46554e43u
+typedef struct sg_func { uint32_t magic; const char *name; } sg_func;
+CUresult cuModuleLoadData(CUmodule *m, const void *image)
+{
+    (void)image;
+    DAPI("cuModuleLoadData", NULL);
+    if (!m) DRET(CUDA_ERROR_INVALID_VALUE);
+    static int token;
+    *m = (CUmodule)&token;
+    DRET(CUDA_SUCCESS);
+}
+CUresult cuModuleUnload(CUmodule m)
+{
+    (void)m;
+    DAPI("cuModuleUnload", NULL);
+    DRET(CUDA_SUCCESS);
+}
+CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
+{
+    (void)m;
+    DAPI("cuModuleGetFunction", NULL);
+    if (!f || !name) DRET(CUDA_ERROR_INVALID_VALUE);
+    sg_func *fn = malloc(sizeof *fn);
+    if (!fn) DRET(CUDA_ERROR_OUT_OF_MEMORY);
+    fn->magic = FUNC_MAGIC;
+    fn->name = sg_intern(name);
+    *f = (CUfunction)fn;
+    DRET(CUDA_SUCCESS);
+}
+
+static CUresult launch(const char *api, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                       unsigned bz, unsigned smem, CUstream st, int pt, int coop)
+{
+    sg_func *fn = (sg_func *)f;
+    const char *name = fn && fn->magic == FUNC_MAGIC ? fn->name : "unknown_kernel";
+    DAPI(api, name);
+    if (!fn || fn->magic != FUNC_MAGIC) DRET(CUDA_ERROR_INVALID_HANDLE);
+    static uint64_t launch_ns = UINT64_MAX;
+    if (launch_ns == UINT64_MAX) {
+        const char *v = getenv("SIMGPU_LAUNCH_NS");
+        launch_ns = v && *v ? strtoull(v, NULL, 10) : 2500;
+    }
+    for (uint64_t t0 = sg_now_ns(); sg_now_ns() - t0 < launch_ns;) {
+    }
+    sg_stream *s = sg_stream_resolve(st, pt);
+    if (!s) DRET(CUDA_ERROR_INVALID_HANDLE);
+    sg_kernel_desc k;
+    memset(&k, 0, sizeof k);
+    k.name = name;
+    k.grid[0] = gx, k.grid[1] = gy, k.grid[2] = gz;
+    k.block[0] = bx, k.block[1] = by, k.block[2] = bz;
+    k.dynamic_smem = smem;
+    k.correlation = _c.correlation;
+    k.launch_type = coop;
+    sg_enqueue_kernel(s, &k);
+    DRET(CUDA_SUCCESS);
+}
+CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                        unsigned smem, CUstream st, void **params, void **extra)
+{
+    (void)params, (void)extra;
+    return launch("cuLaunchKernel", f, gx, gy, gz, bx, by, bz, smem, st, 0, 0);
+}
+CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                             unsigned bz, unsigned smem, CUstream st, void **params, void **extra)
+{
+    (void)params, (void)extra;
+    return launch("cuLaunchKernel_ptsz", f, gx, gy, gz, bx, by, bz, smem, st, 1, 0);
+}
+static int cfg_coop(const CUlaunchConfig *c)
+{
+    for (unsigned i = 0; c->attrs && i < c->numAttrs; i++)
+        if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE && c->attrs[i].value.cooperative) return 1;
+    return 0;
+}
+CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)
+{
+    (void)params, (void)extra;
+    if (!c) return CUDA_ERROR_INVALID_VALUE;
+    return launch("cuLaunchKernelEx", f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY,
+                  c->blockDimZ, c->sharedMemBytes, c->hStream, 0, cfg_coop(c));
+}
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)
+{
+    (void)params, (void)extra;
+    if (!c) return CUDA_ERROR_INVALID_VALUE;
+    return launch("cuLaunchKernelEx_ptsz", f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY,
+                  c->blockDimZ, c->sharedMemBytes, c->hStream, 1, cfg_coop(c));
+}
+
+/* memory */
+CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t size)
+{
+    DAPI("cuMemAlloc_v2", NULL);
+    if (!p) DRET(CUDA_ERROR_INVALID_VALUE);
+    void *m = NULL;
+    int r = sg_dev_alloc(&m, size, sg_current_device(), SG_MEM_DEVICE, _c.correlation, 0, 0);
+    *p = (CUdeviceptr)(uintptr_t)m;
+    DRET((CUresult)r);
+}
+CUresult cuMemFree_v2(CUdeviceptr p)
+{
+    DAPI("cuMemFree_v2", NULL);
+    DRET((CUresult)sg_dev_free((void *)(uintptr_t)p, _c.correlation, 0, 0));
+}
+CUresult cuMemGetInfo_v2(size_t *fr, size_t *tot)
+{
+    DAPI("cuMemGetInfo_v2", NULL);
+    int d = sg_current_device();
+    if (fr) *fr = (size_t)(sg_device_capacity(d) - sg_device_used(d));
+    if (tot) *tot = (size_t)sg_device_capacity(d);
+    DRET(CUDA_SUCCESS);
+}
+static CUresult copy(const char *api, void *dst, const void *src, size_t n, int kind, CUstream st, int pt, int async)
+{
+    DAPI(api, NULL);
+    sg_stream *s = sg_stream_resolve(st, pt);
+    if (!s) DRET(CUDA_ERROR_INVALID_HANDLE);
+    mem_ent e;
+    int pinned = 0;
+    const void *host = kind == SG_COPY_HTOD ? src : kind == SG_COPY_DTOH ? dst : NULL;
+    if (host && sg_mem_find(host, &e) && (e.kind == SG_MEM_PINNED || e.kind == SG_MEM_REGISTERED)) pinned = 1;
+    if (n) memmove(dst, src, n);
+    sg_copy_desc c;
+    memset(&c, 0, sizeof c);
+    c.copy_kind = kind;
+    c.bytes = n;
+    c.host_pinned = pinned;
+    c.is_async = async;
+    c.correlation = _c.correlation;
+    int wait = !async || (host && !pinned);
+    sg_op *op = sg_enqueue_copy(s, &c, wait);
+    if (wait) {
+        sg_op_wait(op);
+        sg_op_release(op);
+    }
+    DRET(CUDA_SUCCESS);
+}
+CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
+{
+    return copy("cuMemcpyHtoD_v2", (void *)(uintptr_t)dst, src, n, SG_COPY_HTOD, NULL, 0, 0);
+}
+CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
+{
+    return copy("cuMemcpyDtoH_v2", dst, (const void *)(uintptr_t)src, n, SG_COPY_DTOH, NULL, 0, 0);
+}
+static int classify_ptr(CUdeviceptr p)
+{
+    mem_ent e;
+    return sg_mem_find((const void *)(uintptr_t)p, &e) && (e.kind == SG_MEM_DEVICE || e.kind == SG_MEM_MANAGED);
+}
+static int unified_kind(CUdeviceptr dst, CUdeviceptr src)
+{
+    int d = classify_ptr(dst), s = classify_ptr(src);
+    return d && s ? SG_COPY_DTOD : s ? SG_COPY_DTOH : d ? SG_COPY_HTOD : SG_COPY_HTOH;
+}
+CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream st)
+{
+    return copy("cuMemcpyAsync", (void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n, unified_kind(dst, src), st,
+                0, 1);
+}
+CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream st)
+{
+    return copy("cuMemcpyAsync_ptsz", (void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n, unified_kind(dst, src),
+                st, 1, 1);
+}
+
+/* streams */
+CUresult cuStreamCreate(CUstream *ps, unsigned flags)
+{
+    DAPI("cuStreamCreate", NULL);
+    if (!ps) DRET(CUDA_ERROR_INVALID_VALUE);
+    *ps = (CUstream)sg_stream_create(sg_current_device(), flags & CU_STREAM_NON_BLOCKING, 0);
+    DRET(*ps ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY);
+}
+CUresult cuStreamDestroy_v2(CUstream st)
+{
+    DAPI("cuStreamDestroy_v2", NULL);
+    sg_stream *s = sg_stream_resolve(st, 0);
+    if (!s || !st) DRET(CUDA_ERROR_INVALID_HANDLE);
+    sg_stream_destroy(s);
+    DRET(CUDA_SUCCESS);
+}
+static CUresult stream_sync(const char *api, CUstream st, int pt)
+{
+    DAPI(api, NULL);
+    sg_stream *s = sg_stream_resolve(st, pt);
+    if (!s) DRET(CUDA_ERROR_INVALID_HANDLE);
+    sg_stream_synchronize(s);
+    DRET(CUDA_SUCCESS);
+}
+CUresult cuStreamSynchronize(CUstream st) { return stream_sync("cuStreamSynchronize", st, 0); }
+CUresult cuStreamSynchronize_ptsz(CUstream st) { return stream_sync("cuStreamSynchronize_ptsz", st, 1); }
+
+/* errors */
+static const struct { CUresult r; const char *name, *desc; } g_errs[] = {
+    {CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
+    {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
+};
+CUresult cuGetErrorString(CUresult e, const char **s)
+{
+    if (!s) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < sizeof g_errs / sizeof g_errs[0]; i++)
+        if (g_errs[i].r == e) {
+            *s = g_errs[i].desc;
+            return CUDA_SUCCESS;
+        }
+    *s = NULL;
+    return CUDA_ERROR_INVALID_VALUE;
+}
+CUresult cuGetErrorName(CUresult e, const char **s)
+{
+    if (!s) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < sizeof g_errs / sizeof g_errs[0]; i++)
+        if (g_errs[i].r == e) {
+            *s = g_errs[i].name;
+            return CUDA_SUCCESS;
+        }
+    *s = NULL;
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+/* cuGetProcAddress: our own functions by base name; flag CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+ * (2) prefers the _ptsz/_ptds variant; newest _vN first. */
+static void *self_handle(void)
+{
+    static void *h;
+    if (!h) {
+        Dl_info info;
+        if (dladdr((void *)cuInit, &info) && info.dli_fname) h = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+    }
+    return h;
+}
+static void *lookup(const char *sym, cuuint64_t flags)
+{
+    void *h = self_handle();
+    if (!h || !sym) return NULL;
+    char buf[256];
+    const char *sfx[] = {"_v3", "_v2", ""};
+    for (int pass = (flags & 2) ? 0 : 1; pass < 2; pass++)
+        for (int i = 0; i < 3; i++) {
+            if (pass == 0) {
+                snprintf(buf, sizeof buf, "%s%s_ptsz", sym, sfx[i]);
+                void *p = dlsym(h, buf);
+                if (p) return p;
+                snprintf(buf, sizeof buf, "%s%s_ptds", sym, sfx[i]);
+            } else {
+                snprintf(buf, sizeof buf, "%s%s", sym, sfx[i]);
+            }
+            void *p = dlsym(h, buf);
+            if (p) return p;
+        }
+    return NULL;
+}
+CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
+                             CUdriverProcAddressQueryResult *status)
+{
+    (void)version;
+    if (!symbol || !pfn) return CUDA_ERROR_INVALID_VALUE;
+    *pfn = lookup(symbol, flags);
+    if (status) *status = *pfn ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    return *pfn ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags)
+{
+    return cuGetProcAddress_v2(symbol, pfn, version, flags, NULL);
 }
