@@ -30,8 +30,9 @@ Configuration (environment variables the mocks read):
   SIMGPU_DEVICES=N            simulated devices per process (default 8)
   SIMGPU_MEM_GB=N             device memory capacity in GiB (default 80); cudaMalloc beyond it
                               fails with cudaErrorMemoryAllocation
-  SIMGPU_KERNEL_NS=sub=ns,..  kernel duration overrides: a kernel whose name contains 'sub'
-                              (case-insensitive) takes 'ns'. Otherwise
+  SIMGPU_LAUNCH_NS=N          host busy-wait per kernel or graph launch (default 2500)
+  SIMGPU_KERNEL_NS=sub=ns,..  kernel duration overrides: a kernel whose mangled name contains
+                              'sub' (case-insensitive, first match wins) takes 'ns'. Otherwise
                               ns = 1500 + threads * ps_per_thread / 1000, threads = grid x block,
                               ps_per_thread by name: gemm|matmul|cutlass|xmma 2000,
                               flash|attention|fmha 3000, softmax 500,
@@ -49,10 +50,11 @@ Configuration (environment variables the mocks read):
   SIMGPU_CUPTI_BUSY=1         cuptiSubscribe returns CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
                               (another tool holds CUPTI)
   SIMGPU_CUPTI_DROP_EVERY=N   the CUPTI mock drops every Nth activity record (counted as dropped)
+  SIMGPU_CUPTI_VERSION=N      value of cuptiGetVersion (default 28, CUDA 12.9)
 EOF
   # Variables the mock sources read that the list above does not describe yet.
   if [ -d "$SRC" ]; then
-    local known=" SIMGPU_DEVICES SIMGPU_MEM_GB SIMGPU_KERNEL_NS SIMGPU_LINK_GBPS SIMGPU_LINK_LATENCY_US SIMGPU_TRUTH SIMGPU_SESSION SIMGPU_CUPTI SIMGPU_CUPTI_BUSY SIMGPU_CUPTI_DROP_EVERY SIMGPU_LIB_DIR SIMGPU_NO_BUILD "
+    local known=" SIMGPU_LAUNCH_NS SIMGPU_CUPTI_VERSION SIMGPU_DEVICES SIMGPU_MEM_GB SIMGPU_KERNEL_NS SIMGPU_LINK_GBPS SIMGPU_LINK_LATENCY_US SIMGPU_TRUTH SIMGPU_SESSION SIMGPU_CUPTI SIMGPU_CUPTI_BUSY SIMGPU_CUPTI_DROP_EVERY SIMGPU_LIB_DIR SIMGPU_NO_BUILD "
     local extra=""
     local v
     for v in $(grep -rhoE 'getenv\("SIMGPU_[A-Z0-9_]+"\)|env_[a-z0-9]+\("SIMGPU_[A-Z0-9_]+"' "$SRC" 2>/dev/null \

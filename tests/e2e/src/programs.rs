@@ -66,7 +66,7 @@ pub fn require_program(name: &str) -> PathBuf {
 
 /// The mock libraries simtrain needs: the CUDA runtime and, for more than one rank, NCCL.
 pub fn simtrain_libs(ranks: usize) -> Vec<&'static str> {
-    let mut v = vec!["libcudart.so.12", "libcuda.so.1"];
+    let mut v = vec!["libcudart.so.12"];
     if ranks > 1 {
         v.push("libnccl.so.2");
     }
