@@ -1,2 +1,3 @@
 //! Helpers for the end-to-end tests (paths to built artifacts, ground truth reader).
 pub mod programs;
+pub mod simgpu;

@@ -84,7 +84,7 @@ int main(void)
     CHECK(memcpys == 3 && memsets == 1, "memcpy %d memset %d", memcpys, memsets);
     CHECK(legacy_start >= gemm_end && gemm_end > 0, "legacy stream start %lld before blocking stream end %lld",
           legacy_start, gemm_end);
-    printf("basics: %d truth lines, %d kernels, elapsed(10 gemm)=%.4f ms, failures=%d\n", t.n, kernels, ms,
+    printf("basics: truth_lines=%d kernels=%d elapsed_10_gemm_ms=%.4f failures=%d\n", t.n, kernels, ms,
            st_failures);
     return st_failures ? 1 : 0;
 }

@@ -1,0 +1,114 @@
+//! The simulated GPU stack against itself: its selftests (C programs compiled against NVIDIA's
+//! real CUDA 12.9 / CUPTI 12.9 headers, and one nvcc-built CUDA 13 program) run on the mocks and
+//! their figures are checked here numerically.
+
+use tprof_e2e::simgpu::{run_selftest, SelftestRun};
+
+fn ok(name: &str, env: &[(&str, &str)]) -> SelftestRun {
+    let r = run_selftest(name, env);
+    assert!(r.success, "selftest {name} failed\nstdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    assert_eq!(r.num("failures"), 0, "{name}: {}", r.stdout);
+    r
+}
+
+#[test]
+fn cupti_records_match_ground_truth_exactly() {
+    let r = ok("fidelity", &[]);
+    assert_eq!(r.num("truth_kernels"), 480);
+    assert_eq!(r.num("cupti_kernels"), 480);
+    assert_eq!(r.num("exact"), 480, "every kernel with identical start/end");
+    assert_eq!(r.figures["copies"], "18/18");
+    assert_eq!(r.num("api"), 480);
+    assert_eq!(r.num("ext"), 480);
+    assert_eq!(r.num("memory"), 4);
+    assert_eq!(r.num("dropped"), 0);
+    assert!(r.num("buffers") > 3);
+    let kernels: Vec<_> = r.truth.iter().filter(|v| v["type"] == "kernel").collect();
+    assert_eq!(kernels.len(), 480);
+    for k in &kernels {
+        let (s, e) = (k["start_ns"].as_u64().unwrap(), k["end_ns"].as_u64().unwrap());
+        assert!(e > s && k["correlation"].as_u64().unwrap() > 0);
+        assert!([7, 13, 14, 15].contains(&k["stream"].as_u64().unwrap()), "stream ids as CUPTI reports: {k}");
+    }
+    assert_eq!(r.truth.iter().filter(|v| v["type"] == "process").count(), 1);
+}
+
+#[test]
+fn duration_model_and_default_stream() {
+    let r = ok("basics", &[]);
+    assert_eq!(r.num("kernels"), 15);
+    // model: an sgemm of 128 x 256 threads takes 1500 + 32768 * 2 = 67036 ns
+    let gemm = r
+        .truth
+        .iter()
+        .find(|v| v["type"] == "kernel" && v["grid"][0] == 128)
+        .expect("a 128-block gemm in the truth");
+    assert_eq!(gemm["end_ns"].as_u64().unwrap() - gemm["start_ns"].as_u64().unwrap(), 67036);
+}
+
+#[test]
+fn callbacks_one_subscriber_and_correlation() {
+    let r = ok("callbacks", &[]);
+    assert_eq!(r.num("second_subscriber"), 39);
+    assert_eq!(r.num("symbol"), 20);
+    assert_eq!(r.num("matched_kernels"), 20);
+    assert_eq!(r.num("enter"), r.num("exit"));
+}
+
+#[test]
+fn timestamp_callback_timebase() {
+    let r = ok("tsclock", &[]);
+    assert_eq!(r.num("kernels"), 30);
+    assert!(r.num("max_error_ticks") < 3000, "{}", r.stdout);
+}
+
+#[test]
+fn out_of_memory() {
+    let r = ok("oom", &[("SIMGPU_MEM_GB", "4")]);
+    assert_eq!(r.num("capacity"), 4 << 30);
+}
+
+#[test]
+fn graphs_carry_graph_ids() {
+    let r = ok("graph", &[]);
+    assert_eq!(r.num("launches"), 3);
+    assert_eq!(r.num("kernels"), 12);
+    assert_eq!(r.num("with_graph_id"), 12);
+    assert_eq!(r.num("memsets"), 3);
+}
+
+#[test]
+fn pageable_and_pinned_copies() {
+    let r = ok("pinned", &[]);
+    assert_eq!(r.num("pinned_ns"), 1500 + (8 << 20) / 25);
+    assert_eq!(r.num("pageable_ns"), 1500 + (8 << 20) / 10);
+    assert_eq!(r.num("registered_ns"), 1500 + (8 << 20) / 25);
+    assert!(r.num("pageable_return_ns") >= r.num("pageable_ns"), "pageable async copy blocks the host");
+    let pinned: Vec<_> = r.truth.iter().filter(|v| v["type"] == "memcpy").map(|v| v["host_pinned"].clone()).collect();
+    assert_eq!(pinned, vec![true, false, true]);
+}
+
+#[test]
+fn driver_api() {
+    let r = ok("driver", &[]);
+    assert_eq!(r.num("kernels"), 3);
+    assert_eq!(r.num("launch_records"), 3);
+    assert_eq!(r.num("context_id"), 3);
+}
+
+#[test]
+fn deferred_kernels_hang_until_resolved() {
+    let r = ok("hang", &[]);
+    assert_eq!(r.num("collectives"), 2);
+    assert_eq!(r.num("unfinished_in_child"), 1);
+}
+
+#[test]
+fn nvcc_built_program_runs_with_real_mangled_names() {
+    let r = run_selftest("nvcc_kernels", &[]);
+    assert!(r.success, "nvcc_kernels failed (built by `make -C tests/simgpu check` with the CUDA 13 nvcc wheel)\n{}\n{}", r.stdout, r.stderr);
+    let names: Vec<&str> =
+        r.truth.iter().filter(|v| v["type"] == "kernel").filter_map(|v| v["name"].as_str()).collect();
+    assert_eq!(names.iter().filter(|n| **n == "_Z17scale_elementwisePffi").count(), 10, "{names:?}");
+    assert_eq!(names.iter().filter(|n| **n == "_Z10tiled_gemmIfEvPKT_S2_PS0_i").count(), 10, "{names:?}");
+}
