@@ -112,3 +112,15 @@ fn nvcc_built_program_runs_with_real_mangled_names() {
     assert_eq!(names.iter().filter(|n| **n == "_Z17scale_elementwisePffi").count(), 10, "{names:?}");
     assert_eq!(names.iter().filter(|n| **n == "_Z10tiled_gemmIfEvPKT_S2_PS0_i").count(), 10, "{names:?}");
 }
+
+#[test]
+fn drop_every_counts_dropped_records() {
+    // every 10th record is dropped: the fidelity selftest then fails its exactness checks, but its
+    // figures still show the dropped count and the kernels that did arrive
+    let r = run_selftest("fidelity", &[("SIMGPU_CUPTI_DROP_EVERY", "10")]);
+    assert!(!r.success);
+    let dropped = r.num("dropped");
+    assert!(dropped > 0, "{}", r.stdout);
+    assert!(r.num("cupti_kernels") < 480 && r.num("cupti_kernels") >= 480 - dropped, "{}", r.stdout);
+    assert_eq!(r.num("truth_kernels"), 480);
+}
