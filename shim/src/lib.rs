@@ -9,6 +9,7 @@ pub mod correlation;
 pub mod cupti;
 pub mod fork;
 pub mod guard;
+pub mod nvtx;
 pub mod recorder;
 pub mod state;
 pub mod strings;
