@@ -9,6 +9,8 @@ pub mod correlation;
 pub mod cupti;
 pub mod fork;
 pub mod guard;
+pub mod injection;
+pub mod intercept;
 pub mod nvtx;
 pub mod recorder;
 pub mod state;

@@ -1,0 +1,165 @@
+//! CUDA runtime: kernel launches (classic, `Ex`, cooperative, nvcc's `__cudaLaunchKernel`), graph
+//! launches, `cudaSetDevice`, and the nvcc registration calls that give kernel names without CUPTI.
+//!
+//! Memory calls are in `cuda_rt_mem.rs`, synchronisation in `cuda_rt_sync.rs`.
+
+use std::ffi::{c_char, c_int, c_uint, c_void};
+
+use tprof_format::{ApiDomain, StrId};
+
+use super::real::RT_ERR_NO_DRIVER;
+use super::{interpose, names, real_or, slots, Dim3, Handle, Work};
+
+/// `cudaLaunchConfig_t` (driver_types.h): the prefix we read.
+#[repr(C)]
+pub struct LaunchConfig {
+    pub grid: Dim3,
+    pub block: Dim3,
+    pub dynamic_smem: usize,
+    pub stream: Handle,
+    pub attrs: *mut c_void,
+    pub num_attrs: c_uint,
+}
+
+/// The kernel name registered for a function handle (host stub, `cudaKernel_t`, `CUfunction`).
+/// Lock-free; [`StrId::NONE`] when unknown.
+pub fn kernel_name_for(func: *const c_void) -> StrId {
+    names::lookup(func)
+}
+
+#[inline]
+fn launch(func: *const c_void, grid: Dim3, block: Dim3, smem: usize, stream: Handle) -> Work {
+    Work::Launch { name: names::lookup(func), grid, block, smem: smem as u32, stream: stream as u64 }
+}
+
+#[inline]
+fn launch_cfg(config: *const LaunchConfig, func: *const c_void) -> Work {
+    if config.is_null() {
+        return launch(func, Dim3::default(), Dim3::default(), 0, std::ptr::null_mut());
+    }
+    // SAFETY: a non-null config points to the caller's cudaLaunchConfig_t for the duration of the call.
+    let c = unsafe { &*config };
+    launch(func, c.grid, c.block, c.dynamic_smem, c.stream)
+}
+
+interpose! {
+    domain = Runtime, missing = RT_ERR_NO_DRIVER;
+    extra_hooks = [
+        __cudaRegisterFatBinary,
+        __cudaRegisterFatBinaryEnd,
+        __cudaRegisterFunction,
+        __cudaGetKernel,
+        cudaSetDevice,
+    ];
+    fn cudaLaunchKernel(func: *const c_void, grid: Dim3, block: Dim3, args: *mut *mut c_void, smem: usize, stream: Handle) -> c_int
+        => launch(func, grid, block, smem, stream);
+    fn cudaLaunchKernel_ptsz(func: *const c_void, grid: Dim3, block: Dim3, args: *mut *mut c_void, smem: usize, stream: Handle) -> c_int
+        => launch(func, grid, block, smem, stream);
+    fn cudaLaunchCooperativeKernel(func: *const c_void, grid: Dim3, block: Dim3, args: *mut *mut c_void, smem: usize, stream: Handle) -> c_int
+        => launch(func, grid, block, smem, stream);
+    fn cudaLaunchCooperativeKernel_ptsz(func: *const c_void, grid: Dim3, block: Dim3, args: *mut *mut c_void, smem: usize, stream: Handle) -> c_int
+        => launch(func, grid, block, smem, stream);
+    fn cudaLaunchKernelExC(config: *const LaunchConfig, func: *const c_void, args: *mut *mut c_void) -> c_int
+        => launch_cfg(config, func);
+    fn cudaLaunchKernelExC_ptsz(config: *const LaunchConfig, func: *const c_void, args: *mut *mut c_void) -> c_int
+        => launch_cfg(config, func);
+    fn __cudaLaunchKernel(kernel: *const c_void, grid: Dim3, block: Dim3, args: *mut *mut c_void, smem: usize, stream: Handle) -> c_int
+        => launch(kernel, grid, block, smem, stream);
+    fn __cudaLaunchKernel_ptsz(kernel: *const c_void, grid: Dim3, block: Dim3, args: *mut *mut c_void, smem: usize, stream: Handle) -> c_int
+        => launch(kernel, grid, block, smem, stream);
+    fn cudaGraphLaunch(exec: Handle, stream: Handle) -> c_int
+        => Work::Gpu { bytes: 0, stream: stream as u64 };
+    fn cudaGraphLaunch_ptsz(exec: Handle, stream: Handle) -> c_int
+        => Work::Gpu { bytes: 0, stream: stream as u64 };
+}
+
+slots!(__cudaRegisterFatBinary, __cudaRegisterFatBinaryEnd, __cudaRegisterFunction, __cudaGetKernel, cudaSetDevice);
+
+/// nvcc's module registration (static constructors): forwarded untouched, nothing recorded (tprof
+/// initialises lazily at the first real CUDA call).
+#[no_mangle]
+pub unsafe extern "C" fn __cudaRegisterFatBinary(fat_cubin: *mut c_void) -> *mut *mut c_void {
+    let real = real_or!(__cudaRegisterFatBinary, fn(*mut c_void) -> *mut *mut c_void; std::ptr::null_mut());
+    // SAFETY: forwarding the caller's argument unchanged to the real function.
+    unsafe { real(fat_cubin) }
+}
+
+/// Forwarded untouched.
+#[no_mangle]
+pub unsafe extern "C" fn __cudaRegisterFatBinaryEnd(handle: *mut *mut c_void) {
+    let real = real_or!(__cudaRegisterFatBinaryEnd, fn(*mut *mut c_void); ());
+    // SAFETY: forwarding the caller's argument unchanged to the real function.
+    unsafe { real(handle) }
+}
+
+/// Registers a kernel: remembers host stub -> mangled device name, then forwards.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn __cudaRegisterFunction(
+    handle: *mut *mut c_void,
+    host_fun: *const c_char,
+    device_fun: *mut c_char,
+    device_name: *const c_char,
+    thread_limit: c_int,
+    tid: *mut c_void,
+    bid: *mut c_void,
+    b_dim: *mut c_void,
+    g_dim: *mut c_void,
+    w_size: *mut c_int,
+) {
+    names::register_static(host_fun.cast(), if device_name.is_null() { device_fun } else { device_name });
+    type Real = unsafe extern "C" fn(
+        *mut *mut c_void,
+        *const c_char,
+        *mut c_char,
+        *const c_char,
+        c_int,
+        *mut c_void,
+        *mut c_void,
+        *mut c_void,
+        *mut c_void,
+        *mut c_int,
+    );
+    let Some(p) = __cudaRegisterFunction::REAL.get() else {
+        return __cudaRegisterFunction::REAL.missing(());
+    };
+    // SAFETY: the slot holds the real __cudaRegisterFunction, which has this C signature.
+    let real = unsafe { std::mem::transmute::<*mut c_void, Real>(p) };
+    // SAFETY: forwarding the caller's arguments unchanged to the real function.
+    unsafe { real(handle, host_fun, device_fun, device_name, thread_limit, tid, bid, b_dim, g_dim, w_size) }
+}
+
+/// `cudaKernel_t` for a host stub (CUDA 12.9+/13 `<<<>>>`): the handle gets the stub's name.
+#[no_mangle]
+pub unsafe extern "C" fn __cudaGetKernel(kernel: *mut *mut c_void, func: *const c_void) -> c_int {
+    let real = real_or!(__cudaGetKernel, fn(*mut *mut c_void, *const c_void) -> c_int; RT_ERR_NO_DRIVER);
+    // SAFETY: forwarding the caller's arguments unchanged to the real function.
+    let r = unsafe { real(kernel, func) };
+    if r == 0 && !kernel.is_null() {
+        // SAFETY: on success the runtime stored the handle into the caller's non-null out-pointer.
+        let k = unsafe { *kernel };
+        names::alias(k, func);
+    }
+    r
+}
+
+/// `cudaSetDevice`: recorded, and the thread's current device is tracked for GPU-side records.
+#[no_mangle]
+pub unsafe extern "C" fn cudaSetDevice(device: c_int) -> c_int {
+    let real = real_or!(cudaSetDevice, fn(c_int) -> c_int; RT_ERR_NO_DRIVER);
+    let call = super::begin();
+    let work = Work::Plain { arg: device as u64 };
+    let mut call = call;
+    if let Some(c) = call.as_mut() {
+        c.start(&work);
+    }
+    // SAFETY: forwarding the caller's argument unchanged to the real function.
+    let r = unsafe { real(device) };
+    if r == 0 && device >= 0 {
+        super::set_current_device(device as u32);
+    }
+    if let Some(c) = call {
+        c.finish(ApiDomain::Runtime, &cudaSetDevice::NAME, r, &work);
+    }
+    r
+}

@@ -1,0 +1,376 @@
+//! CUDA runtime and driver interposers, and the hooks that hand them out to programs resolving CUDA
+//! functions at run time (`dlsym`, `cuGetProcAddress`, `cudaGetDriverEntryPoint`).
+//!
+//! Every wrapper follows one pattern (the `interpose!` macro writes most of them):
+//! real function from its [`real::RealFn`] slot (missing: warn once, return the no-driver error) ->
+//! [`begin`] (init, recording?, reentrancy guard, shim correlation id) -> CUPTI external correlation
+//! push for calls that create GPU work -> timestamp -> real call -> timestamp -> pop ->
+//! `Record::Api` (+ an estimated `Kernel` for launches when CUPTI is off, `Sync` for synchronising
+//! calls, `Memory` for allocations). Calls made while this thread is already inside tprof (the
+//! real runtime calling the driver, CUPTI, our own work) go straight through unrecorded.
+//!
+//! Safety contract of every exported wrapper: that of the CUDA function of the same name.
+#![allow(clippy::missing_safety_doc)]
+
+use std::cell::Cell;
+use std::ffi::{c_void, CStr};
+
+use tprof_format::{ApiDomain, MemOp, MemSpace, Record, StrId, SyncKind};
+
+use crate::guard::{ffi_guard, Reentrancy, ReentrancyGuard};
+use crate::strings::StaticName;
+
+pub mod cuda_drv;
+pub mod cuda_rt;
+pub mod cuda_rt_mem;
+pub mod cuda_rt_sync;
+pub mod cupti_link;
+pub mod dlsym;
+pub mod memtrack;
+pub mod names;
+pub mod proc_address;
+pub mod real;
+
+/// `cudaStream_t` / `CUstream` / events / graphs: opaque handles.
+pub type Handle = *mut c_void;
+
+/// CUDA's `dim3` / `uint3`, passed by value.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Dim3 {
+    pub x: u32,
+    pub y: u32,
+    pub z: u32,
+}
+
+impl Dim3 {
+    pub fn arr(self) -> [u32; 3] {
+        [self.x, self.y, self.z]
+    }
+    fn count(self) -> u64 {
+        u64::from(self.x.max(1)) * u64::from(self.y.max(1)) * u64::from(self.z.max(1))
+    }
+}
+
+/// One exported wrapper, as the `dlsym` and entry-point hooks see it.
+pub struct Hook {
+    pub name: &'static CStr,
+    pub real: &'static real::RealFn,
+    pub wrapper: *const (),
+}
+
+// SAFETY: `wrapper` is the address of a function (immutable code); the struct is read-only.
+unsafe impl Sync for Hook {}
+
+/// A `&'static CStr` from a literal with its NUL (const context).
+pub const fn cstr(bytes: &'static [u8]) -> &'static CStr {
+    match CStr::from_bytes_with_nul(bytes) {
+        Ok(c) => c,
+        Err(_) => panic!("not a C string literal"),
+    }
+}
+
+/// Every wrapper table (runtime and driver); the hooks search these.
+pub fn all_hooks() -> impl Iterator<Item = &'static Hook> {
+    [cuda_rt::HOOKS, cuda_rt_mem::HOOKS, cuda_rt_sync::HOOKS, cuda_drv::HOOKS, proc_address::HOOKS]
+        .into_iter()
+        .flatten()
+}
+
+/// The wrapper exported under `name`, with its real slot.
+pub fn hook_named(name: &[u8]) -> Option<&'static Hook> {
+    all_hooks().find(|h| h.name.to_bytes() == name)
+}
+
+/// The name the runtime registered for a kernel handle (host stub, `cudaKernel_t` or `CUfunction`).
+pub fn kernel_name_for(func: *const c_void) -> StrId {
+    names::lookup(func)
+}
+
+thread_local! {
+    /// The device the thread made current through `cudaSetDevice` (CUDA's default: 0).
+    static CURRENT_DEVICE: Cell<u32> = const { Cell::new(0) };
+}
+
+/// The calling thread's current device as tracked from `cudaSetDevice`.
+#[inline]
+pub fn current_device() -> u32 {
+    CURRENT_DEVICE.with(|d| d.get())
+}
+
+pub(crate) fn set_current_device(dev: u32) {
+    CURRENT_DEVICE.with(|d| d.set(dev));
+}
+
+/// What a call does, for the records beyond `Api`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Work {
+    /// No GPU work: only the `Api` record (`arg` as given).
+    Plain { arg: u64 },
+    /// A kernel launch.
+    Launch { name: StrId, grid: Dim3, block: Dim3, smem: u32, stream: u64 },
+    /// A memcpy / memset / graph launch: GPU work without an estimated record of its own.
+    Gpu { bytes: u64, stream: u64 },
+    /// A synchronising call (host waits, or a stream waits on an event).
+    Sync { kind: SyncKind, stream: u64, event: u64 },
+}
+
+impl Work {
+    fn creates_gpu_work(&self) -> bool {
+        matches!(self, Work::Launch { .. } | Work::Gpu { .. })
+    }
+}
+
+/// A call being recorded. Holds the reentrancy guard, so everything the real function does on this
+/// thread goes through unrecorded.
+pub(crate) struct ApiCall {
+    pub correlation: u32,
+    pub start: u64,
+    pushed: bool,
+    /// False for [`begin_outer`] calls made while the capture window is closed: tracked, not recorded.
+    recording: bool,
+    _inside: ReentrancyGuard,
+}
+
+/// A memory event to record with the call ([`ApiCall::finish_memory`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MemEvent {
+    pub op: MemOp,
+    pub space: MemSpace,
+    pub device: u32,
+    pub address: u64,
+    pub bytes: u64,
+    pub reserved: u64,
+}
+
+/// Starts recording a call, or None (not recording, or already inside tprof on this thread).
+#[inline]
+pub(crate) fn begin() -> Option<ApiCall> {
+    ffi_guard(None, || {
+        crate::state::ensure_init();
+        if !crate::state::is_recording() {
+            return None;
+        }
+        let inside = Reentrancy::enter()?;
+        Some(ApiCall {
+            correlation: crate::correlation::next_id(),
+            start: 0,
+            pushed: false,
+            recording: true,
+            _inside: inside,
+        })
+    })
+}
+
+/// Like [`begin`], but also Some while the capture window is closed (then nothing is recorded): for
+/// calls whose effect tprof must track all the time (allocations), only at the outermost level.
+#[inline]
+pub(crate) fn begin_outer() -> Option<ApiCall> {
+    ffi_guard(None, || {
+        crate::state::ensure_init();
+        let inside = Reentrancy::enter()?;
+        let recording = crate::state::is_recording();
+        let correlation = if recording { crate::correlation::next_id() } else { 0 };
+        Some(ApiCall { correlation, start: 0, pushed: false, recording, _inside: inside })
+    })
+}
+
+impl ApiCall {
+    /// Pushes the external correlation for GPU work and takes the start time: right before the real call.
+    #[inline]
+    pub(crate) fn start(&mut self, work: &Work) {
+        if self.recording && work.creates_gpu_work() && cupti_link::active() {
+            cupti_link::push_external(self.correlation);
+            self.pushed = true;
+        }
+        self.start = crate::clock::now();
+    }
+
+    /// Ends the call: timestamps, pops the external correlation, emits the records.
+    #[inline]
+    pub(crate) fn finish(self, domain: ApiDomain, name: &StaticName, result: i32, work: &Work) {
+        let end = crate::clock::now();
+        if self.pushed {
+            cupti_link::pop_external();
+        }
+        if self.recording {
+            ffi_guard((), || self.emit(domain, name, result, work, end));
+        }
+    }
+
+    /// Ends an allocation / free: the `Api` record plus the `Memory` record.
+    pub(crate) fn finish_memory(self, domain: ApiDomain, name: &StaticName, result: i32, work: &Work, mem: MemEvent) {
+        let end = crate::clock::now();
+        if !self.recording {
+            return;
+        }
+        ffi_guard((), || {
+            self.emit(domain, name, result, work, end);
+            crate::recorder::emit(Record::Memory {
+                op: mem.op,
+                space: mem.space,
+                device: mem.device,
+                address: mem.address,
+                bytes: mem.bytes,
+                reserved: mem.reserved,
+                ts: end,
+                result,
+                correlation: self.correlation,
+                tid: crate::thread::tid(),
+            });
+        });
+    }
+
+    fn emit(&self, domain: ApiDomain, name: &StaticName, result: i32, work: &Work, end: u64) {
+        let tid = crate::thread::tid();
+        let (detail, stream, arg) = match *work {
+            Work::Plain { arg } => (StrId::NONE, 0, arg),
+            Work::Launch { name, grid, block, stream, .. } => (name, stream, grid.count() * block.count()),
+            Work::Gpu { bytes, stream } => (StrId::NONE, stream, bytes),
+            Work::Sync { stream, .. } => (StrId::NONE, stream, 0),
+        };
+        crate::recorder::emit(Record::Api {
+            tid,
+            domain,
+            name: name.id(),
+            start: self.start,
+            end,
+            result,
+            correlation: self.correlation,
+            detail,
+            stream,
+            arg,
+        });
+        match *work {
+            Work::Launch { name, grid, block, smem, stream } if result == 0 && !cupti_link::active() => {
+                crate::recorder::emit(Record::Kernel {
+                    device: current_device(),
+                    context: 0,
+                    stream: stream as u32,
+                    start: 0,
+                    end: 0,
+                    grid: grid.arr(),
+                    block: block.arr(),
+                    registers: 0,
+                    shared_mem: smem,
+                    correlation: self.correlation,
+                    name,
+                    graph_id: 0,
+                });
+            }
+            Work::Sync { kind, stream, event } => crate::recorder::emit(Record::Sync {
+                kind,
+                tid,
+                context: 0,
+                stream: stream as u32,
+                event,
+                start: self.start,
+                end,
+                correlation: self.correlation,
+                result,
+            }),
+            _ => {}
+        }
+    }
+}
+
+/// Defines interposers with the common pattern, their real-function slots (one module per
+/// wrapper, named like it) and the module's `HOOKS` table.
+///
+/// ```ignore
+/// interpose! { domain = Runtime, missing = real::RT_ERR_NO_DRIVER;
+///     fn cudaMemcpyAsync(dst: *mut c_void, src: *const c_void, n: usize, kind: c_int, s: Handle) -> c_int
+///         => Work::Gpu { bytes: n as u64, stream: s as u64 };
+/// }
+/// ```
+macro_rules! interpose {
+    (
+        domain = $domain:ident, missing = $missing:expr;
+        extra_hooks = [$($extra:ident),* $(,)?];
+        $(
+            $(#[$meta:meta])*
+            fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty => $work:expr;
+        )*
+    ) => {
+        $(
+            #[allow(non_snake_case)]
+            #[doc(hidden)]
+            pub mod $name {
+                pub static REAL: $crate::intercept::real::RealFn =
+                    $crate::intercept::real::RealFn::new($crate::intercept::cstr(concat!(stringify!($name), "\0").as_bytes()));
+                pub static NAME: $crate::strings::StaticName = $crate::strings::StaticName::new(stringify!($name));
+            }
+
+            $(#[$meta])*
+            #[no_mangle]
+            #[allow(clippy::missing_safety_doc)]
+            pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
+                type Real = unsafe extern "C" fn($($ty),*) -> $ret;
+                let Some(real) = $name::REAL.get() else { return $name::REAL.missing($missing) };
+                // SAFETY: the slot holds the real definition of this symbol, which has this C signature.
+                let real = unsafe { std::mem::transmute::<*mut std::ffi::c_void, Real>(real) };
+                let Some(mut call) = $crate::intercept::begin() else {
+                    // SAFETY: forwarding the caller's arguments unchanged to the real function.
+                    return unsafe { real($($arg),*) };
+                };
+                let work: $crate::intercept::Work = $work;
+                call.start(&work);
+                // SAFETY: forwarding the caller's arguments unchanged to the real function.
+                let result = unsafe { real($($arg),*) };
+                call.finish(tprof_format::ApiDomain::$domain, &$name::NAME, result as i32, &work);
+                result
+            }
+        )*
+
+        /// The wrappers of this module, for the `dlsym` and entry-point hooks.
+        pub static HOOKS: &[$crate::intercept::Hook] = &[
+            $(
+                $crate::intercept::Hook {
+                    name: $crate::intercept::cstr(concat!(stringify!($name), "\0").as_bytes()),
+                    real: &$name::REAL,
+                    wrapper: $name as *const (),
+                },
+            )*
+            $(
+                $crate::intercept::Hook {
+                    name: $crate::intercept::cstr(concat!(stringify!($extra), "\0").as_bytes()),
+                    real: &$extra::REAL,
+                    wrapper: $extra as *const (),
+                },
+            )*
+        ];
+    };
+}
+pub(crate) use interpose;
+
+/// Real-function slots and interned API names for hand-written wrappers: one module per name,
+/// as `interpose!` makes them.
+macro_rules! slots {
+    ($($name:ident),* $(,)?) => {
+        $(
+            #[allow(non_snake_case)]
+            #[doc(hidden)]
+            pub mod $name {
+                pub static REAL: $crate::intercept::real::RealFn =
+                    $crate::intercept::real::RealFn::new($crate::intercept::cstr(concat!(stringify!($name), "\0").as_bytes()));
+                #[allow(dead_code)]
+                pub static NAME: $crate::strings::StaticName = $crate::strings::StaticName::new(stringify!($name));
+            }
+        )*
+    };
+}
+pub(crate) use slots;
+
+/// Loads the real function of a hand-written wrapper as its C type, or returns the missing-symbol
+/// value from the wrapper: `let real = real_or!(cudaMalloc, fn(*mut *mut c_void, usize) -> c_int; 35);`
+macro_rules! real_or {
+    ($name:ident, fn($($ty:ty),* $(,)?) $(-> $ret:ty)?; $missing:expr) => {{
+        type Real = unsafe extern "C" fn($($ty),*) $(-> $ret)?;
+        match $name::REAL.get() {
+            // SAFETY: the slot holds the real definition of this symbol, which has this C signature.
+            Some(p) => unsafe { std::mem::transmute::<*mut std::ffi::c_void, Real>(p) },
+            None => return $name::REAL.missing($missing),
+        }
+    }};
+}
+pub(crate) use real_or;
