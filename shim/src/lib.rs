@@ -11,6 +11,7 @@ pub mod fork;
 pub mod guard;
 pub mod injection;
 pub mod intercept;
+pub mod nccl;
 pub mod nvtx;
 pub mod recorder;
 pub mod state;

@@ -315,6 +315,20 @@ fn report_dropped(api: &CuptiApi) {
     }
 }
 
+extern "C" fn constructor() {
+    // Only in libtprof.so itself: test executables linking the rlib keep CUPTI out of their way.
+    guard::ffi_guard((), || {
+        if crate::nvtx::own_library_path().is_some() {
+            state::register_init_hook(start);
+        }
+    })
+}
+
+/// Starts CUPTI when tprof initialises (first intercepted call, or `InitializeInjection`).
+#[used]
+#[link_section = ".init_array"]
+static REGISTER_START: extern "C" fn() = constructor;
+
 /// Test support: the state name.
 pub fn state_name() -> &'static str {
     match STATE.load(Ordering::Acquire) {

@@ -430,7 +430,7 @@ pub unsafe extern "C" fn InitializeInjectionNvtx2(get_export_table: Option<GetEx
 }
 
 /// Path of libtprof itself (None when this code is linked into an executable, e.g. unit tests).
-fn own_library_path() -> Option<&'static CStr> {
+pub(crate) fn own_library_path() -> Option<&'static CStr> {
     // SAFETY: Dl_info is plain data; all-zero is a valid value.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
     // SAFETY: dladdr reads loader tables for the address of one of our functions.
