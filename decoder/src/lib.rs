@@ -7,6 +7,7 @@ pub mod clock;
 pub mod convert;
 pub mod correlate;
 pub mod error;
+pub mod export;
 pub mod input;
 pub mod intervals;
 pub mod model;

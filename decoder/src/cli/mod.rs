@@ -1,5 +1,6 @@
 //! The `tprof` CLI: argument parsing (clap derive) -> plain option structs -> domain code.
 
+pub mod export;
 pub mod ringfile;
 pub mod summary;
 pub mod table;
@@ -41,6 +42,8 @@ pub enum Command {
         #[arg(long, default_value_t = 0)]
         threads: usize,
     },
+    /// Write the trace for other tools: Perfetto, Chrome JSON, Kineto (HTA), Parquet, flame graphs.
+    Export(export::ExportCmd),
     /// Header, record counts per type, time span, drops and damage of one ring file.
     Info { file: std::path::PathBuf },
     /// Every record in commit order, names resolved.
@@ -64,6 +67,7 @@ pub fn run(cli: Cli) -> i32 {
             let opts = summary::SummaryArgs { paths, json, step_marker, top, threads };
             summary::run(&opts)
         }
+        Command::Export(c) => export::run(&c),
         Command::Info { file } => ringfile::info(&file),
         Command::Dump { file, json } => ringfile::dump(&file, json),
         Command::Check { files } => ringfile::check(&files),
