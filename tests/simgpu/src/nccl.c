@@ -362,7 +362,8 @@ typedef struct coll_arg {
     sgn_shm *hdr;
     int nranks, rank, op;
     uint64_t gen, idx, seq;
-    uint64_t dur_ns, sig, count;
+    uint64_t dur_ns, sig, count, bus_bytes;
+    sg_device_counters *ctr; /* NVLink bytes for NVML (may be NULL) */
     int published;
     pid_t pid;
     int env_rank;
@@ -392,6 +393,10 @@ static int coll_poll(void *varg, uint64_t start_ns, uint64_t *end_ns)
         if (e->sig != a->sig || e->count != a->count) mismatch = 1;
     }
     *end_ns = max_arr + max_dur;
+    if (a->ctr) {
+        __atomic_add_fetch(&a->ctr->nvlink_tx_bytes, a->bus_bytes, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&a->ctr->nvlink_rx_bytes, a->bus_bytes, __ATOMIC_RELAXED);
+    }
     if (mismatch) {
         size_t cap = 256 + (size_t)a->nranks * 64;
         char *j = malloc(cap);
@@ -422,6 +427,7 @@ typedef struct p2p_item {
 } p2p_item;
 typedef struct p2p_arg {
     sgn_shm *hdr;
+    sg_device_counters *ctr;
     int nranks, rank;
     uint64_t gen;
     int published, n;
@@ -454,8 +460,17 @@ static int p2p_poll(void *varg, uint64_t start_ns, uint64_t *end_ns)
         if (arr + dur > end) end = arr + dur;
     }
     *end_ns = end;
+    for (int i = 0; i < a->n && a->ctr; i++)
+        __atomic_add_fetch(a->items[i].is_send ? &a->ctr->nvlink_tx_bytes : &a->ctr->nvlink_rx_bytes,
+                           a->items[i].bytes, __ATOMIC_RELAXED);
     free(a);
     return 1;
+}
+
+static sg_device_counters *dev_counters(int device)
+{
+    sg_counters_shm *sh = sg_counters();
+    return sh && device >= 0 && device < SG_MAX_DEVICES ? &sh->dev[device] : NULL;
 }
 
 /* Resolves a stream on the communicator's device. */
@@ -549,6 +564,8 @@ static void launch_coll(const qop *q)
     a->sig = (uint64_t)q->op | ((uint64_t)(q->dtype & 0xff) << 8) | ((uint64_t)(q->redop & 0xff) << 16) |
              ((uint64_t)((q->root + 1) & 0xffff) << 24);
     a->count = q->count;
+    a->bus_bytes = (uint64_t)bus;
+    a->ctr = dev_counters(c->device);
     a->pid = getpid();
     a->env_rank = sg_rank();
     memcpy(a->hex, c->hex, sizeof a->hex);
@@ -566,6 +583,7 @@ static void launch_p2p(const qop *q, int n)
     a->nranks = c->nranks;
     a->rank = c->rank;
     a->gen = c->gen;
+    a->ctr = dev_counters(c->device);
     a->n = n;
     uint64_t total = 0;
     int sends = 0;
