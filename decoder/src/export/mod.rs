@@ -143,6 +143,7 @@ pub enum ExportError {
 pub fn make_exporter(format: ExportFormat, out: &Path, origin: Ns) -> Result<Box<dyn Exporter>, ExportError> {
     let create = |source| ExportError::Create { path: out.to_path_buf(), source };
     Ok(match format {
+        ExportFormat::Perfetto => Box::new(perfetto::PerfettoExporter::create(out).map_err(create)?),
         ExportFormat::Chrome => Box::new(chrome::ChromeExporter::create(out, origin).map_err(create)?),
         //TODO-OTHERS
         _ => return Err(create(std::io::Error::other("not yet"))),
