@@ -9,6 +9,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 const SLOTS: usize = 1 << 18;
 
+/// Marks a CUPTI id whose API call the interposers recorded without an external id (no GPU work):
+/// its CUPTI API record and its Sync / Memory records duplicate the interposer's. Never a shim id
+/// (those have the high bit set).
+pub const DUPLICATE: u32 = 1;
+
 static TABLE: [AtomicU64; SLOTS] = [const { AtomicU64::new(0) }; SLOTS];
 
 #[inline]

@@ -18,7 +18,7 @@ mod loader;
 mod parse;
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::OnceLock;
 
 use cupti_sys as sys;
@@ -36,6 +36,8 @@ const STOPPED: u8 = 4;
 
 static STATE: AtomicU8 = AtomicU8::new(UNSTARTED);
 static API: OnceLock<CuptiApi> = OnceLock::new();
+/// Whether the runtime/driver interposers see the program's calls (LD_PRELOAD), decided at start.
+static INTERPOSERS_BOUND: AtomicBool = AtomicBool::new(false);
 /// Records CUPTI reported dropped, in total.
 static DROPPED_TOTAL: AtomicU64 = AtomicU64::new(0);
 
@@ -61,6 +63,12 @@ pub fn is_decided() -> bool {
 /// The loaded CUPTI entry points, when CUPTI was loaded.
 pub fn api() -> Option<&'static CuptiApi> {
     API.get()
+}
+
+/// True when the interposers are in the program's symbol lookup path (then CUPTI API records of hooked
+/// calls duplicate the interposers' records).
+pub fn interposers_bound() -> bool {
+    INTERPOSERS_BOUND.load(Ordering::Relaxed)
 }
 
 /// Records CUPTI reported dropped so far.
@@ -218,6 +226,7 @@ fn start_inner() -> Result<(), Refusal> {
     if !config::config().cupti {
         return Err(Refusal::quiet("disabled by TPROF_CUPTI=0"));
     }
+    INTERPOSERS_BOUND.store(crate::injection::interposers_bound(), Ordering::Relaxed);
     let api = match loader::load() {
         Ok(api) => API.get_or_init(|| api),
         Err(searched) => {

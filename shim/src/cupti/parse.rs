@@ -68,7 +68,18 @@ pub unsafe fn parse_buffer(api: &CuptiApi, buffer: *mut u8, valid: usize) {
     // SAFETY: forwarded contract; the closure only reads ExternalCorrelation records.
     unsafe {
         for_each_record(api, buffer, valid, |p, kind| {
-            if kind == sys::CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION {
+            if kind == sys::CUPTI_ACTIVITY_KIND_RUNTIME || kind == sys::CUPTI_ACTIVITY_KIND_DRIVER {
+                // SAFETY: the kind says this is a CUpti_ActivityAPI record, fully in the buffer.
+                let a = read_unaligned(p as *const sys::ActivityApi);
+                let domain = if kind == sys::CUPTI_ACTIVITY_KIND_RUNTIME {
+                    sys::CUPTI_CB_DOMAIN_RUNTIME_API
+                } else {
+                    sys::CUPTI_CB_DOMAIN_DRIVER_API
+                };
+                if corrmap::get(a.correlation_id).is_none() && callback_info(api, domain, a.cbid).1 {
+                    corrmap::insert(a.correlation_id, corrmap::DUPLICATE);
+                }
+            } else if kind == sys::CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION {
                 // SAFETY: the kind says this record is an ExternalCorrelation record, fully in the buffer.
                 let e = read_unaligned(p as *const sys::ActivityExternalCorrelation);
                 if e.external_kind == sys::CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2 {
@@ -89,8 +100,7 @@ pub unsafe fn parse_buffer(api: &CuptiApi, buffer: *mut u8, valid: usize) {
     }
     pending.recs.retain_mut(|(rec, cupti, born)| {
         if let Some(shim) = corrmap::get(*cupti) {
-            set_correlation(rec, shim);
-            out(*rec);
+            link(*rec, shim);
             false
         } else if generation > *born + 1 {
             out(*rec);
@@ -111,11 +121,7 @@ pub unsafe fn parse_buffer(api: &CuptiApi, buffer: *mut u8, valid: usize) {
                     }
                 }
                 _ => match corrmap::get(cupti) {
-                    Some(shim) => {
-                        let mut rec = rec;
-                        set_correlation(&mut rec, shim);
-                        out(rec);
-                    }
+                    Some(shim) => link(rec, shim),
                     None if cupti != 0 && pending.recs.len() < PENDING_CAP => {
                         pending.recs.push((rec, cupti, generation))
                     }
@@ -129,12 +135,26 @@ pub unsafe fn parse_buffer(api: &CuptiApi, buffer: *mut u8, valid: usize) {
 /// Emits every record still waiting for a mapping (exit flush).
 pub fn flush_pending() {
     let mut pending = PENDING.lock().unwrap_or_else(|e| e.into_inner());
-    for (mut rec, cupti, _) in pending.recs.drain(..) {
-        if let Some(shim) = corrmap::get(cupti) {
-            set_correlation(&mut rec, shim);
+    for (rec, cupti, _) in pending.recs.drain(..) {
+        match corrmap::get(cupti) {
+            Some(shim) => link(rec, shim),
+            None => out(rec),
         }
-        out(rec);
     }
+}
+
+/// Emits a GPU-side record whose CUPTI id maps to `shim`: rewritten to the shim id, or, for a call
+/// the interposers recorded without an external id (synchronisations, allocations), dropped when the
+/// interposer wrote its own `Sync` / `Memory` record.
+fn link(mut rec: Record, shim: u32) {
+    if shim == corrmap::DUPLICATE {
+        if !matches!(rec, Record::Sync { .. } | Record::Memory { .. }) {
+            out(rec);
+        }
+        return;
+    }
+    set_correlation(&mut rec, shim);
+    out(rec);
 }
 
 fn set_correlation(rec: &mut Record, id: u32) {
@@ -282,7 +302,7 @@ unsafe fn convert(api: &CuptiApi, p: *const u8, kind: u32) -> Option<(Record, u3
             let rec = Record::Api {
                 tid: a.thread_id,
                 domain,
-                name: callback_name(api, cb_domain, a.cbid),
+                name: callback_info(api, cb_domain, a.cbid).0,
                 start: a.start,
                 end: a.end,
                 result: a.return_value as i32,
@@ -313,12 +333,22 @@ pub fn strip_version_suffix(name: &str) -> &str {
     name
 }
 
-/// The interned name of a callback id, cached per (domain, cbid).
-fn callback_name(api: &CuptiApi, domain: sys::CUpti_CallbackDomain, cbid: u32) -> StrId {
+/// Bit of a name-cache entry: a call the interposers record themselves without an external id.
+const INTERPOSED_NO_WORK: u32 = 1 << 31;
+
+/// True for calls the interposers wrap in a CUPTI external id (they create GPU work).
+fn creates_gpu_work(name: &str) -> bool {
+    ["Launch", "Memcpy", "Memset"].iter().any(|w| name.contains(w))
+}
+
+/// The interned name of a callback id, and whether a record of it without a shim mapping duplicates
+/// an interposed call (interposers bound, the function is hooked and gets no external id). Cached per
+/// (domain, cbid).
+fn callback_info(api: &CuptiApi, domain: sys::CUpti_CallbackDomain, cbid: u32) -> (StrId, bool) {
     let cache = if domain == sys::CUPTI_CB_DOMAIN_RUNTIME_API { &RUNTIME_NAMES } else { &DRIVER_NAMES };
     let slot = cache.get(cbid as usize);
     if let Some(v) = slot.map(|s| s.load(Ordering::Relaxed)).filter(|&v| v != 0) {
-        return StrId(v);
+        return (StrId(v & !INTERPOSED_NO_WORK), v & INTERPOSED_NO_WORK != 0);
     }
     let mut from_cupti: Option<String> = None;
     if let Some(f) = api.get_callback_name {
@@ -336,11 +366,14 @@ fn callback_name(api: &CuptiApi, domain: sys::CUpti_CallbackDomain, cbid: u32) -
         _ if domain == sys::CUPTI_CB_DOMAIN_RUNTIME_API => format!("cuda_runtime_cbid_{cbid}"),
         _ => format!("cuda_driver_cbid_{cbid}"),
     };
+    let duplicate = super::interposers_bound()
+        && !creates_gpu_work(&name)
+        && crate::intercept::hook_named(name.as_bytes()).is_some();
     let id = strings::intern(&name);
     if let Some(s) = slot {
-        s.store(id.0, Ordering::Relaxed);
+        s.store(id.0 | if duplicate { INTERPOSED_NO_WORK } else { 0 }, Ordering::Relaxed);
     }
-    id
+    (id, duplicate)
 }
 
 #[cfg(test)]

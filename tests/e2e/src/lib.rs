@@ -1,3 +1,4 @@
 //! Helpers for the end-to-end tests (paths to built artifacts, ground truth reader).
 pub mod programs;
 pub mod simgpu;
+pub mod gpu_trace;
