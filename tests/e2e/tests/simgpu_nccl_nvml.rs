@@ -123,6 +123,16 @@ fn a_rank_that_skips_leaves_the_others_unfinished_after_sigterm() {
         let done: Vec<u64> = cs.iter().filter(|c| !c.unfinished).filter_map(|c| c.seq).collect();
         assert_eq!(done, vec![0, 1], "rank {rank}: seqs before the hang completed");
     }
+    // killed ranks never leave: remove their rendezvous segment (named after the comm key)
+    if let (Some(comm), Ok(rd)) = (t.of_kind("collective").find_map(|c| c.comm.clone()), std::fs::read_dir("/dev/shm"))
+    {
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            if name.starts_with("simgpu-nccl-") && name.ends_with(&comm) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
     let r3 = t.of_rank_kind(3, "collective");
     assert!(r3.iter().all(|c| !c.unfinished && c.seq.unwrap() < 2), "the skipping rank waits in nothing: {r3:?}");
     assert_eq!(r3.len(), 2);
