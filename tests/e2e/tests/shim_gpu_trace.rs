@@ -103,8 +103,24 @@ fn check_gpu_ops_against_truth(run: &Run) -> (usize, usize) {
                 key.1,
                 got.len()
             );
-            for (t, o) in truths.iter().zip(&got) {
+            // Pair in start order, allowing local swaps: the mock CUPTI maps each delivered batch
+            // into our clock separately, so neighbours on a stream may trade places by a few us.
+            let mut used = vec![false; got.len()];
+            for (i, t) in truths.iter().enumerate() {
                 let td = t.duration_ns().unwrap_or(0);
+                let lo = i.saturating_sub(4);
+                let hi = (i + 5).min(got.len());
+                let pick = (lo..hi)
+                    .filter(|&j| !used[j])
+                    .filter(|&j| key.2 != "kernel" || got[j].name == t.name())
+                    .min_by_key(|&j| {
+                        (td.abs_diff(got[j].duration()) > DURATION_TOL_NS, t.start().abs_diff(got[j].start))
+                    })
+                    .unwrap_or_else(|| {
+                        panic!("rank {rank}: no ring {} near truth #{i} {:?} on stream {}", key.2, t.name(), key.1)
+                    });
+                used[pick] = true;
+                let o = got[pick];
                 worst_duration = worst_duration.max(td.abs_diff(o.duration()));
                 if t.start().abs_diff(o.start) > worst_start {
                     worst_start = t.start().abs_diff(o.start);
@@ -121,10 +137,14 @@ fn check_gpu_ops_against_truth(run: &Run) -> (usize, usize) {
                 }
                 assert!(
                     td.abs_diff(o.duration()) <= DURATION_TOL_NS,
-                    "rank {rank}: {} {:?} lasts {td} ns in the truth, {} ns in the ring",
+                    "rank {rank}: {} {:?} lasts {td} ns in the truth ({}..{}), {} ns in the ring ({}..{})",
                     key.2,
                     t.name(),
-                    o.duration()
+                    t.start(),
+                    t.end(),
+                    o.duration(),
+                    o.start,
+                    o.end
                 );
                 assert!(
                     t.start().abs_diff(o.start) <= START_TOL_NS,
@@ -364,4 +384,18 @@ fn injection_instead_of_preload_gives_the_same_gpu_records() {
     let (matched, _) = check_gpu_ops_against_truth(&run);
     assert!(matched > 200, "only {matched} GPU ops matched");
     check_nvtx(&run);
+}
+
+#[test]
+fn tprof_cupti_0_turns_cupti_off_quietly() {
+    let run = simtrain(1, &[("TPROF_CUPTI", "0")], Attach::Preload);
+    run.out.assert_ok();
+    assert!(!run.out.stderr.contains("tprof"), "no tprof line when CUPTI is off on purpose:\n{}", run.out.stderr);
+    let ring = run.rings.first().expect("a ring");
+    let why = markers(ring, MarkerKind::CuptiUnavailable);
+    assert!(why.len() == 1 && why[0].1.contains("TPROF_CUPTI=0"), "{why:?}");
+    assert_eq!(gpu_ops(ring).len(), 0, "no CUPTI records");
+    let launched = run.truth.of_kind("kernel").filter(|k| !k.is_nccl_kernel()).count();
+    let estimated = ring.count(|r| matches!(r, Record::Kernel { start: 0, .. }));
+    assert_eq!(estimated, launched, "every runtime launch as a time-less kernel");
 }
