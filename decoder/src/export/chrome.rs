@@ -299,7 +299,10 @@ impl TraceSink for ChromeExporter {
             c.peer,
             c.correlation
         );
-        let r = self.slice("nccl", &name, c.tid as u64, c.start, c.end, &args);
+        let mut r = self.slice("nccl", &name, c.tid as u64, c.start, c.end, &args);
+        if r.is_ok() && c.correlation != 0 {
+            r = self.flow(true, flow_id(c.proc, c.correlation), c.tid as u64, c.start);
+        }
         self.guard(r);
     }
 

@@ -140,11 +140,17 @@ pub enum ExportError {
 
 /// Make the exporter for `format` writing to `out`. `origin` is the global time that JSON
 /// timestamps are relative to (ns).
-pub fn make_exporter(format: ExportFormat, out: &Path, origin: Ns) -> Result<Box<dyn Exporter>, ExportError> {
+pub fn make_exporter(
+    format: ExportFormat,
+    out: &Path,
+    origin: Ns,
+    step_pattern: &Regex,
+) -> Result<Box<dyn Exporter>, ExportError> {
     let create = |source| ExportError::Create { path: out.to_path_buf(), source };
     Ok(match format {
         ExportFormat::Perfetto => Box::new(perfetto::PerfettoExporter::create(out).map_err(create)?),
         ExportFormat::Chrome => Box::new(chrome::ChromeExporter::create(out, origin).map_err(create)?),
+        ExportFormat::Kineto => Box::new(kineto::KinetoExporter::new(out, origin, step_pattern)),
         //TODO-OTHERS
         _ => return Err(create(std::io::Error::other("not yet"))),
     })
@@ -162,7 +168,7 @@ pub fn run(sources: &[Source], opts: &ExportOptions) -> Result<ExportReport, Exp
         &opts.convert,
         &mut report.notes,
     );
-    let mut exporter = make_exporter(opts.format, &opts.output, plan.origin)?;
+    let mut exporter = make_exporter(opts.format, &opts.output, plan.origin, &opts.step_pattern)?;
     let mut filter = Filter::new(&mut *exporter, plan.windows.clone(), opts.selection.ranks.clone());
     let todo = plan.windows.iter().filter(|w| w.is_some()).count();
     let pb = crate::progress::bar(todo as u64, "exporting", opts.convert.progress);

@@ -425,7 +425,8 @@ impl PerfettoExporter {
             ("seq", Arg::U(c.seq)),
             ("correlation", Arg::U(c.correlation)),
         ];
-        self.slice(track, category("nccl"), &name, c.start, c.end, None, None, &args)
+        let flow = (c.correlation != 0).then(|| flow_id(c.proc, c.correlation));
+        self.slice(track, category("nccl"), &name, c.start, c.end, flow, None, &args)
     }
 
     fn write_range(&mut self, r: &NvtxRange) -> io::Result<()> {
