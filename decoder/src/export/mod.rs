@@ -13,6 +13,7 @@
 //! selected source through a [`filter::Filter`] into the exporter, and reports what was written.
 
 pub mod chrome;
+pub mod columns;
 pub mod filter;
 pub mod folded;
 pub mod json;
@@ -151,6 +152,7 @@ pub fn make_exporter(
         ExportFormat::Perfetto => Box::new(perfetto::PerfettoExporter::create(out).map_err(create)?),
         ExportFormat::Chrome => Box::new(chrome::ChromeExporter::create(out, origin).map_err(create)?),
         ExportFormat::Kineto => Box::new(kineto::KinetoExporter::new(out, origin, step_pattern)),
+        ExportFormat::Parquet => Box::new(parquet::ParquetExporter::create(out, step_pattern).map_err(create)?),
         //TODO-OTHERS
         _ => return Err(create(std::io::Error::other("not yet"))),
     })
