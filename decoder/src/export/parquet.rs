@@ -22,11 +22,14 @@ use crate::steps::StepFinder;
 /// Columns every table starts with.
 const IDENTITY: [(&str, ColType); 3] = [("rank", OptI32), ("host", Str), ("pid", I64)];
 
-fn schema(cols: &[(&'static str, ColType)]) -> Vec<(&'static str, ColType)> {
+/// A table's columns: (name, type) in order.
+type Schema = Vec<(&'static str, ColType)>;
+
+fn schema(cols: &[(&'static str, ColType)]) -> Schema {
     IDENTITY.iter().chain(cols).copied().collect()
 }
 
-fn kernels() -> Vec<(&'static str, ColType)> {
+fn kernels() -> Schema {
     schema(&[
         ("device", I32),
         ("context", I32),
@@ -50,7 +53,7 @@ fn kernels() -> Vec<(&'static str, ColType)> {
     ])
 }
 
-fn api() -> Vec<(&'static str, ColType)> {
+fn api() -> Schema {
     schema(&[
         ("tid", I64),
         ("domain", Str),
@@ -67,7 +70,7 @@ fn api() -> Vec<(&'static str, ColType)> {
     ])
 }
 
-fn memcpy() -> Vec<(&'static str, ColType)> {
+fn memcpy() -> Schema {
     schema(&[
         ("device", I32),
         ("context", I32),
@@ -83,7 +86,7 @@ fn memcpy() -> Vec<(&'static str, ColType)> {
     ])
 }
 
-fn memset() -> Vec<(&'static str, ColType)> {
+fn memset() -> Schema {
     schema(&[
         ("device", I32),
         ("context", I32),
@@ -98,7 +101,7 @@ fn memset() -> Vec<(&'static str, ColType)> {
     ])
 }
 
-fn collectives() -> Vec<(&'static str, ColType)> {
+fn collectives() -> Schema {
     schema(&[
         ("tid", I64),
         ("op", Str),
@@ -120,7 +123,7 @@ fn collectives() -> Vec<(&'static str, ColType)> {
     ])
 }
 
-fn nvtx() -> Vec<(&'static str, ColType)> {
+fn nvtx() -> Schema {
     schema(&[
         ("tid", I64),
         ("id", I64),
@@ -135,15 +138,15 @@ fn nvtx() -> Vec<(&'static str, ColType)> {
     ])
 }
 
-fn steps() -> Vec<(&'static str, ColType)> {
+fn steps() -> Schema {
     schema(&[("step", I64), ("name", Str), ("source", Str), ("start_ns", I64), ("end_ns", I64), ("dur_ns", I64)])
 }
 
-fn counters() -> Vec<(&'static str, ColType)> {
+fn counters() -> Schema {
     schema(&[("name", Str), ("device", OptI32), ("ts_ns", I64), ("value", F64)])
 }
 
-fn sync() -> Vec<(&'static str, ColType)> {
+fn sync() -> Schema {
     schema(&[
         ("kind", Str),
         ("tid", I64),
@@ -158,7 +161,7 @@ fn sync() -> Vec<(&'static str, ColType)> {
     ])
 }
 
-fn memory() -> Vec<(&'static str, ColType)> {
+fn memory() -> Schema {
     schema(&[
         ("op", Str),
         ("space", Str),
@@ -174,7 +177,7 @@ fn memory() -> Vec<(&'static str, ColType)> {
 }
 
 /// The tables, by file stem.
-const TABLES: [(&str, fn() -> Vec<(&'static str, ColType)>); 10] = [
+const TABLES: [(&str, fn() -> Schema); 10] = [
     ("kernels", kernels),
     ("api", api),
     ("memcpy", memcpy),
