@@ -177,7 +177,10 @@ fn memory() -> Schema {
 }
 
 /// The tables, by file stem.
-const TABLES: [(&str, fn() -> Schema); 10] = [
+/// Makes a table's schema.
+type SchemaFn = fn() -> Schema;
+
+const TABLES: [(&str, SchemaFn); 10] = [
     ("kernels", kernels),
     ("api", api),
     ("memcpy", memcpy),
