@@ -8,6 +8,7 @@ pub mod config;
 pub mod correlation;
 pub mod cupti;
 pub mod fork;
+pub mod gpu_metrics;
 pub mod guard;
 pub mod injection;
 pub mod intercept;
