@@ -153,8 +153,8 @@ pub fn make_exporter(
         ExportFormat::Chrome => Box::new(chrome::ChromeExporter::create(out, origin).map_err(create)?),
         ExportFormat::Kineto => Box::new(kineto::KinetoExporter::new(out, origin, step_pattern)),
         ExportFormat::Parquet => Box::new(parquet::ParquetExporter::create(out, step_pattern).map_err(create)?),
-        //TODO-OTHERS
-        _ => return Err(create(std::io::Error::other("not yet"))),
+        ExportFormat::Folded => Box::new(folded::FoldedExporter::new(out, folded::FoldedOutput::Folded)),
+        ExportFormat::Flamegraph => Box::new(folded::FoldedExporter::new(out, folded::FoldedOutput::Svg)),
     })
 }
 
