@@ -1,5 +1,6 @@
 //! The `tprof` CLI: argument parsing (clap derive) -> plain option structs -> domain code.
 
+pub mod diagnose;
 pub mod export;
 pub mod ringfile;
 pub mod summary;
@@ -42,6 +43,8 @@ pub enum Command {
         #[arg(long, default_value_t = 0)]
         threads: usize,
     },
+    /// What is wrong, where, what it costs and what to do: the efficiency headline and ranked verdicts.
+    Diagnose(diagnose::DiagnoseCmd),
     /// Write the trace for other tools: Perfetto, Chrome JSON, Kineto (HTA), Parquet, flame graphs.
     Export(export::ExportCmd),
     /// Header, record counts per type, time span, drops and damage of one ring file.
@@ -67,6 +70,7 @@ pub fn run(cli: Cli) -> i32 {
             let opts = summary::SummaryArgs { paths, json, step_marker, top, threads };
             summary::run(&opts)
         }
+        Command::Diagnose(c) => diagnose::run(&c),
         Command::Export(c) => export::run(&c),
         Command::Info { file } => ringfile::info(&file),
         Command::Dump { file, json } => ringfile::dump(&file, json),

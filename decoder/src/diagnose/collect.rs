@@ -1,0 +1,329 @@
+//! The per-rank fact collector: a [`TraceSink`] fed one process, keeping compact GPU operations
+//! and host calls (times and a class byte, no names) plus bounded tables, turned into
+//! [`RankFacts`] by [`crate::diagnose::timeline`] when the process ends.
+
+use std::collections::HashMap;
+
+use regex_lite::Regex;
+
+use super::facts::*;
+use super::timeline::{self, CallClass, OpKind, RawCall, RawOp};
+use crate::clock::CollectiveEnds;
+use crate::model::*;
+use crate::steps::StepFinder;
+
+/// Most memory samples kept per process.
+const MAX_MEM_SAMPLES: usize = 200_000;
+
+/// Collects one process's facts.
+#[derive(Debug)]
+pub struct FactCollector {
+    info: Option<ProcessInfo>,
+    steps: Option<StepFinder>,
+    span: (Ns, Ns),
+    ops: Vec<RawOp>,
+    calls: Vec<RawCall>,
+    /// Interned call names, indexed by `RawCall::name`.
+    names: Vec<Name>,
+    name_ids: HashMap<Name, u32>,
+    /// Correlations of copies touching pageable memory, with their bytes and GPU time.
+    pageable: HashMap<u64, (u64, Ns, Ns)>,
+    /// Correlations of small device-to-host copies.
+    small_d2h: Vec<u64>,
+    colls: Vec<Collective>,
+    /// Communication kernels by correlation (with imported collective info).
+    comm_kernels: Vec<Kernel>,
+    syncs: Vec<SyncEvent>,
+    families: HashMap<Family, (u64, Ns, HashMap<Name, Ns>)>,
+    mem: MemFacts,
+    mem_samples: Vec<(Ns, u64)>,
+    hang_markers: Vec<HangMarker>,
+    last_call: Option<(Name, Ns)>,
+    last_kernel: Option<(Name, Ns, Ns)>,
+    tensor: (f64, u64),
+    devices: HashMap<u32, u64>,
+    exited: bool,
+    api_count: u64,
+    /// Collective ends for clock alignment across hosts.
+    pub clock: CollectiveEnds,
+    pub result: Option<RankFacts>,
+}
+
+impl FactCollector {
+    pub fn new(step_pattern: &Regex) -> FactCollector {
+        FactCollector {
+            info: None,
+            steps: Some(StepFinder::new(step_pattern)),
+            span: (u64::MAX, 0),
+            ops: Vec::new(),
+            calls: Vec::new(),
+            names: Vec::new(),
+            name_ids: HashMap::new(),
+            pageable: HashMap::new(),
+            small_d2h: Vec::new(),
+            colls: Vec::new(),
+            comm_kernels: Vec::new(),
+            syncs: Vec::new(),
+            families: HashMap::new(),
+            mem: MemFacts::default(),
+            mem_samples: Vec::new(),
+            hang_markers: Vec::new(),
+            last_call: None,
+            last_kernel: None,
+            tensor: (0.0, 0),
+            devices: HashMap::new(),
+            exited: false,
+            api_count: 0,
+            clock: CollectiveEnds::default(),
+            result: None,
+        }
+    }
+
+    fn seen(&mut self, start: Ns, end: Ns) {
+        self.span.0 = self.span.0.min(start);
+        self.span.1 = self.span.1.max(end);
+    }
+
+    fn name_id(&mut self, n: &Name) -> u32 {
+        if let Some(&i) = self.name_ids.get(n) {
+            return i;
+        }
+        let i = self.names.len() as u32;
+        self.names.push(n.clone());
+        self.name_ids.insert(n.clone(), i);
+        i
+    }
+
+    fn call(&mut self, name: &Name, start: Ns, end: Ns, corr: u64, class: CallClass) {
+        let id = self.name_id(name);
+        self.calls.push(RawCall { start, end, corr, class, name: id });
+        if self.last_call.as_ref().is_none_or(|l| start >= l.1) {
+            self.last_call = Some((name.clone(), start));
+        }
+    }
+}
+
+impl TraceSink for FactCollector {
+    fn handle_process(&mut self, info: &ProcessInfo) {
+        self.info = Some(info.clone());
+        self.clock.handle_process(info);
+    }
+
+    fn handle_kernel(&mut self, k: &Kernel) {
+        self.seen(k.start, k.end);
+        self.clock.handle_kernel(k);
+        if let Some(s) = &mut self.steps {
+            s.kernel(k);
+        }
+        *self.devices.entry(k.device).or_default() += 1;
+        let family = if k.collective.is_some() { Family::Communication } else { Family::of(&k.name) };
+        let kind = if family == Family::Communication { OpKind::Comm } else { OpKind::Compute };
+        self.ops.push(RawOp { start: k.start, end: k.end, corr: k.correlation, kind, family });
+        let f = self.families.entry(family).or_insert_with(|| (0, 0, HashMap::new()));
+        f.0 += 1;
+        f.1 += k.duration();
+        if f.2.len() < 4096 || f.2.contains_key(&k.name) {
+            *f.2.entry(k.name.clone()).or_default() += k.duration();
+        }
+        if kind == OpKind::Comm {
+            self.comm_kernels.push(k.clone());
+        }
+        if self.last_kernel.as_ref().is_none_or(|l| k.start >= l.1) {
+            self.last_kernel = Some((k.name.clone(), k.start, k.end));
+        }
+    }
+
+    fn handle_memcpy(&mut self, m: &Memcpy) {
+        self.seen(m.start, m.end);
+        self.ops.push(RawOp {
+            start: m.start,
+            end: m.end,
+            corr: m.correlation,
+            kind: OpKind::Memory,
+            family: Family::Other,
+        });
+        if m.src_kind == MemoryKind::Pageable || m.dst_kind == MemoryKind::Pageable {
+            let e = self.pageable.entry(m.correlation).or_default();
+            e.0 += m.bytes;
+            e.1 = m.start;
+            e.2 = m.end;
+        }
+        if m.kind == CopyKind::DtoH && m.bytes <= 1024 {
+            self.small_d2h.push(m.correlation);
+        }
+    }
+
+    fn handle_memset(&mut self, m: &Memset) {
+        self.seen(m.start, m.end);
+        self.ops.push(RawOp {
+            start: m.start,
+            end: m.end,
+            corr: m.correlation,
+            kind: OpKind::Memory,
+            family: Family::Other,
+        });
+    }
+
+    fn handle_api(&mut self, a: &Api) {
+        self.seen(a.start, a.end);
+        self.api_count += 1;
+        let class = timeline::classify_call(&a.name);
+        self.call(&a.name, a.start, a.end, a.correlation, class);
+    }
+
+    fn handle_sync(&mut self, s: &SyncEvent) {
+        self.seen(s.start, s.end);
+        if s.kind != SyncKind::StreamWaitEvent && self.syncs.len() < 1_000_000 {
+            self.syncs.push(s.clone());
+        }
+    }
+
+    fn handle_memory(&mut self, m: &MemoryEvent) {
+        self.seen(m.ts, m.ts);
+        if m.device == u32::MAX {
+            return; // pinned host memory
+        }
+        let mem = &mut self.mem;
+        match m.op {
+            MemOp::Alloc => {
+                mem.allocs += 1;
+                mem.alloc_bytes += m.bytes;
+            }
+            MemOp::Free => mem.frees += 1,
+            MemOp::AllocFailed => mem.failures.push(AllocFailure {
+                ts: m.ts,
+                device: m.device,
+                bytes: m.bytes,
+                reserved: m.reserved,
+                step: None,
+            }),
+        }
+        if m.op != MemOp::AllocFailed && m.reserved > mem.peak_reserved {
+            mem.peak_reserved = m.reserved;
+            mem.peak_device = m.device;
+        }
+        if m.op != MemOp::AllocFailed && self.mem_samples.len() < MAX_MEM_SAMPLES {
+            self.mem_samples.push((m.ts, m.reserved));
+        }
+    }
+
+    fn handle_collective(&mut self, c: &Collective) {
+        self.seen(c.start, c.end);
+        self.clock.handle_collective(c);
+        let name: Name = format!("nccl{}", c.op.name()).into();
+        self.call(&name, c.start, c.end, c.correlation, CallClass::Other);
+        if c.op.moves_data() {
+            self.colls.push(c.clone());
+        }
+    }
+
+    fn handle_nvtx_range(&mut self, r: &NvtxRange) {
+        self.seen(r.start, r.end);
+        if let Some(s) = &mut self.steps {
+            s.range(r);
+        }
+    }
+
+    fn handle_counter(&mut self, c: &CounterSample) {
+        self.seen(c.ts, c.ts);
+        let n = c.name.to_ascii_lowercase();
+        if n.contains("tensor") {
+            // Counters report either a fraction or a percentage.
+            let v = if c.value > 1.0 { c.value / 100.0 } else { c.value };
+            self.tensor.0 += v;
+            self.tensor.1 += 1;
+        } else if n.contains("mem") && (n.contains("total") || n.contains("capacity")) && c.value > 0.0 {
+            self.mem.capacity = Some(c.value as u64);
+        }
+    }
+
+    fn handle_marker(&mut self, m: &Marker) {
+        self.seen(m.ts, m.ts);
+        if let Some(s) = &mut self.steps {
+            s.marker(m);
+        }
+        match m.kind {
+            MarkerKind::HangSuspected => self.hang_markers.push(HangMarker {
+                ts: m.ts,
+                pending_ns: m.value,
+                what: m.name.as_ref().map(|n| n.to_string()),
+            }),
+            MarkerKind::ProcessExit => self.exited = true,
+            _ => {}
+        }
+    }
+
+    fn handle_process_end(&mut self, p: ProcId) {
+        self.clock.handle_process_end(p);
+        let Some(info) = self.info.take() else { return };
+        let span = if self.span.0 == u64::MAX { (0, 0) } else { self.span };
+        let (_, windows) = match self.steps.take() {
+            Some(f) => f.finish(span),
+            None => (crate::steps::StepSource::WholeRun, Vec::new()),
+        };
+        let input = timeline::Input {
+            ops: std::mem::take(&mut self.ops),
+            calls: std::mem::take(&mut self.calls),
+            names: std::mem::take(&mut self.names),
+            syncs: std::mem::take(&mut self.syncs),
+            pageable: std::mem::take(&mut self.pageable),
+            small_d2h: std::mem::take(&mut self.small_d2h),
+            colls: std::mem::take(&mut self.colls),
+            comm_kernels: std::mem::take(&mut self.comm_kernels),
+            mem_samples: std::mem::take(&mut self.mem_samples),
+            windows,
+            span,
+        };
+        let tl = timeline::analyse(input);
+        let mut memory = std::mem::take(&mut self.mem);
+        memory.reserved_by_step = tl.reserved_by_step;
+        memory.step_alloc_calls = tl.step_alloc_calls;
+        memory.step_alloc_ns = tl.step_alloc_ns;
+        for f in &mut memory.failures {
+            f.step = tl.step_of_time.as_ref().and_then(|s| s.at(f.ts));
+        }
+        let mut families: Vec<FamilyStat> = self
+            .families
+            .drain()
+            .map(|(family, (kernels, total_ns, by_name))| {
+                let top = by_name.into_iter().max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)));
+                FamilyStat {
+                    family,
+                    kernels,
+                    total_ns,
+                    top_kernel: top.as_ref().map(|t| t.0.to_string()).unwrap_or_default(),
+                    top_kernel_ns: top.map(|t| t.1).unwrap_or(0),
+                }
+            })
+            .collect();
+        families.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.family.cmp(&b.family)));
+        let device =
+            self.devices.iter().max_by_key(|(d, n)| (**n, std::cmp::Reverse(**d))).map(|(d, _)| *d).unwrap_or(0);
+        self.result = Some(RankFacts {
+            proc: info.id,
+            rank: info.rank.unwrap_or(info.id.0),
+            label: info.label(),
+            path: info.path.display().to_string(),
+            host: info.host.to_string(),
+            origin: info.origin,
+            gpu_times: tl.gpu_ops > 0,
+            span,
+            window: tl.window,
+            split: tl.split,
+            steps: tl.steps,
+            colls: tl.colls,
+            syncs: tl.syncs,
+            small_d2h: tl.small_d2h,
+            pageable: tl.pageable,
+            families,
+            memory,
+            amp: tl.amp,
+            hang_markers: std::mem::take(&mut self.hang_markers),
+            last_call: self.last_call.take().map(|(n, t)| (n.to_string(), t)),
+            last_kernel: self.last_kernel.take().map(|(n, s, e)| (n.to_string(), s, e)),
+            tensor_activity: (self.tensor.1 > 0).then(|| self.tensor.0 / self.tensor.1 as f64),
+            device,
+            exited: self.exited,
+        });
+    }
+}

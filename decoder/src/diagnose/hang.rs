@@ -1,0 +1,161 @@
+//! `hang`: the run stopped with collectives unfinished. Evidence: a collective host call whose
+//! kernel never completed, a `HangSuspected` marker (the shim's watchdog), ranks whose last
+//! sequence numbers on a communicator differ. Per communicator: the last sequence number each
+//! rank reached, the missing ranks, and for each stuck rank its last CUDA call and last kernel.
+//!
+//! Severity 1: the run did not finish.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::json;
+
+use super::job::{comm_hex, Job};
+use super::{ms, rank_list, CollectiveRef, Verdict, VerdictKind};
+use crate::model::Ns;
+use crate::summary::demangle;
+
+/// An unfinished collective this long before the rank's last event is a hang on its own.
+const STUCK_ALONE_NS: Ns = 1_000_000_000;
+
+pub fn find(job: &Job) -> Option<Verdict> {
+    let markers: Vec<(usize, &super::facts::HangMarker)> =
+        job.ranks.iter().enumerate().flat_map(|(i, r)| r.hang_markers.iter().map(move |m| (i, m))).collect();
+    // Per comm: per rank (last issued seq, first unfinished (seq, issued time)).
+    type PerRank = BTreeMap<usize, (u64, Option<(u64, Ns)>)>;
+    let mut comms: BTreeMap<u64, PerRank> = BTreeMap::new();
+    for (i, r) in job.ranks.iter().enumerate() {
+        for c in r.colls.iter().filter(|c| c.comm != 0) {
+            let e = comms.entry(c.comm).or_default().entry(i).or_insert((0, None));
+            e.0 = e.0.max(c.seq);
+            if c.gpu.is_none() {
+                if let Some(h) = c.host {
+                    if e.1.is_none_or(|u| c.seq < u.0) {
+                        e.1 = Some((c.seq, h.0));
+                    }
+                }
+            }
+        }
+    }
+    let mut stuck: Option<(u64, u64)> = None; // (comm, seq)
+    for (comm, per) in &comms {
+        let unfinished: Vec<(usize, u64, Ns)> = per.iter().filter_map(|(i, p)| p.1.map(|u| (*i, u.0, u.1))).collect();
+        if unfinished.is_empty() {
+            continue;
+        }
+        let lasts: BTreeSet<u64> = per.values().map(|p| p.0).collect();
+        let alone = unfinished.iter().any(|(i, _, t)| job.ranks[*i].span.1.saturating_sub(*t) >= STUCK_ALONE_NS);
+        if lasts.len() > 1 || alone || !markers.is_empty() {
+            let seq = unfinished.iter().map(|u| u.1).min().unwrap_or(0);
+            if stuck.is_none_or(|s| seq < s.1) {
+                stuck = Some((*comm, seq));
+            }
+        }
+    }
+    if stuck.is_none() && markers.is_empty() {
+        return None;
+    }
+    let mut v = Verdict::new(VerdictKind::Hang, 1.0);
+    let mut comm_rows = Vec::new();
+    let mut stuck_ranks: Vec<usize> = Vec::new();
+    let mut missing_ranks: Vec<usize> = Vec::new();
+    let mut text = String::new();
+    if let Some((comm, seq)) = stuck {
+        let per = &comms[&comm];
+        for (i, p) in per {
+            match p.1 {
+                Some((s, _)) if s <= seq => stuck_ranks.push(*i),
+                _ if p.0 < seq => missing_ranks.push(*i),
+                _ => {}
+            }
+        }
+        let waiting_op = job.ranks.iter().flat_map(|r| r.colls.iter()).find(|c| c.comm == comm && c.seq == seq);
+        let op = waiting_op.map(|c| c.op.name()).unwrap_or("collective");
+        let bytes = waiting_op.map(|c| c.bytes);
+        v.location.collective = Some(CollectiveRef { comm: comm_hex(comm), seq: Some(seq), op: op.into(), bytes });
+        v.steps = waiting_op.and_then(|c| c.step).into_iter().collect();
+        comm_rows.push(json!({
+            "comm": comm_hex(comm),
+            "stuck_seq": seq,
+            "op": op,
+            "last_seq_by_rank": per.iter().map(|(i, p)| json!({"rank": job.ranks[*i].rank, "last_seq": p.0, "first_unfinished_seq": p.1.map(|u| u.0)})).collect::<Vec<_>>(),
+            "waiting_ranks": job.rank_ids(stuck_ranks.iter().copied()),
+            "missing_ranks": job.rank_ids(missing_ranks.iter().copied()),
+        }));
+        text = format!(
+            "{} seq {seq} on comm {} never completed: {} issued it and waited, {} never called it (last seq {}).",
+            op,
+            comm_hex(comm),
+            rank_list(&job.rank_ids(stuck_ranks.iter().copied())),
+            if missing_ranks.is_empty() {
+                "no rank".to_string()
+            } else {
+                rank_list(&job.rank_ids(missing_ranks.iter().copied()))
+            },
+            missing_ranks.iter().map(|i| per[i].0.to_string()).collect::<Vec<_>>().join("/")
+        );
+    }
+    for (i, m) in &markers {
+        text.push_str(&format!(
+            " The watchdog on r{} flagged {} pending for {}.",
+            job.ranks[*i].rank,
+            m.what.as_deref().unwrap_or("a call"),
+            ms(m.pending_ns)
+        ));
+        if !stuck_ranks.contains(i) && !missing_ranks.contains(i) {
+            stuck_ranks.push(*i);
+        }
+    }
+    let involved: Vec<usize> = missing_ranks.iter().chain(stuck_ranks.iter()).copied().collect();
+    // The culprits are the ranks that never arrived; without them, the waiting ones.
+    v.ranks = job.rank_ids(if missing_ranks.is_empty() { stuck_ranks.clone() } else { missing_ranks.clone() });
+    let last = |i: usize| {
+        let r = &job.ranks[i];
+        json!({
+            "rank": r.rank,
+            "state": if missing_ranks.contains(&i) { "did_not_arrive" } else { "waiting" },
+            "last_cuda_call": r.last_call.as_ref().map(|c| c.0.clone()),
+            "last_cuda_call_ns": r.last_call.as_ref().map(|c| c.1),
+            "last_kernel": r.last_kernel.as_ref().map(|k| demangle(&k.0)),
+            "last_kernel_end_ns": r.last_kernel.as_ref().map(|k| k.2),
+        })
+    };
+    for i in missing_ranks.iter().take(4) {
+        let r = &job.ranks[*i];
+        text.push_str(&format!(
+            " r{}'s last CUDA call was {} and its last kernel {}.",
+            r.rank,
+            r.last_call.as_ref().map(|c| c.0.as_str()).unwrap_or("none"),
+            r.last_kernel.as_ref().map(|k| short(&demangle(&k.0))).unwrap_or_else(|| "none".into())
+        ));
+    }
+    v.evidence = json!({
+        "communicators": comm_rows,
+        "ranks": involved.iter().map(|&i| last(i)).collect::<Vec<_>>(),
+        "watchdog": markers.iter().map(|(i, m)| json!({"rank": job.ranks[*i].rank, "what": m.what, "pending_ns": m.pending_ns, "ts": m.ts})).collect::<Vec<_>>(),
+        "text": text.trim(),
+    });
+    v.summary = match &v.location.collective {
+        Some(c) => format!(
+            "Hang: {} seq {} never completed; {} did not arrive",
+            c.op,
+            c.seq.unwrap_or(0),
+            if missing_ranks.is_empty() { "no rank recorded that it".to_string() } else { rank_list(&v.ranks) }
+        ),
+        None => "Hang: the watchdog found a call pending".to_string(),
+    };
+    v.advice = vec![
+        "Find why the named rank(s) never issued the collective: rank-dependent control flow (if rank == 0: ... around a collective), an exception or early exit on that rank, uneven data (one rank runs out of batches: DistributedSampler(drop_last=True), DDP join()).".into(),
+        "Get stacks of the stuck processes (py-spy dump --pid PID, or TORCH_NCCL_DUMP_ON_TIMEOUT=1 with the NCCL flight recorder, TORCH_NCCL_TRACE_BUFFER_SIZE=2000).".into(),
+        "Fail fast instead of hanging: init_process_group(timeout=timedelta(minutes=5)) with TORCH_NCCL_ASYNC_ERROR_HANDLING=1; NCCL_DEBUG=INFO shows the last operations per rank.".into(),
+    ];
+    Some(v)
+}
+
+fn short(s: &str) -> String {
+    let t: String = s.chars().take(80).collect();
+    if t.len() < s.len() {
+        format!("{t}...")
+    } else {
+        t
+    }
+}

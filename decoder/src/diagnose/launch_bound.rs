@@ -1,0 +1,74 @@
+//! `launch_bound`: the GPU idles between many short kernels while the host is busy launching them
+//! (Python / framework overhead per operator).
+
+use serde_json::json;
+
+use super::job::Job;
+use super::{ms, pct, rank_list, step_list, Verdict, VerdictKind};
+use crate::model::Ns;
+
+fn median(mut v: Vec<u64>) -> u64 {
+    if v.is_empty() {
+        return 0;
+    }
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+pub fn find(job: &Job) -> Option<Verdict> {
+    let loss: Ns = job.ranks.iter().map(|r| r.split.launch_ns).sum();
+    if loss == 0 {
+        return None;
+    }
+    let severity = job.fraction(loss);
+    let ranks: Vec<usize> = (0..job.ranks.len())
+        .filter(|&i| {
+            let r = &job.ranks[i];
+            r.window_ns() > 0 && r.split.launch_ns as f64 / r.window_ns() as f64 >= 0.5 * severity
+        })
+        .collect();
+    let steps_all = || job.ranks.iter().flat_map(|r| r.steps.iter()).filter(|s| s.gpu_start.is_some());
+    let launches = median(steps_all().map(|s| s.launches).collect());
+    let kernels = median(steps_all().map(|s| s.kernels).collect());
+    let kernel_ns = median(steps_all().filter(|s| s.kernels > 0).map(|s| s.median_kernel_ns).collect());
+    let gap_ns = median(steps_all().filter(|s| s.kernels > 1).map(|s| s.median_gap_ns).collect());
+    let step_ns = job.median_step_ns();
+    let mut steps: Vec<u64> =
+        steps_all().filter(|s| s.split.launch_ns * 10 > s.gpu_window_ns().max(1)).map(|s| s.index).collect();
+    steps.sort_unstable();
+    steps.dedup();
+    let mut v = Verdict::new(VerdictKind::LaunchBound, severity);
+    v.ranks = job.rank_ids(ranks);
+    v.steps = steps.clone();
+    let text = format!(
+        "{launches} kernel launches per step ({kernels} kernels), median kernel {}, median gap between kernels {}: the GPU idled {} of wall time waiting for the host to launch work on {}.",
+        ms(kernel_ns),
+        ms(gap_ns),
+        pct(severity),
+        rank_list(&v.ranks)
+    );
+    v.evidence = json!({
+        "launches_per_step": launches,
+        "kernels_per_step": kernels,
+        "median_kernel_ns": kernel_ns,
+        "median_launch_gap_ns": gap_ns,
+        "step_ns": step_ns,
+        "launch_idle_ns": loss,
+        "text": text,
+    });
+    v.summary = format!(
+        "Launch-bound: {launches} launches per step of {} median kernels, the GPU idles {} of wall time between them",
+        ms(kernel_ns),
+        pct(severity)
+    );
+    if !steps.is_empty() {
+        v.summary.push_str(&format!(" (steps {})", step_list(&steps)));
+    }
+    v.advice = vec![
+        "Capture the step in a CUDA graph so one launch replays all kernels: torch.compile(model, mode=\"reduce-overhead\") or torch.cuda.graphs / torch.cuda.make_graphed_callables.".into(),
+        "Fuse small operators: torch.compile (Inductor fuses pointwise chains), fused optimizers (torch.optim.AdamW(fused=True) or foreach=True), fused layers (apex / Transformer Engine).".into(),
+        "Give each kernel more work: a larger micro-batch per GPU, fewer and larger parameter tensors (multi_tensor_apply), avoid Python loops over layers/params in the step.".into(),
+        "JAX: jax.jit the whole train step (one XLA executable per step) rather than per-op dispatch.".into(),
+    ];
+    Some(v)
+}
