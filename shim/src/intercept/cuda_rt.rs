@@ -49,6 +49,7 @@ interpose! {
         __cudaRegisterFatBinaryEnd,
         __cudaRegisterFunction,
         __cudaGetKernel,
+        cudaGetFuncBySymbol,
         cudaSetDevice,
     ];
     fn cudaLaunchKernel(func: *const c_void, grid: Dim3, block: Dim3, args: *mut *mut c_void, smem: usize, stream: Handle) -> c_int
@@ -73,7 +74,14 @@ interpose! {
         => Work::Gpu { bytes: 0, stream: stream as u64 };
 }
 
-slots!(__cudaRegisterFatBinary, __cudaRegisterFatBinaryEnd, __cudaRegisterFunction, __cudaGetKernel, cudaSetDevice);
+slots!(
+    __cudaRegisterFatBinary,
+    __cudaRegisterFatBinaryEnd,
+    __cudaRegisterFunction,
+    __cudaGetKernel,
+    cudaGetFuncBySymbol,
+    cudaSetDevice
+);
 
 /// nvcc's module registration (static constructors): forwarded untouched, nothing recorded (tprof
 /// initialises lazily at the first real CUDA call).
@@ -139,6 +147,20 @@ pub unsafe extern "C" fn __cudaGetKernel(kernel: *mut *mut c_void, func: *const 
         // SAFETY: on success the runtime stored the handle into the caller's non-null out-pointer.
         let k = unsafe { *kernel };
         names::alias(k, func);
+    }
+    r
+}
+
+/// `cudaFunction_t` (= `CUfunction`) for a host stub: the handle gets the stub's name, so a
+/// `cuLaunchKernel` on it (libraries bypassing the runtime) is named.
+#[no_mangle]
+pub unsafe extern "C" fn cudaGetFuncBySymbol(func: *mut *mut c_void, symbol: *const c_void) -> c_int {
+    let real = real_or!(cudaGetFuncBySymbol, fn(*mut *mut c_void, *const c_void) -> c_int; RT_ERR_NO_DRIVER);
+    // SAFETY: forwarding the caller's arguments unchanged to the real function.
+    let r = unsafe { real(func, symbol) };
+    if r == 0 && !func.is_null() {
+        // SAFETY: on success the runtime stored the handle into the caller's non-null out-pointer.
+        names::alias(unsafe { *func }, symbol);
     }
     r
 }

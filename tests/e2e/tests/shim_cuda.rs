@@ -1,0 +1,296 @@
+//! The shim's CUDA runtime / driver interposition under the simulated GPU stack and against NVIDIA's
+//! real runtime (no driver). Needs: `cargo build --release -p tprof-shim`, `make -C tests/simgpu`,
+//! `make -C tests/programs`, `cc`, and the pip wheels (`bash scripts/setup-python.sh`).
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use serde_json::Value;
+use tprof_e2e::shim::*;
+use tprof_format::{MemOp, Record};
+
+/// Every kernel, copy and memset of the ground truth has the `Api` record that launched it.
+fn assert_truth_covered(what: &str, rings: &[Ring], truth: &[Value]) {
+    assert!(!rings.is_empty(), "{what}: no ring file written");
+    let mut used: HashSet<(usize, usize)> = HashSet::new();
+    let api_corr: HashSet<u32> = rings.iter().flat_map(|r| r.apis().into_iter().map(|a| a.2)).collect();
+    let mut kernels = 0;
+    for t in truth.iter().filter(|t| t["type"] == "kernel") {
+        let name = t["name"].as_str().unwrap_or_default();
+        if name.starts_with("nccl") {
+            continue; // launched inside the (simulated) NCCL, not through an interposed call
+        }
+        let grid: Vec<u32> = t["grid"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
+        let block: Vec<u32> = t["block"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
+        let found = rings.iter().enumerate().find_map(|(ri, ring)| {
+            ring.records.iter().enumerate().find_map(|(i, r)| match r {
+                Record::Kernel { name: n, grid: g, block: b, correlation, .. }
+                    if ring.name(*n) == name
+                        && g.as_slice() == grid.as_slice()
+                        && b.as_slice() == block.as_slice()
+                        && !used.contains(&(ri, i)) =>
+                {
+                    Some((ri, i, *correlation))
+                }
+                _ => None,
+            })
+        });
+        let (ri, i, corr) =
+            found.unwrap_or_else(|| panic!("{what}: truth kernel {name} {grid:?}x{block:?} not in the ring"));
+        used.insert((ri, i));
+        assert!(
+            api_corr.contains(&corr),
+            "{what}: kernel {name} (correlation {corr:#x}) has no Api record that launched it"
+        );
+        kernels += 1;
+    }
+    for (kind, api_word) in [("memcpy", "Memcpy"), ("memset", "Memset")] {
+        let mut apis: Vec<u64> =
+            rings.iter().flat_map(|r| r.apis()).filter(|a| a.0.contains(api_word) && a.3 == 0).map(|a| a.4).collect();
+        for t in truth.iter().filter(|t| t["type"] == kind) {
+            let bytes = t["bytes"].as_u64().unwrap();
+            let pos = apis
+                .iter()
+                .position(|&b| b == bytes)
+                .unwrap_or_else(|| panic!("{what}: truth {kind} of {bytes} bytes has no launching Api record"));
+            apis.swap_remove(pos);
+        }
+    }
+    assert!(kernels > 0 || truth.iter().all(|t| t["type"] != "kernel"), "{what}: no kernel checked");
+}
+
+fn sim_run(program: &Path, args: &[&str], tag: &str) -> RunResult {
+    let r = RunSpec::new(program, args, simgpu_dir()).run(tag);
+    assert_eq!(r.code(), Some(0), "{tag}: exit code; stderr:\n{}", r.stderr());
+    r
+}
+
+#[test]
+fn every_truth_kernel_copy_and_memset_has_its_api_record() {
+    let dir = temp_dir("bin");
+    let cuda_paths = compile("cuda_paths", &dir, Link::SimCudart);
+    let r = sim_run(&cuda_paths, &["basic"], "basic");
+    assert_truth_covered("cuda_paths basic", &read_rings(&r.out_dir), &read_truth(&r.truth_dir));
+    for prog in ["cu13_vector_add", "cu13_templated", "cu13_streams", "rt12_memory"] {
+        let p = require(&programs_dir().join(prog), &format!("tests/programs/build/{prog} (make -C tests/programs)"));
+        let r = sim_run(&p, &[], prog);
+        let rings = read_rings(&r.out_dir);
+        assert_truth_covered(prog, &rings, &read_truth(&r.truth_dir));
+    }
+}
+
+#[test]
+fn launches_are_named_from_registration() {
+    let dir = temp_dir("bin");
+    let cuda_paths = compile("cuda_paths", &dir, Link::SimCudart);
+    let r = sim_run(&cuda_paths, &["basic"], "names");
+    let rings = read_rings(&r.out_dir);
+    let apis = rings[0].apis();
+    let launched: Vec<(&str, &str)> =
+        apis.iter().filter(|a| a.0.starts_with("cudaLaunch")).map(|a| (a.0.as_str(), a.1.as_str())).collect();
+    assert_eq!(
+        launched,
+        vec![
+            ("cudaLaunchKernel", "_Z8kernel_aPfi"),
+            ("cudaLaunchKernelExC", "_ZN5tprof8kernel_bIiEEvPT_i"),
+            ("cudaLaunchKernel", "_Z8kernel_cv")
+        ]
+    );
+    let syncs = rings[0].records.iter().filter(|r| matches!(r, Record::Sync { .. })).count();
+    assert_eq!(syncs, 4, "stream wait, event, stream and device synchronize each give a Sync record");
+}
+
+#[test]
+fn ptsz_paths_are_recorded() {
+    let dir = temp_dir("bin");
+    let cuda_paths = compile("cuda_paths", &dir, Link::SimCudart);
+    let r = sim_run(&cuda_paths, &["ptsz"], "ptsz");
+    let rings = read_rings(&r.out_dir);
+    assert_truth_covered("ptsz", &rings, &read_truth(&r.truth_dir));
+    let names: HashSet<String> = rings[0].apis().into_iter().map(|a| a.0).collect();
+    for n in [
+        "cudaMemcpy_ptds",
+        "cudaMemsetAsync_ptsz",
+        "cudaLaunchKernel_ptsz",
+        "cudaMemcpyAsync_ptsz",
+        "cudaStreamSynchronize_ptsz",
+    ] {
+        assert!(names.contains(n), "{n} not recorded: {names:?}");
+    }
+}
+
+#[test]
+fn oom_records_requested_size_and_reservation() {
+    let dir = temp_dir("bin");
+    let cuda_paths = compile("cuda_paths", &dir, Link::SimCudart);
+    let r = sim_run(&cuda_paths, &["oom"], "oom");
+    let rings = read_rings(&r.out_dir);
+    let failed: Vec<(u32, u64, u64, i32)> = rings[0]
+        .records
+        .iter()
+        .filter_map(|r| match *r {
+            Record::Memory { op: MemOp::AllocFailed, device, bytes, reserved, result, .. } => {
+                Some((device, bytes, reserved, result))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(failed.len(), 1, "one failed allocation: {failed:?}");
+    let (device, bytes, reserved, result) = failed[0];
+    assert_eq!(device, 1);
+    assert_eq!(bytes, 1 << 50, "requested size");
+    assert_eq!(reserved, 1 << 30, "reservation at the failure");
+    assert_ne!(result, 0);
+}
+
+#[test]
+fn cu_get_proc_address_launches_are_recorded() {
+    let dir = temp_dir("bin");
+    let prog = compile("drv_procaddr", &dir, Link::SimDriver);
+    let r = sim_run(&prog, &[], "procaddr");
+    let rings = read_rings(&r.out_dir);
+    assert_truth_covered("drv_procaddr", &rings, &read_truth(&r.truth_dir));
+    let apis = rings[0].apis();
+    let launches: Vec<(&str, &str)> =
+        apis.iter().filter(|a| a.0.starts_with("cuLaunch")).map(|a| (a.0.as_str(), a.1.as_str())).collect();
+    assert_eq!(launches, vec![("cuLaunchKernel", "_Z10drv_kernelPi"), ("cuLaunchKernel_ptsz", "_Z10drv_kernelPi")]);
+    for n in ["cuMemAlloc_v2", "cuMemcpyHtoD_v2", "cuCtxSynchronize"] {
+        assert!(apis.iter().any(|a| a.0 == n), "{n} resolved through cuGetProcAddress not recorded");
+    }
+}
+
+#[test]
+fn late_dlopen_of_libcudart_is_covered() {
+    let dir = temp_dir("bin");
+    let prog = compile("late_dlopen", &dir, Link::None);
+    let r = sim_run(&prog, &[], "late");
+    assert_eq!(r.stdout(), "late_dlopen: ok\n");
+    let rings = read_rings(&r.out_dir);
+    assert_truth_covered("late_dlopen", &rings, &read_truth(&r.truth_dir));
+    assert!(rings[0].apis().iter().any(|a| a.0 == "cudaLaunchKernel" && a.1 == "_Z11late_kernelPf"));
+}
+
+#[test]
+fn injection_with_preload_does_not_double_count() {
+    let dir = temp_dir("bin");
+    let prog = compile("cuda_paths", &dir, Link::SimCudart);
+    let mut spec = RunSpec::new(&prog, &["basic"], simgpu_dir());
+    spec.inject = true;
+    let r = spec.run("inject-preload");
+    assert_eq!(r.code(), Some(0), "stderr:\n{}", r.stderr());
+    let rings = read_rings(&r.out_dir);
+    assert_eq!(rings.len(), 1, "one ring per process");
+    let truth = read_truth(&r.truth_dir);
+    assert_truth_covered("inject+preload", &rings, &truth);
+    let launches = rings[0].apis().iter().filter(|a| a.0.starts_with("cudaLaunch")).count();
+    let truth_kernels = truth.iter().filter(|t| t["type"] == "kernel").count();
+    assert_eq!(launches, truth_kernels, "each launch recorded once");
+}
+
+#[test]
+fn injection_alone_records_through_cupti() {
+    let dir = temp_dir("bin");
+    let prog = compile("cuda_paths", &dir, Link::SimCudart);
+    let mut spec = RunSpec::new(&prog, &["basic"], simgpu_dir());
+    spec.preload = false;
+    spec.inject = true;
+    let r = spec.run("inject-alone");
+    assert_eq!(r.code(), Some(0), "stderr:\n{}", r.stderr());
+    assert_eq!(r.stdout(), "cuda_paths basic: ok\n");
+    let rings = read_rings(&r.out_dir);
+    assert_eq!(rings.len(), 1, "InitializeInjection alone must create the ring");
+    let truth = read_truth(&r.truth_dir);
+    let kernels = rings[0].records.iter().filter(|r| matches!(r, Record::Kernel { start, .. } if *start != 0)).count();
+    assert_eq!(
+        kernels,
+        truth.iter().filter(|t| t["type"] == "kernel").count(),
+        "injected without LD_PRELOAD, kernels come from CUPTI (prerequisite: the shim's CUPTI module and \
+         the simulated libcupti)"
+    );
+}
+
+#[test]
+fn real_cudart_without_driver_behaves_identically_and_records_failures() {
+    let dir = temp_dir("bin");
+    let prog = compile("realrt", &dir, Link::RealCudart);
+    let mut bare = RunSpec::new(&prog, &[], real_cudart_dir());
+    bare.preload = false;
+    let bare = bare.run("real-bare");
+    let shim = RunSpec::new(&prog, &[], real_cudart_dir()).run("real-shim");
+    assert_eq!(bare.stdout(), shim.stdout());
+    assert_eq!(bare.code(), shim.code());
+    assert_eq!(bare.code(), Some(3), "real libcudart without a driver: {}", bare.stdout());
+    let rings = read_rings(&shim.out_dir);
+    let failed: Vec<String> = rings[0].apis().into_iter().filter(|a| a.3 == 35).map(|a| a.0).collect();
+    for n in ["cudaMalloc", "cudaMemset", "cudaDeviceSynchronize", "cudaLaunchKernel"] {
+        assert!(failed.iter().any(|f| f == n), "{n} failure (35) not recorded: {failed:?}");
+    }
+    assert!(rings[0]
+        .records
+        .iter()
+        .any(|r| matches!(r, Record::Memory { op: MemOp::AllocFailed, bytes: 1048576, .. })));
+}
+
+fn warning_lines(stderr: &str) -> usize {
+    stderr.lines().filter(|l| l.starts_with("tprof:")).count()
+}
+
+fn hostile(mode: &str, tag: &str, tweak: impl FnOnce(&mut RunSpec)) -> (RunResult, RunResult) {
+    let dir = temp_dir("bin");
+    let prog = compile("hostile", &dir, Link::SimCudart);
+    let mut bare = RunSpec::new(&prog, &[], simgpu_dir());
+    let args = [mode];
+    bare.args = &args;
+    bare.preload = false;
+    let bare = bare.run(&format!("{tag}-bare"));
+    let mut spec = RunSpec::new(&prog, &args, simgpu_dir());
+    tweak(&mut spec);
+    let shim = spec.run(tag);
+    assert_eq!(bare.code(), Some(0), "baseline without the shim failed: {}", bare.stderr());
+    assert_eq!(shim.stdout(), bare.stdout(), "{tag}: program output changed");
+    assert_eq!(shim.code(), bare.code(), "{tag}: exit code changed; stderr:\n{}", shim.stderr());
+    (bare, shim)
+}
+
+#[test]
+fn unwritable_tprof_out_gives_one_warning() {
+    let blocker = temp_dir("blocker").join("a-file");
+    std::fs::write(&blocker, b"not a directory").unwrap();
+    let out = blocker.join("out");
+    let (_, shim) = hostile("plain", "unwritable", |s| {
+        s.env.push(("TPROF_OUT".into(), out.display().to_string()));
+    });
+    assert_eq!(warning_lines(&shim.stderr()), 1, "exactly one tprof line:\n{}", shim.stderr());
+}
+
+#[test]
+fn file_size_limit_gives_one_warning() {
+    let (_, shim) = hostile("plain", "ulimit", |s| s.ulimit_f = Some(64));
+    assert_eq!(warning_lines(&shim.stderr()), 1, "exactly one tprof line:\n{}", shim.stderr());
+}
+
+#[test]
+fn cuda_from_a_signal_handler() {
+    let (_, shim) = hostile("signal", "signal", |_| {});
+    assert_eq!(warning_lines(&shim.stderr()), 0, "{}", shim.stderr());
+    let rings = read_rings(&shim.out_dir);
+    let launches = rings[0].apis().iter().filter(|a| a.0 == "cudaLaunchKernel").count();
+    assert_eq!(launches, 3000, "every launch of the main loop recorded");
+}
+
+#[test]
+fn cuda_from_a_thread_destructor() {
+    let (_, shim) = hostile("dtor", "dtor", |_| {});
+    assert_eq!(warning_lines(&shim.stderr()), 0, "{}", shim.stderr());
+}
+
+#[test]
+fn missing_real_symbol_warns_once_and_returns_the_no_driver_error() {
+    let dir = temp_dir("bin");
+    let prog = compile("cuda_paths", &dir, Link::SimCudart);
+    let r = sim_run(&prog, &["missing"], "missing");
+    let stderr = r.stderr();
+    assert_eq!(warning_lines(&stderr), 1, "one warning for two calls:\n{stderr}");
+    assert!(stderr.contains("cudaMallocFromPoolAsync"), "{stderr}");
+    assert!(stderr.contains("results 35 35"), "{stderr}");
+}
