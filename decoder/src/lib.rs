@@ -6,6 +6,7 @@ pub mod cli;
 pub mod clock;
 pub mod convert;
 pub mod correlate;
+pub mod counters;
 pub mod diagnose;
 pub mod error;
 pub mod export;

@@ -84,6 +84,8 @@ pub struct RankSummary {
     pub events: u64,
     pub step_source: Option<StepSource>,
     pub steps: Vec<StepRow>,
+    /// GPU counters this process sampled (run stats; per-step means in `Summary::counters`).
+    pub counters: crate::counters::RankCounters,
     #[serde(skip)]
     kernels: HashMap<Name, Stat>,
     #[serde(skip)]
@@ -115,6 +117,7 @@ pub struct RankAnalysis {
     colls: CollectiveMatcher,
     proj: RangeProjection,
     steps: Option<StepFinder>,
+    counters: crate::counters::CounterSet,
     /// Collective ends for clock alignment.
     pub clock: CollectiveEnds,
     pub result: Option<RankSummary>,
@@ -135,6 +138,7 @@ impl RankAnalysis {
             colls: CollectiveMatcher::default(),
             proj: RangeProjection::default(),
             steps: Some(StepFinder::new(step_pattern)),
+            counters: Default::default(),
             clock: CollectiveEnds::default(),
             result: None,
         }
@@ -212,6 +216,7 @@ impl TraceSink for RankAnalysis {
     }
     fn handle_counter(&mut self, c: &CounterSample) {
         self.seen(c.ts, c.ts);
+        self.counters.push(c);
     }
     fn handle_marker(&mut self, m: &Marker) {
         self.seen(m.ts, m.ts);
@@ -274,6 +279,7 @@ impl TraceSink for RankAnalysis {
             gpu_times_missing: self.api_count > 0 && self.gpu_count == 0,
             events: self.events,
             step_source,
+            counters: crate::counters::RankCounters::build(std::mem::take(&mut self.counters), &windows),
             steps,
             kernels: std::mem::take(&mut self.kernels),
             apis: std::mem::take(&mut self.apis),
@@ -416,6 +422,8 @@ pub struct Summary {
     pub collectives: Vec<CollectiveRow>,
     pub steps: Vec<StepSummaryRow>,
     pub nvtx: Vec<RangeStat>,
+    /// GPU counters: per rank over the run, and per-step means across ranks.
+    pub counters: crate::counters::CountersSummary,
     pub clock: Option<ClockPlan>,
     pub notes: Vec<String>,
 }
@@ -560,6 +568,7 @@ impl Summary {
             .collect();
         s.nvtx = nvtx.into_values().collect();
         s.nvtx.sort_by(|a, b| b.gpu_ns.cmp(&a.gpu_ns).then(b.range_ns.cmp(&a.range_ns)));
+        s.counters = crate::counters::CountersSummary::merge(ranks.iter().map(|r| (r.rank, r.label.as_str(), &r.counters)));
         s.ranks = ranks;
         s
     }

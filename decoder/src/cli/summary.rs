@@ -188,6 +188,8 @@ pub fn render(s: &Summary, top: usize) -> String {
         out.push_str(&tb.render());
     }
 
+    out.push_str(&crate::counters::render_table(&s.counters, top));
+
     if let Some(c) = &s.clock {
         out.push_str(&format!(
             "\n== Clocks: {} collectives matched across ranks; residual skew median {} / max {} (before alignment: max {})\n",
