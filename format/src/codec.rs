@@ -313,11 +313,31 @@ fn put_frame(out: &mut [u8], code: u8, len: usize) -> Option<usize> {
 
 /// Encodes one record into `out`. Returns the bytes written, or None (state untouched) when it does not fit.
 pub fn encode_into(rec: &Record, st: &mut DeltaState, out: &mut [u8]) -> Option<usize> {
-    let mut scratch = [0u8; MAX_RECORD_PAYLOAD];
+    if out.len() < 2 {
+        return None;
+    }
+    // Encode the payload in place after a short frame header; records are almost always < 255 bytes.
+    let mut next = *st;
+    let room = out.len().min(2 + 254);
+    let (head, body) = out[..room].split_at_mut(2);
+    let mut w = PayloadWriter { buf: body, pos: 0, ok: true };
+    encode_payload(rec, &mut next, &mut w);
+    if w.ok {
+        let len = w.pos;
+        head[0] = rec.type_code();
+        head[1] = len as u8;
+        *st = next;
+        return Some(2 + len);
+    }
+    if room == out.len() && out.len() < 2 + 254 {
+        // Did not fit in what is left of the buffer.
+        return None;
+    }
+    // Rare: a payload of 255 bytes or more (not produced by v1 records) goes through a scratch buffer.
+    let mut scratch = [0u8; MAX_RECORD_PAYLOAD * 2];
     let mut next = *st;
     let mut w = PayloadWriter { buf: &mut scratch, pos: 0, ok: true };
     encode_payload(rec, &mut next, &mut w);
-    debug_assert!(w.ok, "record payload exceeds MAX_RECORD_PAYLOAD");
     if !w.ok {
         return None;
     }
