@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The test command (README): builds everything a fresh machine needs and runs every test.
+#   bash scripts/test.sh
+# Steps: Python wheels (NVIDIA headers/libs, nvcc, validators) -> system packages (Chromium for the
+# report test) -> the simulated GPU stack and the test programs -> the Rust workspace -> all tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
+
+echo "== setup: python wheels =="
+bash scripts/setup-python.sh
+echo "== setup: system packages =="
+bash scripts/setup-system.sh
+echo "== build: simulated GPU stack and test programs =="
+make -C tests/simgpu -j2
+make -C tests/programs -j2
+echo "== build: tprof (release) =="
+cargo build --release --workspace --all-targets
+echo "== test: unit and crate tests =="
+cargo test --release --workspace --exclude tprof-e2e
+echo "== test: simulated GPU self-tests =="
+make -C tests/simgpu check
+echo "== test: end to end under the simulated GPU =="
+# Two at a time: the multi-rank runs are real processes on a 2-core machine.
+cargo test --release -p tprof-e2e -- --test-threads=2
+echo "== validation kit (dry run: no GPU here) =="
+if [ -x scripts/gpu-validate.sh ]; then bash scripts/gpu-validate.sh --dry-run; fi
+echo "all tests passed"
