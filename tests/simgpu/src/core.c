@@ -120,6 +120,59 @@ const char *sg_intern(const char *s)
     return e->s;
 }
 
+/* ---------------------------------------------------------------- function handles */
+
+/* CUfunction / cudaFunction_t values: one handle per kernel name, shared by the mock runtime
+ * (cudaGetFuncBySymbol) and driver (cuModuleGetFunction, cuLaunchKernel), never freed. A value
+ * is recognised by looking it up (never by dereferencing what the program passes). */
+#define FUNC_BUCKETS 1024
+typedef struct func_ent {
+    uint64_t tag; /* makes the handle point at something recognisable in a debugger */
+    const char *name;
+    struct func_ent *next_by_name, *next_by_addr;
+} func_ent;
+static func_ent *g_func_by_name[FUNC_BUCKETS], *g_func_by_addr[FUNC_BUCKETS];
+static pthread_mutex_t g_func_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned addr_bucket(const void *p) { return (unsigned)(((uintptr_t)p >> 4) * 2654435761u) % FUNC_BUCKETS; }
+
+void *sg_func_handle(const char *name)
+{
+    const char *in = sg_intern(name);
+    unsigned b = addr_bucket(in);
+    pthread_mutex_lock(&g_func_lock);
+    for (func_ent *e = g_func_by_name[b]; e; e = e->next_by_name)
+        if (e->name == in) {
+            pthread_mutex_unlock(&g_func_lock);
+            return e;
+        }
+    func_ent *e = calloc(1, sizeof *e);
+    if (e) {
+        e->tag = 0x434e554647534eull; /* "SGFUNC" */
+        e->name = in;
+        e->next_by_name = g_func_by_name[b];
+        g_func_by_name[b] = e;
+        unsigned a = addr_bucket(e);
+        e->next_by_addr = g_func_by_addr[a];
+        g_func_by_addr[a] = e;
+    }
+    pthread_mutex_unlock(&g_func_lock);
+    return e;
+}
+
+const char *sg_func_name(const void *handle)
+{
+    if (!handle) return NULL;
+    const char *name = NULL;
+    pthread_mutex_lock(&g_func_lock);
+    for (func_ent *e = g_func_by_addr[addr_bucket(handle)]; e; e = e->next_by_addr)
+        if ((const void *)e == handle) {
+            name = e->name;
+            break;
+        }
+    pthread_mutex_unlock(&g_func_lock);
+    return name;
+}
+
 /* ---------------------------------------------------------------- init */
 
 static uint64_t env_u64(const char *name, uint64_t dflt)

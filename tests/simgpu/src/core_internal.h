@@ -49,6 +49,10 @@ struct sg_op {
 /* core.c */
 SG_HIDDEN extern pthread_mutex_t sg_lock;
 SG_EXPORT const char *sg_intern(const char *s);
+/* CUfunction / cudaFunction_t handles: the same handle for the same kernel name (interned), in
+ * every mock; sg_func_name gives the name of a handle from sg_func_handle, NULL for anything else. */
+SG_EXPORT void *sg_func_handle(const char *name);
+SG_EXPORT const char *sg_func_name(const void *handle);
 SG_EXPORT void sg_progress(int drain_all);
 SG_EXPORT void sg_worker_kick(void);
 /* enqueue helpers used by graphs (cudart) go through the public API; ops carry graph ids: */

@@ -4,6 +4,7 @@
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,10 +24,40 @@
 static int g_inited;
 static __thread int t_has_ctx = -1; /* -1: none set explicitly -> current device's primary ctx */
 
+/* CUDA_INJECTION64_PATH, as NVIDIA's driver: the first cuInit of the process dlopens the library
+ * (RTLD_NOW | RTLD_GLOBAL) and calls its `int InitializeInjection(void)`, before cuInit returns.
+ * A missing file or symbol is ignored silently. Once per process (a forked child inherits the
+ * loaded library and is not injected again). Calls the injected library makes from
+ * InitializeInjection (cuInit again, runtime calls that initialise the driver) go through; other
+ * threads calling cuInit meanwhile wait until injection is done. */
+static pthread_mutex_t g_inject_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+static int g_inject_state; /* 0 not yet, 1 in progress (the lock holder), 2 done */
+static void inject_once(void)
+{
+    if (__atomic_load_n(&g_inject_state, __ATOMIC_ACQUIRE) == 2) return;
+    pthread_mutex_lock(&g_inject_lock);
+    if (g_inject_state == 0) {
+        g_inject_state = 1;
+        const char *path = getenv("CUDA_INJECTION64_PATH");
+        if (path && *path) {
+            void *h = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+            if (h) {
+                int (*init)(void) = (int (*)(void))dlsym(h, "InitializeInjection");
+                if (init) (void)init();
+            } else {
+                (void)dlerror();
+            }
+        }
+        __atomic_store_n(&g_inject_state, 2, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&g_inject_lock);
+}
+
 CUresult cuInit(unsigned flags)
 {
     (void)flags;
     sg_init();
+    inject_once();
     DAPI("cuInit", NULL);
     g_inited = 1;
     DRET(CUDA_SUCCESS);
@@ -156,9 +187,8 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d)
     DRET(CUDA_SUCCESS);
 }
 
-/* modules and functions: a CUfunction carries its name */
-#define FUNC_MAGIC 0x46554e43u
-typedef struct sg_func { uint32_t magic; const char *name; } sg_func;
+/* modules and functions: a CUfunction is a core function handle (sg_func_handle), the same one
+ * the runtime's cudaGetFuncBySymbol returns for that kernel */
 CUresult cuModuleLoadData(CUmodule *m, const void *image)
 {
     (void)image;
@@ -179,10 +209,8 @@ CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
     (void)m;
     DAPI("cuModuleGetFunction", NULL);
     if (!f || !name) DRET(CUDA_ERROR_INVALID_VALUE);
-    sg_func *fn = malloc(sizeof *fn);
+    void *fn = sg_func_handle(name);
     if (!fn) DRET(CUDA_ERROR_OUT_OF_MEMORY);
-    fn->magic = FUNC_MAGIC;
-    fn->name = sg_intern(name);
     *f = (CUfunction)fn;
     DRET(CUDA_SUCCESS);
 }
@@ -190,10 +218,10 @@ CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
 static CUresult launch(const char *api, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                        unsigned bz, unsigned smem, CUstream st, int pt, int coop)
 {
-    sg_func *fn = (sg_func *)f;
-    const char *name = fn && fn->magic == FUNC_MAGIC ? fn->name : "unknown_kernel";
+    const char *fname = sg_func_name(f);
+    const char *name = fname ? fname : "unknown_kernel";
     DAPI(api, name);
-    if (!fn || fn->magic != FUNC_MAGIC) DRET(CUDA_ERROR_INVALID_HANDLE);
+    if (!fname) DRET(CUDA_ERROR_INVALID_HANDLE);
     static uint64_t launch_ns = UINT64_MAX;
     if (launch_ns == UINT64_MAX) {
         const char *v = getenv("SIMGPU_LAUNCH_NS");

@@ -34,10 +34,38 @@ static void rt_init_once(void)
     const char *v = getenv("SIMGPU_LAUNCH_NS");
     if (v && *v) g_launch_ns = strtoull(v, NULL, 10);
 }
-static void rt_init(void)
+/* Without the driver: kernel registration, error and version queries. */
+static void rt_init_light(void)
 {
     sg_init();
     pthread_once(&g_rt_once, rt_init_once);
+}
+/* The runtime's implicit initialisation reaches the driver's cuInit, as NVIDIA's does (through
+ * libcuda.so.1, so CUDA_INJECTION64_PATH is honoured there). Recursive lock: calls the injected
+ * library makes from InitializeInjection on this thread go through; other threads wait. */
+static pthread_mutex_t g_drv_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+static int g_drv_state; /* 0 not yet, 1 in progress, 2 done */
+static void rt_driver_init(void)
+{
+    if (__atomic_load_n(&g_drv_state, __ATOMIC_ACQUIRE) == 2) return;
+    pthread_mutex_lock(&g_drv_lock);
+    if (g_drv_state == 0) {
+        g_drv_state = 1;
+        void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+        if (h) {
+            int (*cu_init)(unsigned) = (int (*)(unsigned))dlsym(h, "cuInit");
+            if (cu_init) (void)cu_init(0);
+        } else {
+            (void)dlerror();
+        }
+        __atomic_store_n(&g_drv_state, 2, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&g_drv_lock);
+}
+static void rt_init(void)
+{
+    rt_init_light();
+    rt_driver_init();
 }
 
 static void launch_overhead(void)
@@ -70,8 +98,29 @@ static void fn_register(const void *host, const char *name)
     pthread_mutex_unlock(&g_fn_lock);
 }
 
+/* The registered (or exported) name of a host stub, else NULL. */
+static const char *fn_lookup(const void *func)
+{
+    pthread_mutex_lock(&g_fn_lock);
+    for (fn_ent *e = g_fn[ptr_hash(func)]; e; e = e->next)
+        if (e->host == func) {
+            pthread_mutex_unlock(&g_fn_lock);
+            return e->name;
+        }
+    pthread_mutex_unlock(&g_fn_lock);
+    Dl_info info;
+    if (func && dladdr(func, &info) && info.dli_sname && info.dli_saddr == func) {
+        fn_register(func, info.dli_sname);
+        return sg_intern(info.dli_sname);
+    }
+    return NULL;
+}
+
 const char *sg_rt_kernel_name(const void *func)
 {
+    /* a cudaFunction_t from cudaGetFuncBySymbol (or a CUfunction) launched through the runtime */
+    const char *handle_name = sg_func_name(func);
+    if (handle_name) return handle_name;
     pthread_mutex_lock(&g_fn_lock);
     for (fn_ent *e = g_fn[ptr_hash(func)]; e; e = e->next)
         if (e->host == func) {
@@ -246,7 +295,7 @@ static __thread int t_ncfg;
 void **__cudaRegisterFatBinary(void *fatCubin);
 void **__cudaRegisterFatBinary(void *fatCubin)
 {
-    rt_init();
+    rt_init_light();
     void **h = calloc(2, sizeof(void *));
     if (h) h[0] = fatCubin;
     return h;
@@ -261,7 +310,7 @@ void __cudaRegisterFunction(void **h, const char *hostFun, char *deviceFun, cons
                             uint3 *tid, uint3 *bid, dim3 *bDim, dim3 *gDim, int *wSize)
 {
     (void)h, (void)deviceFun, (void)tl, (void)tid, (void)bid, (void)bDim, (void)gDim, (void)wSize;
-    rt_init();
+    rt_init_light();
     fn_register(hostFun, deviceName ? deviceName : deviceFun);
 }
 void __cudaRegisterVar(void **h, char *hostVar, char *deviceAddress, const char *deviceName, int ext, size_t size,
@@ -321,6 +370,20 @@ cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 g, dim3 b, void **
     return sg_rt_launch("cudaLaunchKernel_ptsz", sg_rt_kernel_name(kernel), g, b, smem, st, 1, 0);
 }
 
+/* CUDA 12.0+: the driver function (CUfunction) of a kernel's host stub, for cuLaunchKernel & co. */
+cudaError_t cudaGetFuncBySymbol(cudaFunction_t *functionPtr, const void *symbolPtr)
+{
+    rt_init();
+    API("cudaGetFuncBySymbol", NULL);
+    if (!functionPtr || !symbolPtr) RET(cudaErrorInvalidValue);
+    const char *name = sg_func_name(symbolPtr) ? sg_func_name(symbolPtr) : fn_lookup(symbolPtr);
+    if (!name) RET(cudaErrorInvalidDeviceFunction);
+    void *h = sg_func_handle(name);
+    if (!h) RET(cudaErrorMemoryAllocation);
+    *functionPtr = (cudaFunction_t)h;
+    RET(cudaSuccess);
+}
+
 /* ---------------------------------------------------------------- devices */
 
 cudaError_t cudaGetDeviceCount(int *count)
@@ -361,7 +424,7 @@ cudaError_t cudaGetDeviceFlags(unsigned *flags)
 }
 cudaError_t cudaRuntimeGetVersion(int *v)
 {
-    rt_init();
+    rt_init_light();
     API("cudaRuntimeGetVersion", NULL);
     if (!v) RET(cudaErrorInvalidValue);
     *v = sg_cudart_version();
@@ -1204,7 +1267,7 @@ cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t 
 
 cudaError_t cudaGetLastError(void)
 {
-    rt_init();
+    rt_init_light();
     API("cudaGetLastError", NULL);
     cudaError_t e = t_last_error;
     t_last_error = cudaSuccess;
@@ -1213,7 +1276,7 @@ cudaError_t cudaGetLastError(void)
 }
 cudaError_t cudaPeekAtLastError(void)
 {
-    rt_init();
+    rt_init_light();
     API("cudaPeekAtLastError", NULL);
     cudaError_t e = t_last_error;
     sg_api_exit(&_c, (int)e);
