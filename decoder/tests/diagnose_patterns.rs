@@ -189,13 +189,15 @@ fn hang() {
 
 #[test]
 fn desync() {
-    let sc = Scenario { ranks: 4, desync: Some((3, 1)), ..Scenario::default() };
-    let d = run(&sc);
-    let v = top(&d, VerdictKind::Desync);
-    assert_eq!(v.ranks, vec![1]);
-    assert_eq!(v.steps, vec![3]);
-    assert_eq!(v.location.collective.as_ref().and_then(|c| c.seq), Some(12));
-    assert_eq!(v.evidence["mismatches"], 1);
+    for ranks in [2, 4] {
+        let sc = Scenario { ranks, desync: Some((3, 1)), ..Scenario::default() };
+        let d = run(&sc);
+        let v = top(&d, VerdictKind::Desync);
+        assert_eq!(v.ranks, vec![1], "{ranks} ranks\n{}", table(&d));
+        assert_eq!(v.steps, vec![3]);
+        assert_eq!(v.location.collective.as_ref().and_then(|c| c.seq), Some(12));
+        assert_eq!(v.evidence["mismatches"], 1);
+    }
 }
 
 #[test]

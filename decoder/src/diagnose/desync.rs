@@ -30,6 +30,11 @@ pub fn dtype_name(d: u8) -> &'static str {
 }
 
 pub fn find(job: &Job) -> Option<Verdict> {
+    // How often each signature occurs in the whole run breaks ties (two ranks: the usual one wins).
+    let mut global: BTreeMap<(u8, u64, u8), usize> = BTreeMap::new();
+    for m in job.instances.iter().flat_map(|i| i.members.iter()) {
+        *global.entry((m.op as u8, m.bytes, m.datatype)).or_default() += 1;
+    }
     let mut found = Vec::new();
     for inst in &job.instances {
         if inst.members.len() < 2 {
@@ -42,7 +47,10 @@ pub fn find(job: &Job) -> Option<Verdict> {
         if votes.len() < 2 {
             continue;
         }
-        let major = votes.iter().max_by_key(|(k, v)| (v.len(), std::cmp::Reverse(**k))).map(|(k, _)| *k)?;
+        let major = votes
+            .iter()
+            .max_by_key(|(k, v)| (v.len(), global.get(*k).copied().unwrap_or(0), std::cmp::Reverse(**k)))
+            .map(|(k, _)| *k)?;
         found.push((inst, major, votes));
     }
     let (inst, major, votes) = found.first()?;

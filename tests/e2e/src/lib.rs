@@ -1,4 +1,5 @@
 //! Helpers for the end-to-end tests (paths to built artifacts, ground truth reader).
+pub mod diagnose;
 pub mod programs;
 pub mod shim;
 pub mod simgpu;

@@ -1,0 +1,132 @@
+//! Helpers for the `tprof diagnose` end-to-end tests: run simtrain on the simulated GPU stack
+//! under the shim (`LD_PRELOAD=libtprof.so`, `TPROF_OUT`, `TPROF_RING_MB=16`), then
+//! `tprof diagnose --json` on the rings it left.
+//!
+//! Artifacts: `TPROF_LIB` (default `$CARGO_TARGET_DIR or target`/release/libtprof.so),
+//! `TPROF_BIN` (the `tprof` CLI, same directory), the mocks and simtrain through
+//! [`crate::programs`]. A missing one fails the test with a message naming it.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::programs::{
+    exclusive, require_mock_libs, require_program, sim_command, simtrain_libs, RunOutput, Running, TempDir,
+};
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| crate::programs::repo_root().join("target"))
+}
+
+fn require(p: PathBuf, what: &str, build: &str) -> PathBuf {
+    assert!(p.exists(), "{what} not found at {} ({build})", p.display());
+    p
+}
+
+/// libtprof.so.
+pub fn tprof_lib() -> PathBuf {
+    let p =
+        std::env::var_os("TPROF_LIB").map(PathBuf::from).unwrap_or_else(|| target_dir().join("release/libtprof.so"));
+    require(p, "the shim libtprof.so", "cargo build --release -p tprof-shim, or set TPROF_LIB")
+}
+
+/// The tprof CLI.
+pub fn tprof_bin() -> PathBuf {
+    let p = std::env::var_os("TPROF_BIN").map(PathBuf::from).unwrap_or_else(|| target_dir().join("release/tprof"));
+    require(p, "the tprof CLI", "cargo build --release -p tprof-decoder, or set TPROF_BIN")
+}
+
+/// A profiled simtrain run: its output and the directory of ring files.
+pub struct ProfiledRun {
+    pub out: RunOutput,
+    pub rings: TempDir,
+}
+
+impl ProfiledRun {
+    /// The ring files written (`*.tprof`).
+    pub fn ring_files(&self) -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(self.rings.path())
+            .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect())
+            .unwrap_or_default();
+        v.retain(|p| p.extension().is_some_and(|e| e == "tprof"));
+        v.sort();
+        v
+    }
+}
+
+/// Runs `simtrain args` profiled; `stop_after` sends SIGTERM after that long (hangs), else the run
+/// must finish within `timeout`.
+pub fn profile_simtrain(args: &[&str], stop_after: Option<Duration>, timeout: Duration) -> ProfiledRun {
+    let ranks = args
+        .iter()
+        .position(|a| *a == "--ranks")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    require_mock_libs(&simtrain_libs(ranks));
+    let exe = require_program("simtrain");
+    let lib = tprof_lib();
+    let rings = TempDir::new("diagnose-rings");
+    let truth = rings.path().join("truth");
+    std::fs::create_dir_all(&truth).expect("truth dir");
+    let mut cmd = sim_command(&exe, args, &truth);
+    cmd.env("LD_PRELOAD", &lib)
+        .env("TPROF_OUT", rings.path())
+        .env("TPROF_RING_MB", "16")
+        .env("TPROF_HANG_TIMEOUT", "1");
+    let _guard = exclusive();
+    let mut running = Running::spawn(cmd);
+    if let Some(after) = stop_after {
+        std::thread::sleep(after);
+        running.terminate();
+    }
+    let out = running.finish(timeout);
+    ProfiledRun { out, rings }
+}
+
+/// `tprof diagnose --json DIR extra...`, parsed.
+pub fn diagnose_json(dir: &Path, extra: &[&str]) -> serde_json::Value {
+    let bin = tprof_bin();
+    let out = Command::new(&bin).arg("diagnose").arg(dir).arg("--json").args(extra).output().expect("run tprof");
+    assert!(out.status.success(), "tprof diagnose failed ({}):\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("tprof diagnose --json: bad JSON ({e}):\n{}", String::from_utf8_lossy(&out.stdout)))
+}
+
+/// One line per verdict, for assertion messages.
+pub fn verdict_table(d: &serde_json::Value) -> String {
+    let mut s = format!("useful {}\n", d["efficiency"]["overall"]["useful"]);
+    for v in d["verdicts"].as_array().into_iter().flatten() {
+        s.push_str(&format!(
+            "{:>22} {:.4} ranks {} steps {}: {}\n",
+            v["kind"].as_str().unwrap_or("?"),
+            v["severity"].as_f64().unwrap_or(0.0),
+            v["ranks"],
+            v["steps"],
+            v["evidence"]["text"].as_str().unwrap_or("")
+        ));
+    }
+    for n in d["notes"].as_array().into_iter().flatten() {
+        s.push_str(&format!("note: {}\n", n.as_str().unwrap_or("")));
+    }
+    s
+}
+
+/// The top verdict, asserted to be of `kind`.
+pub fn assert_top<'a>(d: &'a serde_json::Value, kind: &str, what: &str) -> &'a serde_json::Value {
+    let top = &d["verdicts"][0];
+    assert_eq!(top["kind"].as_str(), Some(kind), "{what}: top verdict\n{}", verdict_table(d));
+    top
+}
+
+/// Ranks of a verdict.
+pub fn ranks(v: &serde_json::Value) -> Vec<u64> {
+    v["ranks"].as_array().into_iter().flatten().filter_map(|x| x.as_u64()).collect()
+}
+
+/// Steps of a verdict.
+pub fn steps(v: &serde_json::Value) -> Vec<u64> {
+    v["steps"].as_array().into_iter().flatten().filter_map(|x| x.as_u64()).collect()
+}
