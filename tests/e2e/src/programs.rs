@@ -331,7 +331,8 @@ pub struct TruthRecord {
     pub rank: i64,
     #[serde(default)]
     pub device: Option<i64>,
-    #[serde(default)]
+    /// The CUPTI stream id; None where the line has none (`process` lines carry `"stream":-1`).
+    #[serde(default, deserialize_with = "negative_is_none")]
     pub stream: Option<u64>,
     #[serde(default)]
     pub start_ns: Option<u64>,
@@ -375,6 +376,12 @@ pub struct TruthRecord {
 
 fn minus_one() -> i64 {
     -1
+}
+
+/// Truth ids that use -1 for "none" (the `process` line's `stream`): negative or null -> None.
+fn negative_is_none<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    let v: Option<i64> = serde::Deserialize::deserialize(d)?;
+    Ok(v.and_then(|v| u64::try_from(v).ok()))
 }
 
 impl TruthRecord {
@@ -501,4 +508,26 @@ pub mod simtrain_kernels {
     pub const ADAMW: &str = "multi_tensor_apply_kernel";
     pub const TINY_MUL: &str = "BUnaryFunctorIfffNS0_15binary_internal10MulFunctor";
     pub const TINY_FILL: &str = "FillFunctorIfE";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TruthRecord;
+
+    #[test]
+    fn process_truth_line_with_stream_minus_one_parses() {
+        let line = r#"{"type":"process","pid":42,"rank":-1,"device":-1,"stream":-1,"start_ns":5,"end_ns":5,"correlation":0,"device_capacity_bytes":85899345920,"link_gbps":100,"link_latency_us":5,"argv":["simtrain"]}"#;
+        let r: TruthRecord = serde_json::from_str(line).expect("process line parses");
+        assert!(r.is("process"));
+        assert_eq!(r.stream, None);
+        assert_eq!(r.device, Some(-1));
+        assert_eq!(r.link_gbps, Some(100.0));
+        let k: TruthRecord = serde_json::from_str(
+            r#"{"type":"kernel","pid":42,"rank":0,"device":0,"stream":13,"start_ns":1,"end_ns":2,"correlation":7,"name":"k","grid":[1,1,1],"block":[32,1,1]}"#,
+        )
+        .unwrap();
+        assert_eq!(k.stream, Some(13));
+        let n: TruthRecord = serde_json::from_str(r#"{"type":"kernel","stream":null}"#).unwrap();
+        assert_eq!(n.stream, None);
+    }
 }

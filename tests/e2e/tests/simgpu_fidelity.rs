@@ -124,3 +124,17 @@ fn drop_every_counts_dropped_records() {
     assert!(r.num("cupti_kernels") < 480 && r.num("cupti_kernels") >= 480 - dropped, "{}", r.stdout);
     assert_eq!(r.num("truth_kernels"), 480);
 }
+
+#[test]
+fn injection_path_is_loaded_at_first_cuinit_and_func_by_symbol_launches() {
+    let r = ok("inject", &[]);
+    assert_eq!(r.num("injection_calls"), 1, "InitializeInjection exactly once: {}", r.stdout);
+    assert_eq!(r.num("devices_from_injection"), 8, "runtime callable from InitializeInjection");
+    assert_eq!(r.num("bad_missing"), 0, "a missing CUDA_INJECTION64_PATH file is ignored");
+    assert_eq!(r.num("bad_nosym"), 0, "a library without InitializeInjection is ignored");
+    assert_eq!(r.num("func_by_symbol_kernels"), 1, "cuLaunchKernel(cudaGetFuncBySymbol(stub))");
+    assert_eq!(r.num("rt_handle_kernels"), 1, "cudaLaunchKernel(cudaFunction_t)");
+    let names: Vec<&str> =
+        r.truth.iter().filter(|v| v["type"] == "kernel").filter_map(|v| v["name"].as_str()).collect();
+    assert!(names.contains(&"_Z13func_by_symbolPfi") && names.contains(&"_Z12rt_via_handlePf"), "{names:?}");
+}

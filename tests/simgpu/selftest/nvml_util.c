@@ -10,6 +10,7 @@
  */
 #include "st_common.h"
 #include "nccl_internal.h"
+#include "simgpu_core.h"
 
 #include <sys/wait.h>
 
@@ -116,7 +117,12 @@ static int probe(int ms)
     CHECK(gpm_off ? g1 == 3 : g1 == 0, "nvmlGpmSampleGet: %s", nvmlErrorString(g1));
     nvmlUtilization_t u;
     NV(nvmlDeviceGetUtilizationRates(dev, &u)); /* starts the interval */
+    /* the core's per-kind busy counters over the same interval (the burner's work) */
+    sg_counters_shm *shm = sg_counters();
+    sg_device_counters c0, c1;
+    if (shm) c0 = shm->dev[0];
     usleep((useconds_t)ms * 1000);
+    if (shm) c1 = shm->dev[0];
     NV(nvmlDeviceGetUtilizationRates(dev, &u));
     nvmlMemory_t mem;
     NV(nvmlDeviceGetMemoryInfo(dev, &mem));
@@ -130,6 +136,23 @@ static int probe(int ms)
     CHECK(mem.used >= (8u << 20), "the burner's 8 MiB allocation shows: used %llu", mem.used);
     printf("nvml_util gpu_util=%u mem_util=%u mem_used=%llu sm_clock=%u power_mw=%u temp_c=%u gpm=%u", u.gpu, u.memory,
            mem.used, clk, pw, temp, sup.isSupportedDevice);
+    CHECK(shm != NULL, "shared device counters");
+    if (shm) {
+#define DMS(f) ((double)(c1.f - c0.f) / 1e6)
+        double busy = DMS(busy_ns), kern = DMS(kernel_ns), kbusy = DMS(kernel_busy_ns), tens = DMS(tensor_ns),
+               memb = DMS(membound_ns), nccl = DMS(nccl_ns), copy = DMS(copy_ns);
+#undef DMS
+        /* one burner stream: kernels never overlap, so their union is their sum */
+        CHECK(kbusy > 0 && kbusy <= busy + 0.01 && kbusy <= kern + 0.01 && kbusy >= 0.9 * kern,
+              "kernel union %.3f ms, kernel sum %.3f, busy %.3f", kbusy, kern, busy);
+        CHECK(memb > 0 && tens > 0 && nccl > 0 && copy > 0, "per-kind time: membound %.3f tensor %.3f nccl %.3f "
+              "copy %.3f ms", memb, tens, nccl, copy);
+        CHECK(tens + memb + nccl <= kern + 0.01, "kinds %.3f exceed kernel time %.3f", tens + memb + nccl, kern);
+        /* the burner's gemm (1000 x 512 threads: 1.0255 ms) vs elementwise (0.1039 ms), 8 each per round */
+        CHECK(tens > 5 * memb && tens < 15 * memb, "tensor/membound %.3f/%.3f", tens, memb);
+        printf(" busy_ms=%.3f kernel_busy_ms=%.3f membound_ms=%.3f nccl_ms=%.3f copy_ms=%.3f", busy, kbusy, memb,
+               nccl, copy);
+    }
     if (!gpm_off) {
         NV(nvmlGpmSampleGet(dev, s2));
         static nvmlGpmMetricsGet_t mg;

@@ -841,34 +841,57 @@ static int cmp_end(const void *a, const void *b)
     return 0;
 }
 
+/* Adds the part of [start, end) after *last_end to *acc (ops complete in end order, so this is
+ * the union of the intervals). */
+static void add_union(uint64_t *acc, uint64_t *last_end, uint64_t start, uint64_t end)
+{
+    uint64_t last = __atomic_load_n(last_end, __ATOMIC_RELAXED);
+    for (;;) {
+        uint64_t from = start > last ? start : last;
+        if (end <= last) break;
+        if (__atomic_compare_exchange_n(last_end, &last, end, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+            __atomic_add_fetch(acc, end - from, __ATOMIC_RELAXED);
+            break;
+        }
+    }
+}
+
+/* The memory-bound families of the duration model (softmax, norms, elementwise). */
+static int is_membound_kernel(const char *name)
+{
+    static const char *subs[] = {"softmax", "layer_norm", "layernorm", "rms_norm", "elementwise", "vectorized"};
+    if (is_tensor_kernel(name)) return 0; /* the model checks the tensor families first */
+    for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
+        if (strcasestr(name, subs[i])) return 1;
+    return 0;
+}
+
 static void count_busy(const sg_op *op)
 {
     if (!g_counters || op->device >= SG_MAX_DEVICES) return;
     sg_device_counters *c = &g_counters->dev[op->device];
-    uint64_t last = __atomic_load_n(&c->busy_last_end_ns, __ATOMIC_RELAXED);
-    for (;;) {
-        uint64_t from = op->start_ns > last ? op->start_ns : last;
-        if (op->end_ns <= last) break;
-        if (__atomic_compare_exchange_n(&c->busy_last_end_ns, &last, op->end_ns, 0, __ATOMIC_RELAXED,
-                                        __ATOMIC_RELAXED)) {
-            __atomic_add_fetch(&c->busy_ns, op->end_ns - from, __ATOMIC_RELAXED);
-            break;
-        }
-    }
+    add_union(&c->busy_ns, &c->busy_last_end_ns, op->start_ns, op->end_ns);
     uint64_t d = op->end_ns - op->start_ns;
     switch (op->kind) {
     case SG_OP_KERNEL:
         __atomic_add_fetch(&c->kernel_ns, d, __ATOMIC_RELAXED);
         __atomic_add_fetch(&c->kernels, 1, __ATOMIC_RELAXED);
-        if (is_tensor_kernel(op->name)) __atomic_add_fetch(&c->tensor_ns, d, __ATOMIC_RELAXED);
+        add_union(&c->kernel_busy_ns, &c->kernel_busy_last_end_ns, op->start_ns, op->end_ns);
+        if (strcasestr(op->name, "nccl")) __atomic_add_fetch(&c->nccl_ns, d, __ATOMIC_RELAXED);
+        else if (is_tensor_kernel(op->name)) __atomic_add_fetch(&c->tensor_ns, d, __ATOMIC_RELAXED);
+        else if (is_membound_kernel(op->name)) __atomic_add_fetch(&c->membound_ns, d, __ATOMIC_RELAXED);
         break;
     case SG_OP_MEMCPY:
         if (op->copy_kind == SG_COPY_HTOD) __atomic_add_fetch(&c->pcie_rx_bytes, op->bytes, __ATOMIC_RELAXED);
         if (op->copy_kind == SG_COPY_DTOH) __atomic_add_fetch(&c->pcie_tx_bytes, op->bytes, __ATOMIC_RELAXED);
         if (op->copy_kind == SG_COPY_PTOP) __atomic_add_fetch(&c->nvlink_tx_bytes, op->bytes, __ATOMIC_RELAXED);
         if (op->copy_kind == SG_COPY_DTOD) __atomic_add_fetch(&c->dram_bytes, 2 * op->bytes, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&c->copy_ns, d, __ATOMIC_RELAXED);
         break;
-    case SG_OP_MEMSET: __atomic_add_fetch(&c->dram_bytes, op->bytes, __ATOMIC_RELAXED); break;
+    case SG_OP_MEMSET:
+        __atomic_add_fetch(&c->dram_bytes, op->bytes, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&c->copy_ns, d, __ATOMIC_RELAXED);
+        break;
     default: break;
     }
 }

@@ -10,11 +10,17 @@
  *   utilization.gpu   = device busy time (kernels, copies, memsets) / wall time since the previous
  *                       call on that device in this process (first call: since nvmlInit)
  *   utilization.memory= DRAM_BW_UTIL below
- *   SM_UTIL (2)       = kernel time (capped by busy time) / interval;  GRAPHICS_UTIL (1) = busy / interval
- *   SM_OCCUPANCY (3)  = SM_UTIL / 2 (kernels are assumed to keep half the warps resident)
+ *   SM_UTIL (2)       = union of kernel intervals / interval (older counters without it: kernel
+ *                       time capped by busy time);  GRAPHICS_UTIL (1) = busy / interval
+ *   SM_OCCUPANCY (3)  = per-kind resident-warp fractions x kernel time / interval, capped by SM_UTIL:
+ *                       tensor 0.35 (register/smem-heavy tiles), memory-bound 0.85 (softmax, norms,
+ *                       elementwise: many small blocks), NCCL 0.10 (one block per channel on a few
+ *                       SMs), other kernels 0.50
  *   ANY_TENSOR_UTIL (5), HMMA (7) = gemm/matmul/cutlass/xmma/flash/attention/fmha kernel time / interval
- *   FP32_UTIL (12)    = non-tensor kernel time / interval
- *   DRAM_BW_UTIL (10) = (DtoD/memset bytes / peak 3350 GB/s + 0.6 x non-tensor kernel time) / interval
+ *   FP32_UTIL (12)    = non-tensor kernel time (NCCL reductions included) / interval
+ *   DRAM_BW_UTIL (10) = (DtoD/memset bytes / peak 3350 GB/s + 0.9 x memory-bound kernel time
+ *                       + 0.4 x other kernel time + 0.3 x NCCL kernel time + 0.15 x tensor kernel
+ *                       time) / interval
  *   PCIE_TX/RX (20/21)= DtoH / HtoD bytes per second, MiB/s
  *   NVLINK_TOTAL_RX/TX (60/61) = peer copies + collective bus bytes (added by the NCCL mock), MiB/s
  * Percentages are capped at 100. SIMGPU_GPM=0: GPM unsupported (the basic queries still work).
@@ -89,8 +95,8 @@ static struct nvmlDevice_st g_devs[SG_MAX_DEVICES];
 static int g_init_count;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 /* utilization: the previous reading per device */
-static uint64_t g_util_t[SG_MAX_DEVICES], g_util_busy[SG_MAX_DEVICES], g_util_dram[SG_MAX_DEVICES],
-    g_util_kern[SG_MAX_DEVICES], g_util_tensor[SG_MAX_DEVICES];
+static uint64_t g_util_t[SG_MAX_DEVICES];
+static sg_device_counters g_util_c[SG_MAX_DEVICES];
 static unsigned g_last_gpu_pct[SG_MAX_DEVICES];
 
 static int inited(void) { return __atomic_load_n(&g_init_count, __ATOMIC_ACQUIRE) > 0; }
@@ -117,14 +123,30 @@ static sg_device_counters *ctr(int idx)
 }
 static uint64_t ld(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
 
+/* The counters this mock reads, as one snapshot. */
+static void snapshot(const sg_device_counters *c, sg_device_counters *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!c) return;
+    out->busy_ns = ld(&c->busy_ns);
+    out->kernel_ns = ld(&c->kernel_ns);
+    out->tensor_ns = ld(&c->tensor_ns);
+    out->kernels = ld(&c->kernels);
+    out->pcie_tx_bytes = ld(&c->pcie_tx_bytes);
+    out->pcie_rx_bytes = ld(&c->pcie_rx_bytes);
+    out->nvlink_tx_bytes = ld(&c->nvlink_tx_bytes);
+    out->nvlink_rx_bytes = ld(&c->nvlink_rx_bytes);
+    out->dram_bytes = ld(&c->dram_bytes);
+    out->kernel_busy_ns = ld(&c->kernel_busy_ns);
+    out->membound_ns = ld(&c->membound_ns);
+    out->nccl_ns = ld(&c->nccl_ns);
+    out->copy_ns = ld(&c->copy_ns);
+}
+
 static void util_baseline_locked(int i)
 {
-    sg_device_counters *c = ctr(i);
     g_util_t[i] = sg_now_ns();
-    g_util_busy[i] = c ? ld(&c->busy_ns) : 0;
-    g_util_dram[i] = c ? ld(&c->dram_bytes) : 0;
-    g_util_kern[i] = c ? ld(&c->kernel_ns) : 0;
-    g_util_tensor[i] = c ? ld(&c->tensor_ns) : 0;
+    snapshot(ctr(i), &g_util_c[i]);
 }
 
 static double pct(double x)
@@ -133,12 +155,41 @@ static double pct(double x)
     return x > 100.0 ? 100.0 : x;
 }
 
-#define DRAM_PEAK_BYTES_PER_NS 3350.0 /* H100 SXM HBM3 3.35 TB/s */
-static double dram_pct(uint64_t dram_bytes, uint64_t kern_ns, uint64_t tensor_ns, uint64_t interval)
+/* What happened between two snapshots, in ns (bytes for dram). */
+typedef struct {
+    double busy, kern, kbusy, tensor, membound, nccl, other, dram_bytes;
+} deltas;
+static deltas delta(const sg_device_counters *a, const sg_device_counters *b)
 {
-    if (!interval) return 0;
-    double nontensor = kern_ns > tensor_ns ? (double)(kern_ns - tensor_ns) : 0;
-    return pct(100.0 * ((double)dram_bytes / DRAM_PEAK_BYTES_PER_NS + 0.6 * nontensor) / (double)interval);
+#define DD(f) ((double)(b->f >= a->f ? b->f - a->f : 0))
+    deltas d = {DD(busy_ns), DD(kernel_ns), DD(kernel_busy_ns), DD(tensor_ns), DD(membound_ns), DD(nccl_ns), 0,
+                DD(dram_bytes)};
+#undef DD
+    d.other = d.kern - d.tensor - d.membound - d.nccl;
+    if (d.other < 0) d.other = 0;
+    return d;
+}
+
+#define DRAM_PEAK_BYTES_PER_NS 3350.0 /* H100 SXM HBM3 3.35 TB/s */
+static double dram_pct(const deltas *d, double interval)
+{
+    if (interval <= 0) return 0;
+    double ns = d->dram_bytes / DRAM_PEAK_BYTES_PER_NS + 0.9 * d->membound + 0.4 * d->other + 0.3 * d->nccl +
+                0.15 * d->tensor;
+    return pct(100.0 * ns / interval);
+}
+static double sm_pct(const deltas *d, double interval)
+{
+    if (interval <= 0) return 0;
+    double k = d->kbusy > 0 ? d->kbusy : (d->kern < d->busy ? d->kern : d->busy);
+    return pct(100.0 * k / interval);
+}
+static double occupancy_pct(const deltas *d, double interval)
+{
+    if (interval <= 0) return 0;
+    double o = pct(100.0 * (0.35 * d->tensor + 0.85 * d->membound + 0.10 * d->nccl + 0.5 * d->other) / interval);
+    double sm = sm_pct(d, interval);
+    return o < sm ? o : sm;
 }
 
 /* ------------------------------------------------------------------ init */
@@ -303,11 +354,13 @@ NX nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilizati
     sg_device_counters *c = ctr(i);
     if (!c) return NVML_ERROR_NOT_SUPPORTED;
     pthread_mutex_lock(&g_lock);
-    uint64_t now = sg_now_ns(), busy = ld(&c->busy_ns), dram = ld(&c->dram_bytes), kern = ld(&c->kernel_ns),
-             tens = ld(&c->tensor_ns);
+    uint64_t now = sg_now_ns();
+    sg_device_counters cur;
+    snapshot(c, &cur);
     uint64_t dt = now - g_util_t[i];
-    double gpu = dt ? 100.0 * (double)(busy - g_util_busy[i]) / (double)dt : 0;
-    double mem = dram_pct(dram - g_util_dram[i], kern - g_util_kern[i], tens - g_util_tensor[i], dt);
+    deltas d = delta(&g_util_c[i], &cur);
+    double gpu = dt ? 100.0 * d.busy / (double)dt : 0;
+    double mem = dram_pct(&d, (double)dt);
     util_baseline_locked(i);
     u->gpu = (unsigned)(pct(gpu) + 0.5);
     u->memory = (unsigned)(mem + 0.5);
@@ -421,15 +474,7 @@ NX nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t device, nvmlGpmSample_t sample)
     if (!c) return NVML_ERROR_NOT_SUPPORTED;
     sample->device = i;
     sample->t_ns = sg_now_ns();
-    sample->c.busy_ns = ld(&c->busy_ns);
-    sample->c.kernel_ns = ld(&c->kernel_ns);
-    sample->c.tensor_ns = ld(&c->tensor_ns);
-    sample->c.kernels = ld(&c->kernels);
-    sample->c.pcie_tx_bytes = ld(&c->pcie_tx_bytes);
-    sample->c.pcie_rx_bytes = ld(&c->pcie_rx_bytes);
-    sample->c.nvlink_tx_bytes = ld(&c->nvlink_tx_bytes);
-    sample->c.nvlink_rx_bytes = ld(&c->nvlink_rx_bytes);
-    sample->c.dram_bytes = ld(&c->dram_bytes);
+    snapshot(c, &sample->c);
     sample->valid = 1;
     return NVML_SUCCESS;
 }
@@ -470,8 +515,9 @@ NX nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *m)
     if (b->t_ns <= a->t_ns) return NVML_ERROR_INVALID_ARGUMENT;
     double dt = (double)(b->t_ns - a->t_ns);
 #define D(f) ((double)(b->c.f >= a->c.f ? b->c.f - a->c.f : 0))
-    double busy = D(busy_ns), kern = D(kernel_ns), tens = D(tensor_ns);
-    double sm = pct(100.0 * (kern < busy ? kern : busy) / dt);
+    deltas d = delta(&a->c, &b->c);
+    double busy = d.busy, kern = d.kern, tens = d.tensor;
+    double sm = sm_pct(&d, dt);
     double mib_s = 1e9 / dt / 1048576.0;
     for (unsigned k = 0; k < m->numMetrics; k++) {
         nvmlGpmMetric_t *x = &m->metrics[k];
@@ -487,10 +533,10 @@ NX nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *m)
         switch (x->metricId) {
         case 1: x->value = pct(100.0 * busy / dt); break;
         case 2: x->value = sm; break;
-        case 3: x->value = sm / 2.0; break;
+        case 3: x->value = occupancy_pct(&d, dt); break;
         case 5: case 7: x->value = pct(100.0 * tens / dt); break;
         case 10:
-            x->value = dram_pct((uint64_t)D(dram_bytes), (uint64_t)kern, (uint64_t)tens, (uint64_t)dt);
+            x->value = dram_pct(&d, dt);
             break;
         case 12: x->value = pct(100.0 * (kern > tens ? kern - tens : 0) / dt); break;
         case 20: x->value = D(pcie_tx_bytes) * mib_s; break;

@@ -209,7 +209,14 @@ typedef struct sg_device_counters {
     uint64_t nvlink_rx_bytes;
     uint64_t dram_bytes;       /* DtoD bytes * 2 + memset bytes */
     int64_t mem_used_bytes;    /* device allocations of all processes */
-    uint64_t reserved[21];
+    /* per-kind busy time (added in place of reserved words: older readers see zeros) */
+    uint64_t kernel_busy_ns;   /* union of kernel intervals (SM busy, overlapping streams once) */
+    uint64_t kernel_busy_last_end_ns; /* internal */
+    uint64_t membound_ns;      /* sum of durations of memory-bound kernels: softmax, layer_norm/
+                                  layernorm/rms_norm, elementwise/vectorized families (not NCCL) */
+    uint64_t nccl_ns;          /* sum of durations of NCCL kernels (name contains "nccl") */
+    uint64_t copy_ns;          /* sum of memcpy and memset durations (copy engines) */
+    uint64_t reserved[16];
 } sg_device_counters;
 typedef struct sg_counters_shm {
     uint64_t magic;
