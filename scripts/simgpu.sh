@@ -18,7 +18,7 @@ Runs CMD with the simulated GPU stack first in LD_LIBRARY_PATH:
   $LIB
 Unmodified CUDA programs (dynamically linked libcudart, or anything that dlopens libcuda.so.1,
 libcupti.so.12, libnccl.so.2, libnvidia-ml.so.1) then run on simulated devices in real time.
-The libraries are built first with 'make -C tests/simgpu' unless SIMGPU_LIB_DIR points elsewhere
+The libraries are built first with 'make -C tests/simgpu libs' unless SIMGPU_LIB_DIR points elsewhere
 or SIMGPU_NO_BUILD=1. The exit code is CMD's.
 
 Examples:
@@ -51,6 +51,8 @@ Configuration (environment variables the mocks read):
                               (another tool holds CUPTI)
   SIMGPU_CUPTI_DROP_EVERY=N   the CUPTI mock drops every Nth activity record (counted as dropped)
   SIMGPU_CUPTI_VERSION=N      value of cuptiGetVersion (default 28, CUDA 12.9)
+  CUDA_INJECTION64_PATH=LIB   as with NVIDIA's driver: the first cuInit (the runtime's implicit
+                              initialisation too) dlopens LIB and calls its InitializeInjection
 EOF
   # Variables the mock sources read that the list above does not describe yet.
   if [ -d "$SRC" ]; then
@@ -79,7 +81,7 @@ case "${1:-}" in
 esac
 
 if [ -z "${SIMGPU_LIB_DIR:-}" ] && [ "${SIMGPU_NO_BUILD:-0}" != 1 ]; then
-  if ! make -s -C "$SRC" >&2; then
+  if ! make -s -C "$SRC" libs >&2; then
     if [ -e "$LIB/libcudart.so.12" ]; then
       echo "simgpu.sh: warning: 'make -C tests/simgpu' failed; using the libraries already in $LIB" >&2
     else
