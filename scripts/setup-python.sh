@@ -10,7 +10,7 @@ pip install --quiet --disable-pip-version-check --upgrade pip >/dev/null 2>&1 ||
 pip install --quiet --disable-pip-version-check \
   nvidia-cuda-cupti-cu12 nvidia-cuda-runtime-cu12 nvidia-nvtx-cu12 \
   nvidia-cuda-nvcc nvidia-nvvm nvidia-cuda-runtime nvidia-cuda-crt nvidia-cuda-cccl \
-  perfetto duckdb prometheus-client
+  perfetto duckdb prometheus-client HolisticTraceAnalysis
 # nvcc from the CUDA 13 wheels wants a plain libcudart.so beside libcudart.so.13
 SP=$(python -c 'import site; print(site.getsitepackages()[0])')
 CU13="$SP/nvidia/cu13"

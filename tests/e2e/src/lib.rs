@@ -4,3 +4,4 @@ pub mod programs;
 pub mod shim;
 pub mod simgpu;
 pub mod gpu_trace;
+pub mod export;
