@@ -142,9 +142,36 @@ def _strip_templates(s):
     return "".join(out)
 
 
+def mangled_base_name(name):
+    """The qualified name at the start of an Itanium-mangled symbol (`_ZN2ns4kernIiEEvPT_` ->
+    `ns::kern`), or None. Kineto leaves some names mangled that tprof demangles."""
+    m = re.match(r"_Z(N[rVKRO]*)?", name)
+    if not m:
+        return None
+    i, parts = m.end(), []
+    while i < len(name):
+        if name.startswith("St", i):
+            parts.append("std")
+            i += 2
+            continue
+        d = re.match(r"\d+", name[i:])
+        if not d:
+            break
+        n = int(d.group())
+        i += len(d.group())
+        parts.append(name[i:i + n])
+        i += n
+        if not m.group(1):  # not nested: one identifier
+            break
+    return "::".join(parts) if parts else None
+
+
 def base_name(name):
     """`void ns::kern<T, 4>(int, T*)` -> `ns::kern`; unmangled C names are unchanged."""
     s = name.strip()
+    mb = mangled_base_name(s)
+    if mb:
+        return mb
     s = _strip_balanced_suffix(s, "(", ")").strip()
     s = _strip_templates(s).strip()
     # A return type stays before the last space outside brackets ("void f" -> "f").
@@ -472,6 +499,9 @@ def selftest():
 
     expect("base_name strips return type, templates, params",
            base_name("void at::native::k<4, F<float> >(int, F<float>)") == "at::native::k")
+    expect("base_name of mangled names", base_name("_ZN19cutlass_cudnn_train6KernelINS_4convEEEvT_") ==
+           "cutlass_cudnn_train::Kernel" and base_name("_Z4gemmPfS_S_i") == "gemm"
+           and base_name("_ZNSt6vector4sizeEv") == "std::vector::size")
     expect("base_name keeps C names", base_name("nvjet_tst_128x256") == "nvjet_tst_128x256")
     expect("normalize drops whitespace", normalize("a<b<c> > (int)") == "a<b<c>>(int)")
     pairs, oa, ob = match_names({"void f<int>(int)": {"count": 1, "total_ns": 5}, "g(float, int)": {"count": 2, "total_ns": 4}},

@@ -3,6 +3,8 @@
 the end as one table (check, expected, measured, PASS/FAIL/SKIP) on stdout, in Markdown and JSON.
 
   results.py add --results R.jsonl --check NAME --expected TEXT --measured TEXT --status PASS|FAIL|SKIP [--detail TEXT]
+  results.py tally --results R.jsonl
+      prints 'PASS|FAIL|SKIP: N checks, P passed, F failed, S skipped'; exit 1 when any FAIL or none
   results.py render --results R.jsonl --out DIR [--env ENV.json] [--title TEXT]
       prints the table; writes DIR/results.md and DIR/results.json; exit 0 (1 when any FAIL)
 
@@ -115,6 +117,8 @@ def main(argv=None):
     a.add_argument("--measured", default="")
     a.add_argument("--status", required=True, choices=STATUSES)
     a.add_argument("--detail", default="")
+    t = sub.add_parser("tally")
+    t.add_argument("--results", required=True)
     r = sub.add_parser("render")
     r.add_argument("--results", required=True)
     r.add_argument("--out", required=True)
@@ -124,6 +128,12 @@ def main(argv=None):
     if args.cmd == "add":
         add(args.results, args.check, args.expected, args.measured, args.status, args.detail)
         return 0
+    if args.cmd == "tally":
+        rows = load(args.results)
+        c = {st: sum(1 for x in rows if x["status"] == st) for st in STATUSES}
+        status = "FAIL" if c["FAIL"] or not rows else ("PASS" if c["PASS"] else "SKIP")
+        print(f"{status}: {len(rows)} checks, {c['PASS']} passed, {c['FAIL']} failed, {c['SKIP']} skipped")
+        return 1 if status == "FAIL" else 0
     return render(args.results, args.out, args.env, args.title)
 
 

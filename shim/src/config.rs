@@ -61,6 +61,17 @@ pub struct Config {
     pub commit_interval: Duration,
     /// `TPROF_QUIET=1`: no informational lines (warnings still print).
     pub quiet: bool,
+    // capture (issue 7): production-mode settings, parsed by `crate::capture` / `crate::metrics`.
+    /// `TPROF_STEPS=100-110[:every=1000]`: the steps-mode window (default 100-110).
+    pub steps: crate::capture::StepRange,
+    /// `TPROF_SAMPLE=2s/60s`: the sample-mode duty cycle (default 2 s every 60 s).
+    pub sample: crate::capture::DutyCycle,
+    /// `TPROF_METRICS_FILE`: Prometheus textfile to rewrite every `metrics_interval`.
+    pub metrics_file: Option<PathBuf>,
+    /// `TPROF_METRICS_INTERVAL` (default 10 s).
+    pub metrics_interval: Duration,
+    /// `TPROF_FLIGHT_MB`: ring size in flight mode (default: `TPROF_RING_MB`).
+    pub flight_mb: Option<u64>,
 }
 
 impl Default for Config {
@@ -78,6 +89,11 @@ impl Default for Config {
             buffer_events: 16384,
             commit_interval: Duration::from_millis(100),
             quiet: false,
+            steps: crate::capture::StepRange::DEFAULT,
+            sample: crate::capture::DutyCycle::DEFAULT,
+            metrics_file: None,
+            metrics_interval: Duration::from_secs(10),
+            flight_mb: None,
         }
     }
 }
@@ -191,7 +207,48 @@ impl Config {
         if let Some(v) = get("TPROF_QUIET") {
             c.quiet = parse_bool("TPROF_QUIET", &v, false);
         }
+        c.parse_capture(&get);
         c
+    }
+
+    /// capture (issue 7): TPROF_STEPS, TPROF_SAMPLE, TPROF_METRICS_FILE, TPROF_METRICS_INTERVAL,
+    /// TPROF_FLIGHT_MB.
+    fn parse_capture(&mut self, get: &impl Fn(&str) -> Option<String>) {
+        use crate::capture::{DutyCycle, StepRange};
+        if let Some(v) = get("TPROF_STEPS") {
+            match StepRange::parse(&v) {
+                Some(r) => self.steps = r,
+                None => warn("TPROF_STEPS", &v, "is not a step range like 100-110 or 100-110:every=1000", "100-110"),
+            }
+        }
+        if let Some(v) = get("TPROF_SAMPLE") {
+            match DutyCycle::parse(&v) {
+                Some(d) => self.sample = d,
+                None => warn("TPROF_SAMPLE", &v, "is not a duty cycle like 2s/60s (on <= period)", "2s/60s"),
+            }
+        }
+        if let Some(v) = get("TPROF_METRICS_FILE") {
+            if !v.trim().is_empty() {
+                self.metrics_file = Some(PathBuf::from(v.trim()));
+            }
+        }
+        if let Some(v) = get("TPROF_METRICS_INTERVAL") {
+            match parse_duration(&v) {
+                Some(d) if d >= Duration::from_millis(100) => self.metrics_interval = d,
+                _ => warn("TPROF_METRICS_INTERVAL", &v, "is not a duration of at least 100ms (e.g. 10s)", "10s"),
+            }
+        }
+        if let Some(v) = get("TPROF_FLIGHT_MB") {
+            match v.trim().parse::<u64>() {
+                Ok(mb) if (1..=65536).contains(&mb) => self.flight_mb = Some(mb),
+                _ => warn("TPROF_FLIGHT_MB", &v, "is not a size in MiB between 1 and 65536", "TPROF_RING_MB"),
+            }
+        }
+        if self.mode == Mode::Flight {
+            if let Some(mb) = self.flight_mb {
+                self.ring_mb = mb;
+            }
+        }
     }
 }
 

@@ -3,15 +3,19 @@
 //! See docs/DESIGN.md ("The shim") for the module owners and the recording API.
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod capture;
 pub mod clock;
 pub mod config;
+pub mod control;
 pub mod correlation;
+pub mod counters;
 pub mod cupti;
 pub mod fork;
 pub mod gpu_metrics;
 pub mod guard;
 pub mod injection;
 pub mod intercept;
+pub mod metrics;
 pub mod nccl;
 pub mod nvtx;
 pub mod recorder;

@@ -253,6 +253,18 @@ fn record(
 ) -> R {
     state::ensure_init();
     if !state::is_recording() {
+        // capture (issue 7): outside a capture window the call is only counted.
+        if op.moves_data() && state::state() == state::ENABLED {
+            let nranks = info(comm).nranks;
+            let elem = datatype_size(datatype);
+            let bytes = match op {
+                CollOp::AllGather | CollOp::ReduceScatter | CollOp::AllToAll | CollOp::Gather | CollOp::Scatter => {
+                    count * elem * nranks.max(1) as u64
+                }
+                _ => count * elem,
+            };
+            crate::counters::collective_unrecorded(op, bytes, nranks);
+        }
         return real();
     }
     let Some(_inside) = Reentrancy::enter() else { return real() };

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use tprof_format::{ring_file_name, FileHeader, RingGeometry, RingWriter};
 
-use crate::config::{config, Mode};
+use crate::config::config;
 use crate::{clock, recorder, writer_thread};
 
 pub const UNINIT: u8 = 0;
@@ -153,8 +153,11 @@ fn init_slow() {
     match outcome {
         Ok(Ok(())) => {
             STATE.store(ENABLED, Ordering::Release);
-            RECORDING.store(config().mode != Mode::Metrics, Ordering::Release);
+            // capture (issue 7): the mode decides whether the window starts open (steps, metrics: no).
+            RECORDING.store(crate::capture::window_open_at_start(), Ordering::Release);
             INIT_HOOKS.run_all();
+            // capture (issue 7): schedule, control socket, SIGUSR2, fatal-signal handlers, metrics.
+            crate::capture::on_enabled();
         }
         Ok(Err(InitError::Quiet)) => STATE.store(DISABLED, Ordering::Release),
         Ok(Err(InitError::Warn(msg))) => {

@@ -51,6 +51,8 @@ fn run(mut ring: RingWriter, commit_interval: Duration) {
     ring.commit(clock::now());
     loop {
         let stopping = STOP.load(Ordering::Acquire);
+        // capture (issue 7): timed window edges, SIGUSR2, metrics file, dump requests.
+        let capture = crate::capture::writer_tick(ring.events_written(), last_dropped);
         if last_hooks.elapsed() >= commit_interval && !stopping {
             PERIODIC_HOOKS.run_all();
             last_hooks = Instant::now();
@@ -58,6 +60,8 @@ fn run(mut ring: RingWriter, commit_interval: Duration) {
         if stopping {
             // Final flush of the event sources (CUPTI) from this thread, whose buffer is intact.
             crate::state::run_flush_hooks();
+            // capture (issue 7): final FlightDump / CaptureStop marker, control socket removed.
+            crate::capture::writer_stopping();
             recorder::emit(Record::Marker {
                 kind: MarkerKind::ProcessExit,
                 ts: clock::now(),
@@ -67,7 +71,11 @@ fn run(mut ring: RingWriter, commit_interval: Duration) {
             crate::state::set_recording(false);
         }
         strings_done = define_new_strings(&mut ring, strings_done);
-        let (drained, dropped) = recorder::drain(|r| ring.append(r));
+        // capture (issue 7): every record that goes into the ring is tallied for the metrics file.
+        let (drained, dropped) = recorder::drain(|r| {
+            crate::counters::observe_written(r);
+            ring.append(r)
+        });
         // Strings interned while we drained may be used by what we drained.
         strings_done = define_new_strings(&mut ring, strings_done);
         if dropped != last_dropped {
@@ -81,12 +89,19 @@ fn run(mut ring: RingWriter, commit_interval: Duration) {
             last_dropped = dropped;
         }
         // Commit early enough that the gap never exceeds the interval, whatever the sleep below.
-        if stopping || last_commit.elapsed() + MAX_PAUSE >= commit_interval {
+        if stopping || capture.commit_now || last_commit.elapsed() + MAX_PAUSE >= commit_interval {
             ring.append(&clock_sync());
             ring.commit(clock::now());
             last_commit = Instant::now();
         }
+        // capture (issue 7): a dump is committed; start writing the file out and say so.
+        if capture.dump_seq != 0 {
+            let _ = ring.flush_async();
+            crate::capture::dump_committed(capture.dump_seq);
+        }
         if stopping {
+            // capture (issue 7): the last metrics file, after the final drain.
+            crate::capture::writer_finished();
             let _ = ring.close(clock::now());
             return;
         }

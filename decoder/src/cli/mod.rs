@@ -1,8 +1,10 @@
 //! The `tprof` CLI: argument parsing (clap derive) -> plain option structs -> domain code.
 
+pub mod ctl;
 pub mod diagnose;
 pub mod export;
 pub mod ringfile;
+pub mod run;
 pub mod summary;
 pub mod table;
 
@@ -47,6 +49,10 @@ pub enum Command {
     Diagnose(diagnose::DiagnoseCmd),
     /// Write the trace for other tools: Perfetto, Chrome JSON, Kineto (HTA), Parquet, flame graphs.
     Export(export::ExportCmd),
+    /// Run a command under tprof (LD_PRELOAD, NVTX, TPROF_*), pass its exit code through.
+    Run(run::RunCmd),
+    /// Start / stop / dump / query capture in running processes (one PID or --all ranks).
+    Ctl(ctl::CtlCmd),
     /// Header, record counts per type, time span, drops and damage of one ring file.
     Info { file: std::path::PathBuf },
     /// Every record in commit order, names resolved.
@@ -72,6 +78,8 @@ pub fn run(cli: Cli) -> i32 {
         }
         Command::Diagnose(c) => diagnose::run(&c),
         Command::Export(c) => export::run(&c),
+        Command::Run(c) => run::run(&c),
+        Command::Ctl(c) => ctl::run(&c),
         Command::Info { file } => ringfile::info(&file),
         Command::Dump { file, json } => ringfile::dump(&file, json),
         Command::Check { files } => ringfile::check(&files),

@@ -17,7 +17,7 @@ use tprof_format::{ApiDomain, CopyKind, MemOp, MemSpace, MemoryKind, Record, Str
 
 use super::corrmap;
 use super::loader::CuptiApi;
-use crate::{recorder, state, strings};
+use crate::{recorder, strings};
 
 /// Buffers parsed so far (the age of pending records).
 static GENERATION: AtomicU64 = AtomicU64::new(0);
@@ -32,7 +32,9 @@ static PENDING: Mutex<Pending> = Mutex::new(Pending { recs: Vec::new() });
 
 #[inline]
 fn out(rec: Record) {
-    if state::is_recording() {
+    // capture (issue 7): GPU work launched inside a window is kept after the window closed; what is
+    // left out is counted for the metrics.
+    if crate::capture::keep_gpu_record(&rec) {
         recorder::emit(rec);
     }
 }

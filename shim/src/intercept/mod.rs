@@ -148,7 +148,10 @@ pub(crate) struct MemEvent {
 pub(crate) fn begin() -> Option<ApiCall> {
     ffi_guard(None, || {
         crate::state::ensure_init();
-        if !crate::state::is_recording() {
+        let recording = crate::state::is_recording();
+        // capture (issue 7): per-thread call counter, on whether or not the window is open.
+        crate::counters::count_call(recording);
+        if !recording {
             return None;
         }
         let inside = Reentrancy::enter()?;
@@ -170,6 +173,8 @@ pub(crate) fn begin_outer() -> Option<ApiCall> {
         crate::state::ensure_init();
         let inside = Reentrancy::enter()?;
         let recording = crate::state::is_recording();
+        // capture (issue 7): per-thread call counter, on whether or not the window is open.
+        crate::counters::count_call(recording);
         let correlation = if recording { crate::correlation::next_id() } else { 0 };
         Some(ApiCall { correlation, start: 0, pushed: false, recording, _inside: inside })
     })

@@ -72,7 +72,13 @@ static STEPS_BEGUN: AtomicU64 = AtomicU64::new(0);
 thread_local! {
     /// Push depth of this thread (all domains) and which depths are step ranges.
     static DEPTH: Cell<(i32, u64)> = const { Cell::new((0, 0)) };
+    /// capture (issue 7): depths whose step range began while the window was closed (steps mode,
+    /// metrics): their end is reported to `capture::step_ended` although no StepEnd is recorded.
+    static CLOSED_STEPS: Cell<u64> = const { Cell::new(0) };
 }
+
+/// capture (issue 7): start/end step ranges begun while the window was closed. 0 = free.
+static CLOSED_STEP_RANGES: [AtomicU64; 32] = [const { AtomicU64::new(0) }; 32];
 
 /// A range or mark name, resolved from the three message forms.
 struct Name {
@@ -156,29 +162,59 @@ fn recording() -> bool {
     state::is_recording()
 }
 
-fn step_begin(name: &Name, ts: u64) {
+/// The number of a step that begins now: the name's trailing number, else the count of steps begun.
+fn step_number(name: &Name) -> u64 {
     let n = STEPS_BEGUN.fetch_add(1, Ordering::Relaxed);
-    let value = steps::trailing_number(name.text()).unwrap_or(n);
+    steps::trailing_number(name.text()).unwrap_or(n)
+}
+
+/// `number`: already taken by `step_number` (a step that opened the capture window), else None.
+fn step_begin(name: &Name, ts: u64, number: Option<u64>) {
+    let value = number.unwrap_or_else(|| step_number(name));
     recorder::emit(Record::Marker { kind: MarkerKind::StepBegin, ts, value, name: name.id });
+    crate::capture::step_began(value, ts);
 }
 
 fn step_end(ts: u64) {
     recorder::emit(Record::Marker { kind: MarkerKind::StepEnd, ts, value: 0, name: StrId::NONE });
+    // capture (issue 7): may close the window (after the step's StepEnd was recorded).
+    crate::capture::step_ended(ts);
+}
+
+/// capture (issue 7): a step range begins while the window is closed. Returns Some(step number) when
+/// this step opened the window (then the caller records it), None when it stays closed (then the step
+/// is tracked in `closed` for its end).
+fn closed_step_begin(name: &Name) -> Option<u64> {
+    if !crate::capture::tracks_steps() || !steps::is_step(name.id, name.text()) {
+        return None;
+    }
+    let n = step_number(name);
+    let ts = clock::now();
+    crate::capture::step_begin_closed(n, ts).then_some(n)
 }
 
 fn push(domain: StrId, name: Name) -> c_int {
     let (depth, bits) = DEPTH.try_with(|d| d.get()).unwrap_or((0, 0));
+    let bit = 1u64 << depth.clamp(0, 63);
+    let _ = CLOSED_STEPS.try_with(|c| c.set(c.get() & !bit));
+    let mut opened_at = None;
     if !recording() {
-        let _ = DEPTH.try_with(|d| d.set((depth + 1, bits & !(1u64 << (depth.clamp(0, 63))))));
-        return depth;
+        // capture (issue 7): a step range may open the window (steps mode) or is tracked closed.
+        opened_at = closed_step_begin(&name);
+        if opened_at.is_none() || !state::is_recording() {
+            if crate::capture::tracks_steps() && steps::is_step(name.id, name.text()) {
+                let _ = CLOSED_STEPS.try_with(|c| c.set(c.get() | bit));
+            }
+            let _ = DEPTH.try_with(|d| d.set((depth + 1, bits & !bit)));
+            return depth;
+        }
     }
     let ts = clock::now();
     recorder::emit(Record::NvtxPush { tid: thread::tid(), domain, name: name.id, ts });
-    let is_step = steps::is_step(name.id, name.text());
+    let is_step = opened_at.is_some() || steps::is_step(name.id, name.text());
     if is_step {
-        step_begin(&name, ts);
+        step_begin(&name, ts, opened_at);
     }
-    let bit = 1u64 << depth.clamp(0, 63);
     let bits = if is_step { bits | bit } else { bits & !bit };
     let _ = DEPTH.try_with(|d| d.set((depth + 1, bits)));
     depth
@@ -188,6 +224,14 @@ fn pop(domain: StrId) -> c_int {
     let (depth, bits) = DEPTH.try_with(|d| d.get()).unwrap_or((0, 0));
     let level = depth - 1;
     let _ = DEPTH.try_with(|d| d.set((level.max(0), bits)));
+    // capture (issue 7): the end of a step tracked while the window was closed.
+    if level >= 0 {
+        let bit = 1u64 << level.min(63);
+        if CLOSED_STEPS.try_with(|c| c.replace(c.get() & !bit) & bit != 0).unwrap_or(false) {
+            crate::capture::step_ended(clock::now());
+            return level;
+        }
+    }
     if !recording() {
         return level;
     }
@@ -201,13 +245,23 @@ fn pop(domain: StrId) -> c_int {
 
 fn range_start(domain: StrId, name: Name) -> u64 {
     let id = NEXT_RANGE_ID.fetch_add(1, Ordering::Relaxed);
+    let mut opened_at = None;
     if !recording() {
-        return id;
+        // capture (issue 7): a step range may open the window (steps mode) or is tracked closed.
+        opened_at = closed_step_begin(&name);
+        if opened_at.is_none() || !state::is_recording() {
+            if crate::capture::tracks_steps() && steps::is_step(name.id, name.text()) {
+                if let Some(slot) = CLOSED_STEP_RANGES.iter().find(|s| s.load(Ordering::Relaxed) == 0) {
+                    let _ = slot.compare_exchange(0, id, Ordering::AcqRel, Ordering::Relaxed);
+                }
+            }
+            return id;
+        }
     }
     let ts = clock::now();
     recorder::emit(Record::NvtxStart { tid: thread::tid(), domain, name: name.id, id, ts });
-    if steps::is_step(name.id, name.text()) {
-        step_begin(&name, ts);
+    if opened_at.is_some() || steps::is_step(name.id, name.text()) {
+        step_begin(&name, ts, opened_at);
         if let Some(slot) = STEP_RANGES.iter().find(|s| s.load(Ordering::Relaxed) == 0) {
             let _ = slot.compare_exchange(0, id, Ordering::AcqRel, Ordering::Relaxed);
         }
@@ -216,6 +270,14 @@ fn range_start(domain: StrId, name: Name) -> u64 {
 }
 
 fn range_end(id: u64) {
+    // capture (issue 7): the end of a step range tracked while the window was closed.
+    if crate::capture::tracks_steps() {
+        if let Some(slot) = CLOSED_STEP_RANGES.iter().find(|s| s.load(Ordering::Relaxed) == id) {
+            slot.store(0, Ordering::Release);
+            crate::capture::step_ended(clock::now());
+            return;
+        }
+    }
     if !recording() {
         return;
     }

@@ -1,0 +1,322 @@
+//! On-demand control: a Unix socket `<TPROF_OUT>/tprof-<pid>.sock` served by a listener thread, and
+//! SIGUSR2 as a fallback (see `capture::signals`).
+//!
+//! The socket is made owner-only (0600) in the output directory (created 0700 by `state`), and every
+//! connection's peer uid (`SO_PEERCRED`) must equal this process's effective uid: anyone else gets
+//! one `error:` line and the connection is closed.
+//!
+//! Line protocol (one request line, the reply, then the server closes the connection):
+//!
+//! ```text
+//! start [duration_ms=N] [steps=N]   -> ok window=open [was=open]
+//! stop                              -> ok window=closed [was=closed]
+//! dump                              -> ok dumped | error: ...
+//! status                            -> ok, then key=value lines (pid, rank, host, mode, window, manual,
+//!                                      windows, events, dropped, calls, calls_unrecorded, ring)
+//! ```
+//!
+//! The listener holds no lock; a fork child has no listener thread and re-creates its own socket when
+//! it re-initialises (the inherited listening descriptor is closed there).
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, Ordering};
+use std::time::Duration;
+
+use crate::capture::{self, signals, Reason, Until};
+use crate::config::config;
+use crate::state;
+
+/// The listening descriptor and the pid that created it.
+static LISTEN_FD: AtomicI32 = AtomicI32::new(-1);
+static LISTEN_PID: AtomicU32 = AtomicU32::new(0);
+/// The socket path of the process in `LISTEN_PID` (leaked per process; never freed).
+static SOCKET_PATH: AtomicPtr<PathBuf> = AtomicPtr::new(std::ptr::null_mut());
+static SAID_SIGUSR2: AtomicBool = AtomicBool::new(false);
+
+/// The socket path for `pid` in `dir`.
+pub fn socket_path(dir: &Path, pid: u32) -> PathBuf {
+    dir.join(format!("tprof-{pid}.sock"))
+}
+
+/// Starts the listener (and SIGUSR2) for this process. Never fails the host program: problems are one
+/// warning line.
+pub fn start() {
+    let pid = std::process::id();
+    let previous = LISTEN_PID.swap(pid, Ordering::AcqRel);
+    if previous == pid {
+        return;
+    }
+    // A fork child inherits the parent's listening descriptor but not its thread: close it.
+    let inherited = LISTEN_FD.swap(-1, Ordering::AcqRel);
+    if inherited >= 0 && previous != 0 {
+        // SAFETY: the descriptor was the parent's listener, duplicated into this child by fork; nothing
+        // in the child uses it.
+        unsafe { libc::close(inherited) };
+    }
+    SOCKET_PATH.store(std::ptr::null_mut(), Ordering::Release);
+    let sig = signals::install_toggle();
+    if sig == signals::Sigusr2::ApplicationOwns && !config().quiet && !SAID_SIGUSR2.swap(true, Ordering::AcqRel) {
+        state::stderr_line("tprof: SIGUSR2 belongs to the application; control tprof with `tprof ctl` instead");
+    }
+    if let Err(e) = listen(pid) {
+        state::warn_line(&format!("no control socket ({e}); `tprof ctl` cannot reach this process"));
+    }
+}
+
+fn listen(pid: u32) -> std::io::Result<()> {
+    let dir = &config().out_dir;
+    let meta = std::fs::metadata(dir)?;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if std::os::unix::fs::MetadataExt::uid(&meta) != me || meta.permissions().mode() & 0o077 != 0 {
+        state::warn_line(&format!(
+            "{} is not a private directory of this user (mode {:o}); the control socket relies on its \
+             peer-uid check alone",
+            dir.display(),
+            meta.permissions().mode() & 0o777
+        ));
+    }
+    let path = socket_path(dir, pid);
+    if path.as_os_str().len() >= 108 {
+        return Err(std::io::Error::other(format!("{} is longer than a socket path may be", path.display())));
+    }
+    // A stale socket of a dead process with our pid (pid reuse) would make bind fail.
+    if std::fs::symlink_metadata(&path).is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type())) {
+        let _ = std::fs::remove_file(&path);
+    }
+    let listener = UnixListener::bind(&path)?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+    LISTEN_FD.store(listener.as_raw_fd(), Ordering::Release);
+    SOCKET_PATH.store(Box::into_raw(Box::new(path.clone())), Ordering::Release);
+    let spawned = std::thread::Builder::new().name("tprof-ctl".into()).spawn(move || {
+        let _inside = crate::guard::Reentrancy::enter();
+        crate::guard::ffi_guard((), || serve(listener));
+    });
+    if let Err(e) = spawned {
+        let _ = std::fs::remove_file(&path);
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// This process's socket path, if it has one.
+pub fn current_socket() -> Option<&'static Path> {
+    if LISTEN_PID.load(Ordering::Acquire) != std::process::id() {
+        return None;
+    }
+    let p = SOCKET_PATH.load(Ordering::Acquire);
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: non-null values are leaked boxes that are never freed.
+    let path: &'static PathBuf = unsafe { &*p };
+    Some(path.as_path())
+}
+
+/// Removes this process's socket (exit).
+pub fn remove_socket() {
+    if let Some(p) = current_socket() {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+fn serve(listener: UnixListener) {
+    for conn in listener.incoming() {
+        match conn {
+            Ok(stream) => {
+                let _ = handle(stream);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+}
+
+/// The connecting process's uid (`SO_PEERCRED`).
+pub fn peer_uid(stream: &UnixStream) -> std::io::Result<u32> {
+    let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: SO_PEERCRED fills a `ucred` of `len` bytes that we own, on a connected Unix socket.
+    let rc = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(cred.uid)
+}
+
+/// Whether a peer with `peer` uid may control a process running as `owner`.
+pub fn peer_allowed(peer: u32, owner: u32) -> bool {
+    peer == owner
+}
+
+fn handle(stream: UnixStream) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+    stream.set_write_timeout(Some(Duration::from_secs(2)))?;
+    let mut out = &stream;
+    // SAFETY: geteuid has no preconditions.
+    let owner = unsafe { libc::geteuid() };
+    let peer = peer_uid(&stream)?;
+    if !peer_allowed(peer, owner) {
+        out.write_all(
+            format!("error: permission denied: uid {peer} may not control this process (owner uid {owner})\n")
+                .as_bytes(),
+        )?;
+        return Ok(());
+    }
+    let mut line = String::new();
+    BufReader::new((&stream).take_limited()).read_line(&mut line)?;
+    let reply = execute(line.trim());
+    out.write_all(reply.as_bytes())
+}
+
+/// Bounded reads (a request is one short line).
+trait TakeLimited: std::io::Read + Sized {
+    fn take_limited(self) -> std::io::Take<Self> {
+        self.take(1024)
+    }
+}
+impl<R: std::io::Read> TakeLimited for R {}
+
+/// A parsed request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    Start(Until),
+    Stop,
+    Dump,
+    Status,
+}
+
+/// Parses one request line.
+pub fn parse_request(line: &str) -> Result<Request, String> {
+    let mut words = line.split_whitespace();
+    let verb = words.next().ok_or("empty request")?;
+    let mut until = Until::Stopped;
+    for w in words {
+        let (k, v) = w.split_once('=').ok_or_else(|| format!("bad argument {w:?}"))?;
+        let n: u64 = v.parse().map_err(|_| format!("bad number in {w:?}"))?;
+        until = match k {
+            "duration_ms" if n > 0 => Until::Elapsed(Duration::from_millis(n)),
+            "steps" if n > 0 => Until::Steps(n),
+            _ => return Err(format!("bad argument {w:?}")),
+        };
+    }
+    match verb {
+        "start" => Ok(Request::Start(until)),
+        "stop" | "dump" | "status" if until != Until::Stopped => Err(format!("{verb} takes no arguments")),
+        "stop" => Ok(Request::Stop),
+        "dump" => Ok(Request::Dump),
+        "status" => Ok(Request::Status),
+        _ => Err(format!("unknown command {verb:?} (start, stop, dump, status)")),
+    }
+}
+
+fn window_word(open: bool) -> &'static str {
+    if open {
+        "open"
+    } else {
+        "closed"
+    }
+}
+
+/// Runs one request; returns the reply text.
+pub fn execute(line: &str) -> String {
+    let req = match parse_request(line) {
+        Ok(r) => r,
+        Err(e) => return format!("error: {e}\n"),
+    };
+    if state::state() != state::ENABLED {
+        return "error: tprof is not recording in this process\n".into();
+    }
+    match req {
+        Request::Start(until) => {
+            let changed = capture::start_manual(until, Reason::Control);
+            let was = if changed { "" } else { " was=open" };
+            format!("ok window={}{was}\n", window_word(state::is_recording()))
+        }
+        Request::Stop => {
+            let changed = capture::stop_manual(Reason::Control);
+            let was = if changed { "" } else { " was=closed" };
+            format!("ok window={}{was}\n", window_word(state::is_recording()))
+        }
+        Request::Dump => {
+            if capture::dump_and_wait(Reason::Control, Duration::from_secs(2)) {
+                "ok dumped\n".into()
+            } else {
+                "error: the ring writer did not commit within 2 s\n".into()
+            }
+        }
+        Request::Status => status_text(),
+    }
+}
+
+fn status_text() -> String {
+    let st = capture::status();
+    let (calls, closed) = crate::counters::calls();
+    let (rank, _, _, _) = state::job_identity();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_default();
+    let ring = state::ring_path().map(|p| p.display().to_string()).unwrap_or_default();
+    let mut s = String::from("ok\n");
+    let mut kv = |k: &str, v: String| {
+        s.push_str(k);
+        s.push('=');
+        s.push_str(&v);
+        s.push('\n');
+    };
+    kv("pid", std::process::id().to_string());
+    kv("rank", rank.map(|r| r.to_string()).unwrap_or_else(|| "-".into()));
+    kv("host", host);
+    kv("mode", st.mode.name().into());
+    kv("window", window_word(st.open).into());
+    kv("manual", st.manual);
+    kv("windows", st.windows.to_string());
+    kv("events", st.events.to_string());
+    kv("dropped", st.dropped.to_string());
+    kv("calls", calls.to_string());
+    kv("calls_unrecorded", closed.to_string());
+    kv("ring", ring);
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests() {
+        assert_eq!(parse_request("start"), Ok(Request::Start(Until::Stopped)));
+        assert_eq!(parse_request("start duration_ms=5000"), Ok(Request::Start(Until::Elapsed(Duration::from_secs(5)))));
+        assert_eq!(parse_request("start steps=10"), Ok(Request::Start(Until::Steps(10))));
+        assert_eq!(parse_request(" stop "), Ok(Request::Stop));
+        assert_eq!(parse_request("dump"), Ok(Request::Dump));
+        assert_eq!(parse_request("status"), Ok(Request::Status));
+        for bad in ["", "go", "start steps=0", "start steps=x", "stop steps=3", "start when=now"] {
+            assert!(parse_request(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn only_the_owner_uid_is_allowed() {
+        assert!(peer_allowed(1000, 1000));
+        assert!(!peer_allowed(65534, 1000));
+        assert!(!peer_allowed(0, 1000));
+    }
+
+    #[test]
+    fn peer_uid_is_read_from_the_kernel() {
+        let (a, _b) = UnixStream::pair().unwrap();
+        // SAFETY: geteuid has no preconditions.
+        assert_eq!(peer_uid(&a).unwrap(), unsafe { libc::geteuid() });
+    }
+}
