@@ -65,7 +65,7 @@ fn real_kineto_trace_round_trips_its_kernels() {
     let path = kineto_dir().join("nccl_parser_config_nccl_data.json.gz");
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("k.json");
-    run_export(&[path.clone()], ExportFormat::Chrome, &out, Selection::default());
+    run_export(std::slice::from_ref(&path), ExportFormat::Chrome, &out, Selection::default());
     let t = truth(&[path]);
     let (events, top) = json_events(&out);
     let origin = top["otherData"]["tprof_origin_ns"].as_i64().unwrap();

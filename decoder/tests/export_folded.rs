@@ -38,7 +38,7 @@ fn real_kineto_trace_stacks_cover_all_gpu_time() {
     let path = kineto_dir().join("nccl_parser_config_nccl_data.json.gz");
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("k.folded");
-    run_export(&[path.clone()], ExportFormat::Folded, &out, Selection::default());
+    run_export(std::slice::from_ref(&path), ExportFormat::Folded, &out, Selection::default());
     let t = truth(&[path]);
     let lines = folded(&out);
     let total: u64 = t.gpu.iter().map(|g| g.end - g.start).sum();

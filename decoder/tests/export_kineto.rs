@@ -66,7 +66,7 @@ fn real_kineto_trace_keeps_its_kernels_and_collectives() {
     let path = kineto_dir().join("nccl_parser_config_nccl_data.json.gz");
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("k.json");
-    run_export(&[path.clone()], ExportFormat::Kineto, &out, Selection::default());
+    run_export(std::slice::from_ref(&path), ExportFormat::Kineto, &out, Selection::default());
     let t = truth(&[path]);
     let back = truth(&[out]);
     assert_eq!(back.kernels().count(), 2700);

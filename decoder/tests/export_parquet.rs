@@ -67,7 +67,7 @@ fn real_kineto_trace_kernel_total() {
     let path = kineto_dir().join("trace_filter_sampled_rank-1.json.gz");
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("pq");
-    run_export(&[path.clone()], ExportFormat::Parquet, &out, Selection::default());
+    run_export(std::slice::from_ref(&path), ExportFormat::Parquet, &out, Selection::default());
     let t = truth(&[path]);
     let k = rows(&out.join("kernels.parquet"), "dur_ns");
     assert_eq!(k.len(), t.kernels().count());

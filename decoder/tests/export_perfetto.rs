@@ -198,7 +198,7 @@ fn real_kineto_trace_slices_nest_exactly() {
     let path = kineto_dir().join("nccl_parser_config_nccl_data.json.gz");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("k.perfetto-trace");
-    run_export(&[path.clone()], ExportFormat::Perfetto, &out, Selection::default());
+    run_export(std::slice::from_ref(&path), ExportFormat::Perfetto, &out, Selection::default());
     let t = truth(&[path]);
     let d = decode(&out);
     assert_eq!(kernel_spans(&d), spans(&t, "kernel", |_| true));
