@@ -170,11 +170,25 @@ impl Truth {
 }
 
 #[test]
-#[ignore = "writes a synthetic job to $TPROF_SYNTH_OUT for manual checks"]
+#[ignore = "writes a synthetic job to $TPROF_SYNTH_OUT (size: TPROF_SYNTH_STEPS / _RANKS / _KERNELS)"]
 fn write_synthetic_job() {
     let dir = PathBuf::from(std::env::var("TPROF_SYNTH_OUT").unwrap_or_else(|_| "/tmp/tprof-synth".into()));
     std::fs::create_dir_all(&dir).unwrap();
-    synth_job(&dir);
+    let env = |k: &str, d: u32| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
+    let steps = env("TPROF_SYNTH_STEPS", 6);
+    if steps == 6 {
+        synth_job(&dir);
+        return;
+    }
+    // A bigger job for throughput measurements.
+    let job = SynthJob {
+        ranks: env("TPROF_SYNTH_RANKS", 4),
+        steps,
+        kernels_per_step: env("TPROF_SYNTH_KERNELS", 100),
+        file_bytes: 256 << 20,
+        ..SynthJob::default()
+    };
+    job.write(&dir).unwrap();
 }
 
 /// The trace events of a Chrome / Kineto JSON file (gzipped or not), and its origin (ns).
