@@ -258,10 +258,7 @@ pub fn on_enabled() {
     }
     let cfg = config();
     MODE.store(mode_code(cfg.mode), Ordering::Release);
-    TRACK_STEPS.store(
-        matches!(cfg.mode, Mode::Steps | Mode::Metrics) || cfg.metrics_file.is_some(),
-        Ordering::Release,
-    );
+    TRACK_STEPS.store(matches!(cfg.mode, Mode::Steps | Mode::Metrics) || cfg.metrics_file.is_some(), Ordering::Release);
     for (reason, name) in REASONS {
         REASON_IDS[reason as usize].store(strings::intern(name).0, Ordering::Relaxed);
     }
@@ -445,7 +442,9 @@ pub fn step_ended(ts: u64) {
 #[inline]
 pub fn keep_gpu_record(rec: &Record) -> bool {
     let keep = match *rec {
-        Record::Kernel { correlation, .. } | Record::Memcpy { correlation, .. } | Record::Memset { correlation, .. } => {
+        Record::Kernel { correlation, .. }
+        | Record::Memcpy { correlation, .. }
+        | Record::Memset { correlation, .. } => {
             state::is_recording() || (correlation::is_shim_id(correlation) && state::state() == state::ENABLED)
         }
         _ => state::is_recording(),

@@ -89,7 +89,15 @@ fn ticks_per_sec(now_ticks: u64, now_mono: u64) -> f64 {
 /// Measures this process's per-call costs (about 2 ms of the writer thread, once).
 pub fn measure_call_costs() -> CallCosts {
     const N: u64 = 200_000;
-    let mut slots = vec![tprof_format::Record::Marker { kind: tprof_format::MarkerKind::Note, ts: 0, value: 0, name: tprof_format::StrId::NONE }; 1024];
+    let mut slots = vec![
+        tprof_format::Record::Marker {
+            kind: tprof_format::MarkerKind::Note,
+            ts: 0,
+            value: 0,
+            name: tprof_format::StrId::NONE
+        };
+        1024
+    ];
     let t0 = clock::monotonic_ns();
     for i in 0..N {
         let start = clock::now();
@@ -167,29 +175,108 @@ pub fn render(s: &Sample, labels: &str) -> (String, f64) {
     let busbw = if nccl_s > 0.0 { (t.collective_bus_bytes - p.collective_bus_bytes) as f64 / nccl_s } else { 0.0 };
     let steps = t.steps - p.steps;
     let step_s = if steps > 0 { sec(t.step_ticks - p.step_ticks) / steps as f64 } else { s.previous_step_seconds };
-    let overhead_total = (s.calls.0 - s.calls.1) as f64 * s.costs.open_ns * 1e-9 + s.calls.1 as f64 * s.costs.closed_ns * 1e-9;
+    let overhead_total =
+        (s.calls.0 - s.calls.1) as f64 * s.costs.open_ns * 1e-9 + s.calls.1 as f64 * s.costs.closed_ns * 1e-9;
     let d_calls = s.calls.0 - s.previous_calls.0;
     let d_closed = s.calls.1 - s.previous_calls.1;
-    let overhead_interval = (d_calls - d_closed) as f64 * s.costs.open_ns * 1e-9 + d_closed as f64 * s.costs.closed_ns * 1e-9;
+    let overhead_interval =
+        (d_calls - d_closed) as f64 * s.costs.open_ns * 1e-9 + d_closed as f64 * s.costs.closed_ns * 1e-9;
     let mut out = String::with_capacity(4096);
     let l = labels;
-    family(&mut out, "tprof_gpu_busy_ratio", "gauge", "Kernel time over the last interval divided by its length (capped at 1).", l, busy);
+    family(
+        &mut out,
+        "tprof_gpu_busy_ratio",
+        "gauge",
+        "Kernel time over the last interval divided by its length (capped at 1).",
+        l,
+        busy,
+    );
     family(&mut out, "tprof_kernel_seconds_total", "counter", "GPU kernel time seen by tprof.", l, sec(t.kernel_ticks));
     family(&mut out, "tprof_kernels_total", "counter", "GPU kernels seen by tprof.", l, t.kernels as f64);
     family(&mut out, "tprof_collectives_total", "counter", "Data-moving NCCL calls.", l, t.collectives as f64);
-    family(&mut out, "tprof_collective_bytes_total", "counter", "Bytes of data-moving NCCL calls (per rank, nccl-tests convention).", l, t.collective_bytes as f64);
-    family(&mut out, "tprof_collective_busbw_bytes_per_second", "gauge", "NCCL bus bandwidth over the last interval: bytes x bus factor / NCCL kernel time.", l, busbw);
+    family(
+        &mut out,
+        "tprof_collective_bytes_total",
+        "counter",
+        "Bytes of data-moving NCCL calls (per rank, nccl-tests convention).",
+        l,
+        t.collective_bytes as f64,
+    );
+    family(
+        &mut out,
+        "tprof_collective_busbw_bytes_per_second",
+        "gauge",
+        "NCCL bus bandwidth over the last interval: bytes x bus factor / NCCL kernel time.",
+        l,
+        busbw,
+    );
     family(&mut out, "tprof_steps_total", "counter", "Training steps completed (NVTX step ranges).", l, t.steps as f64);
-    family(&mut out, "tprof_step_seconds_total", "counter", "Sum of the completed steps' durations.", l, sec(t.step_ticks));
-    family(&mut out, "tprof_step_seconds", "gauge", "Mean step time over the last interval (the previous value when no step completed).", l, step_s);
-    family(&mut out, "tprof_dropped_events_total", "counter", "Events tprof dropped because a thread buffer was full.", l, s.dropped as f64);
+    family(
+        &mut out,
+        "tprof_step_seconds_total",
+        "counter",
+        "Sum of the completed steps' durations.",
+        l,
+        sec(t.step_ticks),
+    );
+    family(
+        &mut out,
+        "tprof_step_seconds",
+        "gauge",
+        "Mean step time over the last interval (the previous value when no step completed).",
+        l,
+        step_s,
+    );
+    family(
+        &mut out,
+        "tprof_dropped_events_total",
+        "counter",
+        "Events tprof dropped because a thread buffer was full.",
+        l,
+        s.dropped as f64,
+    );
     family(&mut out, "tprof_ring_events_total", "counter", "Events written into the ring file.", l, s.events as f64);
     family(&mut out, "tprof_intercepted_calls_total", "counter", "CUDA calls tprof intercepted.", l, s.calls.0 as f64);
-    family(&mut out, "tprof_intercepted_calls_unrecorded_total", "counter", "Intercepted calls while the capture window was closed.", l, s.calls.1 as f64);
-    family(&mut out, "tprof_capture_window_open", "gauge", "1 while the capture window is open.", l, if s.window_open { 1.0 } else { 0.0 });
-    family(&mut out, "tprof_overhead_seconds_total", "counter", "Estimated host time tprof added to intercepted calls (calls x measured per-call cost).", l, overhead_total);
-    family(&mut out, "tprof_overhead_ratio", "gauge", "Estimated tprof overhead over the last interval divided by its length.", l, overhead_interval / interval);
-    family(&mut out, "tprof_call_cost_seconds", "gauge", "Measured per-call cost of tprof with the window open.", l, s.costs.open_ns * 1e-9);
+    family(
+        &mut out,
+        "tprof_intercepted_calls_unrecorded_total",
+        "counter",
+        "Intercepted calls while the capture window was closed.",
+        l,
+        s.calls.1 as f64,
+    );
+    family(
+        &mut out,
+        "tprof_capture_window_open",
+        "gauge",
+        "1 while the capture window is open.",
+        l,
+        if s.window_open { 1.0 } else { 0.0 },
+    );
+    family(
+        &mut out,
+        "tprof_overhead_seconds_total",
+        "counter",
+        "Estimated host time tprof added to intercepted calls (calls x measured per-call cost).",
+        l,
+        overhead_total,
+    );
+    family(
+        &mut out,
+        "tprof_overhead_ratio",
+        "gauge",
+        "Estimated tprof overhead over the last interval divided by its length.",
+        l,
+        overhead_interval / interval,
+    );
+    family(
+        &mut out,
+        "tprof_call_cost_seconds",
+        "gauge",
+        "Measured per-call cost of tprof with the window open.",
+        l,
+        s.costs.open_ns * 1e-9,
+    );
     (out, step_s)
 }
 
@@ -232,7 +319,10 @@ pub fn write_now() {
     drop(prev_guard);
     if let Err(e) = replace_file(path, text.as_bytes()) {
         if !WARNED.swap(true, Ordering::AcqRel) {
-            state::warn_line(&format!("cannot write TPROF_METRICS_FILE={} ({e}); metrics are not exported", path.display()));
+            state::warn_line(&format!(
+                "cannot write TPROF_METRICS_FILE={} ({e}); metrics are not exported",
+                path.display()
+            ));
         }
     }
 }

@@ -220,9 +220,8 @@ fn print_reply(pid: u32, action: &CtlAction, reply: &str) {
     let first = lines.next().unwrap_or("error: empty reply");
     match action {
         CtlAction::Status if first == "ok" => {
-            let kv: Vec<(String, String)> = lines
-                .filter_map(|l| l.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
-                .collect();
+            let kv: Vec<(String, String)> =
+                lines.filter_map(|l| l.split_once('=').map(|(k, v)| (k.to_string(), v.to_string()))).collect();
             let get = |k: &str| kv.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str()).unwrap_or("-");
             println!(
                 "pid {pid} rank {}: mode={} window={} manual={} windows={} events={} dropped={} calls={} \

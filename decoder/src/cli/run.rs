@@ -211,7 +211,12 @@ pub fn run(c: &RunCmd) -> i32 {
     // While the command runs, terminal signals reach it directly (same process group); tprof stays
     // alive to report, and forwards SIGTERM / SIGHUP sent to it alone.
     let received = Arc::new(AtomicUsize::new(0));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGQUIT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
+    for sig in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGQUIT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
         let _ = signal_hook::flag::register_usize(sig, Arc::clone(&received), sig as usize);
     }
     let started = SystemTime::now();
