@@ -429,12 +429,22 @@ summarize() {
   step "$name-summary" 180 bash -c '"$1" summary "$2" --json >"$3"' _ "$TPROF" "$rings" "$OUT/$name-summary.json"
 }
 
+# train_facts RESULT.json: "12.345 steps/s, median step 81.00 ms, loss 9.1 -> 7.2"
+train_facts() {
+  "$PY3" - "$1" <<'EOF' 2>/dev/null || echo "no result in $1"
+import json, sys
+r = json.load(open(sys.argv[1]))
+print("%.3f steps/s, median step %.2f ms, loss %.3f -> %.3f"
+      % (r["steps_per_s"], r["median_step_ms"], r["first_loss"], r["last_loss"]))
+EOF
+}
+
 say "train: bare"
 BARE_OK=0 TP_OK=0 KN_OK=0
 if [ "$CAN_TRAIN" = 1 ]; then
   if step train-bare 180 "${TRAIN[@]}" --mode bare --result "$OUT/train-bare.json"; then
     BARE_OK=1
-    record "train: bare" "30 steps complete" "$("$PY3" -c 'import json,sys; r=json.load(open(sys.argv[1])); print(f"{r[\"steps_per_s\"]:.3f} steps/s, median step {r[\"median_step_ms\"]:.2f} ms, loss {r[\"first_loss\"]:.3f} -> {r[\"last_loss\"]:.3f}")' "$OUT/train-bare.json")" PASS
+    record "train: bare" "30 steps complete" "$(train_facts "$OUT/train-bare.json")" PASS
   else
     record "train: bare" "30 steps complete" "failed (logs/train-bare.log)" FAIL
   fi
@@ -448,7 +458,7 @@ if [ "$CAN_TRAIN" = 1 ]; then
   if step train-tprof 180 env "${TENV[@]}" TPROF_OUT="$OUT/rings-train" LD_PRELOAD="$LIB" "${TRAIN[@]}" --mode tprof \
       --result "$OUT/train-tprof.json"; then
     TP_OK=1
-    record "train: tprof" "30 steps complete, ring files" "$(ls "$OUT"/rings-train/*.tprof 2>/dev/null | wc -l) ring files; $(grep -c '^tprof' "$LOGS/train-tprof.log" || true) tprof lines on stderr" PASS \
+    record "train: tprof" "30 steps complete, ring files" "$(train_facts "$OUT/train-tprof.json"); $(ls "$OUT"/rings-train/*.tprof 2>/dev/null | wc -l) ring files; $(grep -c '^tprof' "$LOGS/train-tprof.log" || true) tprof lines on stderr" PASS \
       "$(grep '^tprof' "$LOGS/train-tprof.log" | head -n 5 | tr '\n' ' ')"
     if summarize tprof "$OUT/rings-train"; then
       if [ "$CHECK_RC" = 0 ]; then
@@ -471,7 +481,7 @@ if [ "$CAN_TRAIN" = 1 ]; then
   mkdir -p "$OUT/kineto"
   if step train-kineto 240 "${TRAIN[@]}" --mode kineto --trace "$OUT/kineto/trace.json" --result "$OUT/train-kineto.json"; then
     KN_OK=1
-    record "train: torch.profiler" "30 steps complete, Chrome trace" "$(du -h "$OUT/kineto/trace.json" | cut -f1) trace" PASS
+    record "train: torch.profiler" "30 steps complete, Chrome trace" "$(train_facts "$OUT/train-kineto.json"); $(du -h "$OUT/kineto/trace.json" | cut -f1) trace" PASS
   else
     record "train: torch.profiler" "30 steps complete, Chrome trace" "failed (logs/train-kineto.log)" FAIL
   fi
@@ -511,10 +521,12 @@ for c in ${SITE:+"$SITE/nvidia/cu13/lib/libcupti.so.13"} ${SITE:+"$SITE/nvidia/c
 done
 note "libcupti for the static program: ${CUPTI:-not found (tprof searches itself)}"
 STATIC_OK=0
+STATIC_SKIP=""
 if [ "$HAVE_NVCC" = 0 ]; then
   record "static cudart: build" "nvcc -cudart static" "nvcc not found (pass --nvcc PATH)" FAIL
 elif ! budget 120; then
-  record "static cudart: build" "nvcc -cudart static" "skipped: time budget (${BUDGET}s) spent" SKIP
+  STATIC_SKIP="skipped: time budget (${BUDGET}s) spent"
+  record "static cudart: build" "nvcc -cudart static" "$STATIC_SKIP" SKIP
 elif compile_static native sm_90 && check_static_binary; then
   if step static-bare 60 "$OUT/static_kernels"; then
     STATIC_OK=1
@@ -543,6 +555,12 @@ if [ "$STATIC_OK" = 1 ] && [ "$HAVE_TPROF" = 1 ] && [ "$HAVE_LIB" = 1 ]; then
   else
     record "CUDA_INJECTION64_PATH: kernels (static program)" "saxpy x200, scale x100" "run or summary failed (logs/inject-*.log)" FAIL
   fi
+else
+  why="not run: the static program did not build or run bare" st=FAIL
+  [ "$STATIC_OK" = 1 ] && why="not run: tprof or libtprof.so missing"
+  [ -n "$STATIC_SKIP" ] && why=$STATIC_SKIP st=SKIP
+  record "static cudart: kernels via CUPTI (LD_PRELOAD)" "saxpy x200, scale x100" "$why" $st
+  record "CUDA_INJECTION64_PATH: kernels (static program)" "saxpy x200, scale x100" "$why" $st
 fi
 
 say "train: under CUDA_INJECTION64_PATH (no LD_PRELOAD)"

@@ -428,7 +428,8 @@ def run_checks(summary, rec, expect_steps=None, expect_allreduce=None, counters=
     if counters:
         c = summary.get("counters") or {}
         names = c.get("names") or []
-        samples = sum(int((r.get("stat") or {}).get("samples", 0)) for r in c.get("per_rank", []))
+        # CounterRow: {name, rank, label, devices, samples, mean, min, max} (stat flattened).
+        samples = sum(int(r.get("samples", (r.get("stat") or {}).get("samples", 0))) for r in c.get("per_rank", []))
         dumped = 0
         if dump_json:
             for f in dump_json:
@@ -549,7 +550,7 @@ def selftest():
     rec = Recorder(None, "selftest: ", quiet=True)
     run_checks({"ranks": [{"steps": [{}] * 30, "step_source": "nvtx"}],
                 "collectives": [{"op": "AllReduce", "count": 30, "gpu_timed": 30}],
-                "counters": {"names": ["sm_active"], "per_rank": [{"stat": {"samples": 12}}]}},
+                "counters": {"names": ["gpu.sm_active_pct"], "per_rank": [{"name": "gpu.sm_active_pct", "samples": 12}]}},
                rec, expect_steps=30, expect_allreduce=30, counters=True)
     expect("run checks pass on a good summary", all(x["status"] == "PASS" for x in rec.rows) and len(rec.rows) == 3)
     rec = Recorder(None, "selftest: ", quiet=True)
