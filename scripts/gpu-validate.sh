@@ -76,6 +76,8 @@ fi
 
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
+# The output never shows up in `git status` (the default is inside the repository).
+[ -e "$OUT/.gitignore" ] || printf '# written by scripts/gpu-validate.sh\n*\n' >"$OUT/.gitignore"
 LOGS=$OUT/logs
 RESULTS=$OUT/results.jsonl
 rm -rf "$LOGS" "$OUT/selfcheck" "$RESULTS" "$OUT/results.md" "$OUT/results.json" "$OUT/selfcheck.json"
