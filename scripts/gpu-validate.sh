@@ -173,8 +173,9 @@ fi
 say "kit: tprof and libtprof.so (prebuilt; this script never builds them)"
 pick() { for p in "$@"; do [ -n "$p" ] && [ -e "$p" ] && { echo "$p"; return; }; done; echo "${1:-}"; }
 TD=${CARGO_TARGET_DIR:+$CARGO_TARGET_DIR/release}
-[ -n "$TPROF" ] || TPROF=$(pick "$ROOT/target/release/tprof" ${TD:+"$TD/tprof"})
-[ -n "$LIB" ] || LIB=$(pick "$ROOT/target/release/libtprof.so" ${TD:+"$TD/libtprof.so"})
+# Like the tests: $CARGO_TARGET_DIR/release when set (and built), else target/release.
+[ -n "$TPROF" ] || TPROF=$(pick ${TD:+"$TD/tprof"} "$ROOT/target/release/tprof")
+[ -n "$LIB" ] || LIB=$(pick ${TD:+"$TD/libtprof.so"} "$ROOT/target/release/libtprof.so")
 BUILD_HINT="build it on a machine with Rust: cargo build --release -p tprof-decoder -p tprof-shim, then copy target/release/{tprof,libtprof.so}"
 MISSING_STATUS=FAIL
 [ "$DRY" = 1 ] && MISSING_STATUS=SKIP
@@ -444,7 +445,7 @@ EOF
 say "train: bare"
 BARE_OK=0 TP_OK=0 KN_OK=0
 if [ "$CAN_TRAIN" = 1 ]; then
-  if step train-bare 180 "${TRAIN[@]}" --mode bare --result "$OUT/train-bare.json"; then
+  if step train-bare 150 "${TRAIN[@]}" --mode bare --result "$OUT/train-bare.json"; then
     BARE_OK=1
     record "train: bare" "30 steps complete" "$(train_facts "$OUT/train-bare.json")" PASS
   else
@@ -457,7 +458,7 @@ fi
 say "train: under tprof (LD_PRELOAD, TPROF_MODE=full)"
 if [ "$CAN_TRAIN" = 1 ]; then
   rm -rf "$OUT/rings-train"
-  if step train-tprof 180 env "${TENV[@]}" TPROF_OUT="$OUT/rings-train" LD_PRELOAD="$LIB" "${TRAIN[@]}" --mode tprof \
+  if step train-tprof 150 env "${TENV[@]}" TPROF_OUT="$OUT/rings-train" LD_PRELOAD="$LIB" "${TRAIN[@]}" --mode tprof \
       --result "$OUT/train-tprof.json"; then
     TP_OK=1
     record "train: tprof" "30 steps complete, ring files" "$(train_facts "$OUT/train-tprof.json"); $(ls "$OUT"/rings-train/*.tprof 2>/dev/null | wc -l) ring files; $(grep -c '^tprof' "$LOGS/train-tprof.log" || true) tprof lines on stderr" PASS \
@@ -481,7 +482,7 @@ fi
 say "train: under torch.profiler (Kineto)"
 if [ "$CAN_TRAIN" = 1 ]; then
   mkdir -p "$OUT/kineto"
-  if step train-kineto 240 "${TRAIN[@]}" --mode kineto --trace "$OUT/kineto/trace.json" --result "$OUT/train-kineto.json"; then
+  if step train-kineto 200 "${TRAIN[@]}" --mode kineto --trace "$OUT/kineto/trace.json" --result "$OUT/train-kineto.json"; then
     KN_OK=1
     record "train: torch.profiler" "30 steps complete, Chrome trace" "$(train_facts "$OUT/train-kineto.json"); $(du -h "$OUT/kineto/trace.json" | cut -f1) trace" PASS
   else
