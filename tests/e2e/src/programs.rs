@@ -329,7 +329,8 @@ pub struct TruthRecord {
     pub pid: i64,
     #[serde(default = "minus_one")]
     pub rank: i64,
-    #[serde(default)]
+    /// The device ordinal; None where the line has none (`process` lines carry `"device":-1`).
+    #[serde(default, deserialize_with = "negative_is_none")]
     pub device: Option<i64>,
     /// The CUPTI stream id; None where the line has none (`process` lines carry `"stream":-1`).
     #[serde(default, deserialize_with = "negative_is_none")]
@@ -378,10 +379,11 @@ fn minus_one() -> i64 {
     -1
 }
 
-/// Truth ids that use -1 for "none" (the `process` line's `stream`): negative or null -> None.
-fn negative_is_none<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+/// Truth ids that use -1 for "none" (the `process` line's `device` and `stream`): negative or
+/// null -> None.
+fn negative_is_none<'de, D: serde::Deserializer<'de>, T: TryFrom<i64>>(d: D) -> Result<Option<T>, D::Error> {
     let v: Option<i64> = serde::Deserialize::deserialize(d)?;
-    Ok(v.and_then(|v| u64::try_from(v).ok()))
+    Ok(v.filter(|v| *v >= 0).and_then(|v| T::try_from(v).ok()))
 }
 
 impl TruthRecord {
@@ -520,7 +522,7 @@ mod tests {
         let r: TruthRecord = serde_json::from_str(line).expect("process line parses");
         assert!(r.is("process"));
         assert_eq!(r.stream, None);
-        assert_eq!(r.device, Some(-1));
+        assert_eq!(r.device, None);
         assert_eq!(r.link_gbps, Some(100.0));
         let k: TruthRecord = serde_json::from_str(
             r#"{"type":"kernel","pid":42,"rank":0,"device":0,"stream":13,"start_ns":1,"end_ns":2,"correlation":7,"name":"k","grid":[1,1,1],"block":[32,1,1]}"#,

@@ -36,7 +36,7 @@ fn cupti_records_match_ground_truth_exactly() {
 #[test]
 fn duration_model_and_default_stream() {
     let r = ok("basics", &[]);
-    assert_eq!(r.num("kernels"), 15);
+    assert_eq!(r.num("kernels"), 16);
     // model: an sgemm of 128 x 256 threads takes 1500 + 32768 * 2 = 67036 ns
     let gemm = r
         .truth

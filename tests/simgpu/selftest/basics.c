@@ -25,7 +25,9 @@ int main(void)
     uint64_t t0 = st_now();
     CK(cudaLaunchKernel((const void *)k_gemm, (dim3){12800, 1, 1}, (dim3){256, 1, 1}, NULL, 0, s1)); /* 6.55 ms */
     CK(cudaLaunchKernel((const void *)k_elem, (dim3){1, 1, 1}, (dim3){32, 1, 1}, NULL, 0, s2));
-    CHECK(cudaStreamQuery(s1) == cudaErrorNotReady, "s1 should be busy");
+    cudaError_t q1 = cudaStreamQuery(s1);
+    /* a host descheduled for the whole 6.55 ms (a loaded machine) legitimately finds it done */
+    CHECK(q1 == cudaErrorNotReady || st_now() - t0 >= 6555100, "s1 should be busy");
     CK(cudaStreamSynchronize(s1));
     uint64_t t1 = st_now();
     CHECK(t1 - t0 >= 6555100, "sync returned after %llu ns", (unsigned long long)(t1 - t0));
@@ -34,15 +36,20 @@ int main(void)
     cudaEvent_t a, b;
     CK(cudaEventCreate(&a));
     CK(cudaEventCreate(&b));
+    /* a 6.55 ms kernel first, so the 10 gemms queue back to back behind it (no launch gaps, even
+     * on a loaded host) unless enqueueing them took longer than that */
+    uint64_t q0 = st_now();
+    CK(cudaLaunchKernel((const void *)k_gemm, (dim3){12800, 1, 1}, (dim3){256, 1, 1}, NULL, 0, s1));
     CK(cudaEventRecord(a, s1));
     for (int i = 0; i < 10; i++) CK(cudaLaunchKernel((const void *)k_gemm, (dim3){128, 1, 1}, (dim3){256, 1, 1}, NULL, 0, s1));
     CK(cudaEventRecord(b, s1));
+    int queued_behind = st_now() - q0 < 6000000;
     CK(cudaStreamWaitEvent(s2, b, 0));
     CK(cudaLaunchKernel((const void *)k_elem, (dim3){1, 1, 1}, (dim3){32, 1, 1}, NULL, 0, s2));
     CK(cudaEventSynchronize(b));
     float ms = 0;
     CK(cudaEventElapsedTime(&ms, a, b));
-    CHECK(ms > 0.6703 && ms < 0.70, "elapsed %.4f ms, expected 10 x 67036 ns + launch gaps", ms);
+    CHECK(ms > 0.6703 && (!queued_behind || ms < 0.6705), "elapsed %.4f ms, expected 10 x 67036 ns", ms);
     /* memory */
     void *d = NULL;
     CK(cudaMalloc(&d, 1 << 20));
@@ -80,7 +87,7 @@ int main(void)
         if (st_is(t.lines[i], "kernel") && st_num(t.lines[i], "stream") == 7) legacy_start = st_num(t.lines[i], "start_ns");
     }
     CHECK(process == 1, "process lines %d", process);
-    CHECK(kernels == 15, "truth kernels %d", kernels);
+    CHECK(kernels == 16, "truth kernels %d", kernels);
     CHECK(memcpys == 3 && memsets == 1, "memcpy %d memset %d", memcpys, memsets);
     CHECK(legacy_start >= gemm_end && gemm_end > 0, "legacy stream start %lld before blocking stream end %lld",
           legacy_start, gemm_end);
