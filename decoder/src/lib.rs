@@ -14,6 +14,7 @@ pub mod input;
 pub mod intervals;
 pub mod model;
 pub mod progress;
+pub mod report;
 pub mod steps;
 pub mod summary;
 pub mod synth;

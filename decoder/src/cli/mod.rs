@@ -49,6 +49,8 @@ pub enum Command {
     Diagnose(diagnose::DiagnoseCmd),
     /// Write the trace for other tools: Perfetto, Chrome JSON, Kineto (HTA), Parquet, flame graphs.
     Export(export::ExportCmd),
+    /// One self-contained HTML page: verdicts, efficiency, steps, kernels, NCCL, memory, counters, flame graph.
+    Report(crate::report::ReportCmd),
     /// Run a command under tprof (LD_PRELOAD, NVTX, TPROF_*), pass its exit code through.
     Run(run::RunCmd),
     /// Start / stop / dump / query capture in running processes (one PID or --all ranks).
@@ -78,6 +80,7 @@ pub fn run(cli: Cli) -> i32 {
         }
         Command::Diagnose(c) => diagnose::run(&c),
         Command::Export(c) => export::run(&c),
+        Command::Report(c) => crate::report::run(&c),
         Command::Run(c) => run::run(&c),
         Command::Ctl(c) => ctl::run(&c),
         Command::Info { file } => ringfile::info(&file),
