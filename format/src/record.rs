@@ -9,6 +9,7 @@
 
 /// An interned string. Id 0 is the empty string / "unknown".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize), serde(transparent))]
 pub struct StrId(pub u32);
 
 impl StrId {
@@ -17,6 +18,7 @@ impl StrId {
 
 /// Kind of a memory copy, as CUPTI's `CUpti_ActivityMemcpyKind`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[repr(u8)]
 pub enum CopyKind {
     #[default]
@@ -70,6 +72,7 @@ impl CopyKind {
 
 /// Kind of memory at one end of a copy or memset, as CUPTI's `CUpti_ActivityMemoryKind`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[repr(u8)]
 pub enum MemoryKind {
     #[default]
@@ -114,6 +117,7 @@ impl MemoryKind {
 
 /// What a synchronization waited for (CUPTI `CUpti_ActivitySynchronizationType`, plus host-side kinds).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[repr(u8)]
 pub enum SyncKind {
     #[default]
@@ -149,6 +153,7 @@ impl SyncKind {
 
 /// A memory operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[repr(u8)]
 pub enum MemOp {
     #[default]
@@ -177,6 +182,7 @@ impl MemOp {
 
 /// Which memory an allocation came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[repr(u8)]
 pub enum MemSpace {
     #[default]
@@ -207,6 +213,7 @@ impl MemSpace {
 
 /// NCCL operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[repr(u8)]
 pub enum CollOp {
     #[default]
@@ -289,6 +296,7 @@ impl CollOp {
 
 /// Marker kinds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[repr(u8)]
 pub enum MarkerKind {
     #[default]
@@ -360,6 +368,7 @@ impl MarkerKind {
 
 /// Where an API record came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[repr(u8)]
 pub enum ApiDomain {
     /// Intercepted CUDA runtime call.
@@ -398,6 +407,7 @@ impl ApiDomain {
 
 /// One event. All timestamps are ticks (see module docs).
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub enum Record {
     /// Maps ticks to CLOCK_MONOTONIC and CLOCK_REALTIME nanoseconds.
     ClockSync { ticks: u64, mono_ns: u64, wall_ns: u64 },

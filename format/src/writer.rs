@@ -244,11 +244,16 @@ impl RingWriter {
 
     /// Appends one record (not yet committed).
     pub fn append(&mut self, rec: &Record) {
-        if let Record::ClockSync { .. } = rec {
-            self.last_clock_sync = Some(*rec);
+        let is_sync = matches!(rec, Record::ClockSync { .. });
+        if is_sync {
+            // A chunk opened for this very pair needs no copy of the previous one.
+            self.last_clock_sync = None;
         }
         if !self.chunk_open {
             self.open_chunk(rec.timestamp().unwrap_or(0));
+        }
+        if is_sync {
+            self.last_clock_sync = Some(*rec);
         }
         if self.try_encode(rec) {
             self.events += 1;

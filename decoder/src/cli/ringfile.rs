@@ -112,6 +112,36 @@ pub fn info(path: &Path) -> i32 {
     0
 }
 
+/// One record as a flat JSON object: `type`, `wall_ns`, then its fields with names resolved
+/// (`name`, `detail` and NVTX `domain` ids become strings; enums are their variant names).
+fn record_json(
+    rec: &tprof_format::Record,
+    r: &tprof_format::RingReader,
+    inline: &BTreeMap<u32, String>,
+    wall_ns: Option<u64>,
+) -> serde_json::Value {
+    let mut obj = serde_json::Map::new();
+    obj.insert("type".into(), rec.type_name().into());
+    obj.insert("wall_ns".into(), wall_ns.into());
+    if let Ok(serde_json::Value::Object(outer)) = serde_json::to_value(rec) {
+        if let Some((_, serde_json::Value::Object(fields))) = outer.into_iter().next() {
+            for (k, v) in fields {
+                let resolved = match (&*k, &v) {
+                    ("name" | "detail" | "domain", serde_json::Value::Number(n)) => {
+                        let id = n.as_u64().unwrap_or(0) as u32;
+                        let text =
+                            inline.get(&id).cloned().unwrap_or_else(|| r.name(tprof_format::StrId(id)).into_owned());
+                        serde_json::Value::String(text)
+                    }
+                    _ => v,
+                };
+                obj.insert(k, resolved);
+            }
+        }
+    }
+    serde_json::Value::Object(obj)
+}
+
 pub fn dump(path: &Path, json: bool) -> i32 {
     use std::io::Write;
     let r = match open(path) {
@@ -129,13 +159,7 @@ pub fn dump(path: &Path, json: bool) -> i32 {
                 let text = resolve(&format!("{rec:?}"), &r, &inline);
                 let ts = rec.timestamp();
                 if json {
-                    serde_json::json!({
-                        "type": rec.type_name(),
-                        "ticks": ts,
-                        "wall_ns": ts.map(|t| tc.to_wall_ns(t)),
-                        "record": text,
-                    })
-                    .to_string()
+                    record_json(&rec, &r, &inline, ts.map(|t| tc.to_wall_ns(t))).to_string()
                 } else {
                     match ts {
                         Some(t) => format!("{:>20} {text}", tc.to_wall_ns(t)),

@@ -1,0 +1,128 @@
+//! `tprof info`, `dump` and `check` on ring files: intact files, a flipped byte inside a chunk, a
+//! truncated file, a directory, a non-ring file. Damage is reported with file and byte offset, and
+//! everything intact is still decoded.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use tprof_format::{ApiDomain, ClockSource, FileHeader, Record, RingGeometry, RingReader, RingWriter, StrId};
+
+fn tprof(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tprof")).args(args).output().expect("run tprof");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+fn write_ring(dir: &Path) -> PathBuf {
+    let path = dir.join("host-r3-p77.tprof");
+    let header = FileHeader {
+        pid: 77,
+        hostname: "host".into(),
+        rank: Some(3),
+        world_size: Some(4),
+        clock_source: ClockSource::Monotonic,
+        ticks_per_sec: 1e9,
+        start_mono_ns: 1_000,
+        start_wall_ns: 1_700_000_000_000_000_000,
+        mode: "full".into(),
+        ..FileHeader::default()
+    };
+    let mut w =
+        RingWriter::create(&path, header, RingGeometry { chunk_bytes: 4096, chunk_count: 64, dict_bytes: 65536 })
+            .unwrap();
+    w.define_string(StrId(1), "cudaLaunchKernel");
+    w.define_string(StrId(2), "_Z6kernelv");
+    w.append(&Record::ClockSync { ticks: 1_000, mono_ns: 1_000, wall_ns: 1_700_000_000_000_000_000 });
+    for i in 0..5000u64 {
+        w.append(&Record::Api {
+            tid: 9,
+            domain: ApiDomain::Runtime,
+            name: StrId(1),
+            start: 2_000 + i * 1000,
+            end: 2_500 + i * 1000,
+            result: 0,
+            correlation: i as u32,
+            detail: StrId(2),
+            stream: 0,
+            arg: 256,
+        });
+    }
+    w.close(0).unwrap();
+    path
+}
+
+#[test]
+fn intact_file_info_dump_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write_ring(dir.path());
+    let ps = p.to_str().unwrap();
+    let (rc, out, _) = tprof(&["check", ps]);
+    assert_eq!(rc, 0, "{out}");
+    // 5000 API records plus the clock pair that opens each chunk.
+    let chunks = RingReader::open(&p).unwrap().chunks().len();
+    assert!(out.contains(&format!("ok ({} records, {chunks} chunks)", 5000 + chunks)), "{out}");
+    let (rc, out, _) = tprof(&["info", ps]);
+    assert_eq!(rc, 0);
+    assert!(out.contains("rank:        3"), "{out}");
+    assert!(out.contains("api                    5000"), "{out}");
+    assert!(out.contains("damage:      none"), "{out}");
+    let (rc, out, _) = tprof(&["dump", "--json", ps]);
+    assert_eq!(rc, 0);
+    let lines: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let apis: Vec<&serde_json::Value> = lines.iter().filter(|v| v["type"] == "api").collect();
+    assert_eq!(apis.len(), 5000);
+    assert_eq!(apis[7]["name"], "cudaLaunchKernel");
+    assert_eq!(apis[7]["detail"], "_Z6kernelv");
+    assert_eq!(apis[7]["correlation"], 7);
+    assert_eq!(apis[7]["end"].as_u64().unwrap() - apis[7]["start"].as_u64().unwrap(), 500);
+}
+
+#[test]
+fn flipped_byte_is_reported_with_offset_and_the_rest_decodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write_ring(dir.path());
+    let r = RingReader::open(&p).unwrap();
+    let victim = r.chunks()[2];
+    let total: usize = r.records().filter(|x| x.is_ok()).count();
+    let in_victim = r.chunk_records(&victim).count();
+    drop(r);
+    let mut bytes = std::fs::read(&p).unwrap();
+    bytes[victim.offset as usize + 500] ^= 0x5a;
+    std::fs::write(&p, &bytes).unwrap();
+    let (rc, out, err) = tprof(&["check", p.to_str().unwrap()]);
+    assert_eq!(rc, 1, "{out}{err}");
+    let report = format!("{out}{err}");
+    assert!(report.contains(&format!("offset {}", victim.offset)), "{report}");
+    assert!(report.contains("checksum mismatch"), "{report}");
+    assert!(report.contains(&format!("{} records readable", total - in_victim)), "{report}");
+}
+
+#[test]
+fn truncated_directory_and_foreign_files_get_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write_ring(dir.path());
+    let bytes = std::fs::read(&p).unwrap();
+    let cut = dir.path().join("cut.tprof");
+    std::fs::write(&cut, &bytes[..4096 + 65536 + 4096 * 3 + 100]).unwrap();
+    let (rc, out, err) = tprof(&["check", cut.to_str().unwrap()]);
+    assert_eq!(rc, 1);
+    let report = format!("{out}{err}");
+    assert!(report.contains("truncated"), "{report}");
+    assert!(report.contains("cut.tprof"), "{report}");
+    let (rc, _, err) = tprof(&["info", dir.path().to_str().unwrap()]);
+    assert_eq!(rc, 1);
+    assert!(err.contains("is a directory"), "{err}");
+    let json = dir.path().join("trace.json");
+    std::fs::write(&json, b"{\"traceEvents\": []}").unwrap();
+    let (rc, out, err) = tprof(&["check", json.to_str().unwrap()]);
+    assert_eq!(rc, 1);
+    assert!(format!("{out}{err}").contains("bad magic at offset 0"), "{out}{err}");
+    let empty = dir.path().join("empty.tprof");
+    std::fs::write(&empty, b"").unwrap();
+    let (rc, out, err) = tprof(&["check", empty.to_str().unwrap()]);
+    assert_eq!(rc, 1);
+    assert!(format!("{out}{err}").contains("empty file"), "{out}{err}");
+}
