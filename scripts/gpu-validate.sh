@@ -398,7 +398,11 @@ if [ "$DRY" = 1 ]; then
   "$PY3" "$KIT/results.py" render --results "$RESULTS" --out "$OUT" --env "$ENV_JSON" \
     --title "tprof GPU validation (dry run)" || true
   if [ "$KIT_OK" = 1 ] && [ "$SC_STATUS" = PASS ]; then
-    echo "gpu-validate: dry run ok: the kit is complete (GPU steps skipped)"
+    if [ "$HAVE_TPROF" = 1 ] && [ "$HAVE_LIB" = 1 ]; then
+      echo "gpu-validate: dry run ok: the kit is complete (GPU steps skipped)"
+    else
+      echo "gpu-validate: dry run ok, but tprof and/or libtprof.so are not built: the GPU run needs them ($BUILD_HINT)"
+    fi
     exit 0
   fi
   echo "gpu-validate: dry run FAILED: the kit is incomplete or its self-check failed (see above)" >&2
