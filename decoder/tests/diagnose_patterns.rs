@@ -105,7 +105,8 @@ fn item_at_step_end() {
     assert_eq!(v.location.calls.first().map(String::as_str), Some("cudaStreamSynchronize"), "{}", v.evidence);
     assert!(num(v, "small_d2h_copies") >= 20.0);
     assert!(v.steps.len() >= 10, "{:?}", v.steps);
-    let idle = num(v, "gpu_idle_after_sync_ns") / 24.0;
+    // 11 steps per rank after the warm-up step.
+    let idle = num(v, "gpu_idle_after_sync_ns") / 22.0;
     assert!((1.7e6..2.3e6).contains(&idle), "{idle}");
 }
 

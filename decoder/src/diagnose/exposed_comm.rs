@@ -42,7 +42,7 @@ pub fn find(job: &Job) -> Option<Verdict> {
     rows.sort_by_key(|r| std::cmp::Reverse(r.1 .1));
     let nsteps: u64 =
         job.ranks.iter().map(|r| r.steps.iter().filter(|s| s.gpu_start.is_some()).count() as u64).sum::<u64>().max(1);
-    let exposed_per_step = loss / nsteps;
+    let exposed_per_step = job.ranks.iter().flat_map(|r| r.steps.iter()).map(|s| s.split.comm_ns).sum::<Ns>() / nsteps;
     let step_ns = job.median_step_ns();
     let mut steps: Vec<u64> = job
         .ranks

@@ -76,6 +76,8 @@ pub fn classify_call(name: &str) -> CallClass {
 
 /// How long after the GPU ran dry a blocked host may return and still count as the cause (ns).
 const SYNC_SLACK_NS: Ns = 5_000;
+/// With at least this many steps, the first one is left out as warm-up.
+pub const WARMUP_MIN_STEPS: usize = 4;
 /// Idle gaps between kernels of a step up to this long count as launch overhead (ns).
 const LAUNCH_GAP_MAX_NS: Ns = 1_000_000;
 
@@ -228,9 +230,12 @@ pub fn analyse(mut inp: Input) -> Timeline {
             g_last = g_last.max(o.end);
         }
     }
-    let (w0, w1) = match (index.windows.first(), index.windows.last()) {
+    // The first step is warm-up (lazy initialisation, first launches, communicator set-up): with
+    // enough steps, the window starts at the second one.
+    let skip = usize::from(nsteps >= WARMUP_MIN_STEPS);
+    let (w0, w1) = match (index.windows.get(skip), index.windows.last()) {
         (Some(f), Some(l)) => {
-            let first_gpu = g_first.iter().flatten().min().copied().unwrap_or(f.start);
+            let first_gpu = g_first[skip..].iter().flatten().min().copied().unwrap_or(f.start);
             (f.start.min(first_gpu), l.end.max(g_last))
         }
         _ => inp.span,
@@ -326,7 +331,7 @@ pub fn analyse(mut inp: Input) -> Timeline {
     for w in order.windows(2) {
         next_first[w[0]] = g_first[w[1]].unwrap_or(w1);
     }
-    for (p, w) in index.windows.iter().enumerate() {
+    for (p, w) in index.windows.iter().enumerate().skip(skip) {
         let mut st = StepFacts {
             index: w.index,
             host_start: w.start,
@@ -361,7 +366,8 @@ pub fn analyse(mut inp: Input) -> Timeline {
                 out.amp.checked_steps.push(w.index);
                 if !optim_after[p] {
                     out.amp.skipped_steps.push(w.index);
-                    out.amp.skipped_ns += out.steps[p].gpu_window_ns();
+                    out.amp.skipped_ns +=
+                        out.steps.iter().find(|s| s.index == w.index).map_or(0, |s| s.gpu_window_ns());
                 }
             }
         }

@@ -69,9 +69,8 @@ pub fn profile_simtrain(args: &[&str], stop_after: Option<Duration>, timeout: Du
     let exe = require_program("simtrain");
     let lib = tprof_lib();
     let rings = TempDir::new("diagnose-rings");
-    let truth = rings.path().join("truth");
-    std::fs::create_dir_all(&truth).expect("truth dir");
-    let mut cmd = sim_command(&exe, args, &truth);
+    let truth = TempDir::new("diagnose-truth");
+    let mut cmd = sim_command(&exe, args, truth.path());
     cmd.env("LD_PRELOAD", &lib)
         .env("TPROF_OUT", rings.path())
         .env("TPROF_RING_MB", "16")
