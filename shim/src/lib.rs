@@ -13,6 +13,7 @@ pub mod cupti;
 pub mod fork;
 pub mod gpu_metrics;
 pub mod guard;
+pub mod hang;
 pub mod injection;
 pub mod intercept;
 pub mod metrics;

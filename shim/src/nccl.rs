@@ -272,7 +272,13 @@ fn record(
     let call = ffi_guard(None, || Some(begin(op, comm, count, datatype, peer, stream)));
     let Some(call) = call else { return real() };
     cupti::push_external(call.correlation);
+    if op.moves_data() {
+        crate::hang::note_collective(op, call.comm.id, call.seq);
+    }
+    // NCCL calls can block (group ends, communicator barriers): the hang watchdog watches them too.
+    recorder::set_pending(crate::strings::intern(op.name()), call.start);
     let result = real();
+    recorder::clear_pending();
     cupti::pop_external();
     let end = clock::now();
     ffi_guard((), || emit(&call, end, result));

@@ -27,6 +27,9 @@ pub struct ThreadBuffer {
     /// Fork generation the buffer belongs to.
     generation: AtomicU64,
     tid: AtomicU32,
+    /// A blocking call in progress on this thread (ticks at its start; 0 = none), for the hang watchdog.
+    pending_since: AtomicU64,
+    pending_name: AtomicU32,
     next: AtomicPtr<ThreadBuffer>,
 }
 
@@ -152,6 +155,8 @@ fn new_buffer(generation: u64, tid: u32) -> *const ThreadBuffer {
         owner_state: AtomicU32::new(OWNED),
         generation: AtomicU64::new(generation),
         tid: AtomicU32::new(tid),
+        pending_since: AtomicU64::new(0),
+        pending_name: AtomicU32::new(0),
         next: AtomicPtr::new(std::ptr::null_mut()),
     }));
     let mut head = HEAD.load(Ordering::Acquire);
@@ -202,6 +207,51 @@ pub fn drain(mut sink: impl FnMut(&Record)) -> (u64, u64) {
         }
     }
     (drained, dropped)
+}
+
+fn own_buffer() -> Option<&'static ThreadBuffer> {
+    let (buf, generation) = LOCAL.try_with(|l| l.get()).ok()?;
+    if buf.is_null() || generation != GENERATION.load(Ordering::Relaxed) {
+        return None;
+    }
+    // SAFETY: buffers are never freed; this one is owned by the calling thread.
+    Some(unsafe { &*buf })
+}
+
+/// Marks the calling thread as blocked in `name` since `since` ticks (hang watchdog).
+pub fn set_pending(name: tprof_format::StrId, since: u64) {
+    if let Some(b) = own_buffer() {
+        b.pending_name.store(name.0, Ordering::Relaxed);
+        b.pending_since.store(since.max(1), Ordering::Release);
+    }
+}
+
+/// Clears the calling thread's pending call.
+pub fn clear_pending() {
+    if let Some(b) = own_buffer() {
+        b.pending_since.store(0, Ordering::Release);
+    }
+}
+
+/// The oldest pending blocking call of any live thread: (tid, name, since ticks).
+pub fn oldest_pending() -> Option<(u32, tprof_format::StrId, u64)> {
+    let generation = GENERATION.load(Ordering::Acquire);
+    let mut best: Option<(u32, tprof_format::StrId, u64)> = None;
+    let mut p = HEAD.load(Ordering::Acquire);
+    while !p.is_null() {
+        // SAFETY: list nodes are never freed.
+        let b = unsafe { &*p };
+        p = b.next.load(Ordering::Acquire);
+        if b.generation.load(Ordering::Acquire) != generation || b.owner_state.load(Ordering::Acquire) != OWNED {
+            continue;
+        }
+        let since = b.pending_since.load(Ordering::Acquire);
+        if since != 0 && best.is_none_or(|x| since < x.2) {
+            let name = tprof_format::StrId(b.pending_name.load(Ordering::Relaxed));
+            best = Some((b.tid.load(Ordering::Relaxed), name, since));
+        }
+    }
+    best
 }
 
 /// Records waiting in all buffers (approximate).

@@ -225,6 +225,7 @@ fn init_inner() -> Result<(), InitError> {
     recorder::set_capacity(cfg.buffer_events);
     let source = clock::init(cfg.clock);
     let ticks_per_sec = clock::calibrate(2_000_000);
+    crate::hang::set_ticks_per_sec(ticks_per_sec);
     let (start_ticks, start_mono_ns, start_wall_ns) = clock::sync_pair();
     let (rank, local_rank, world_size, job_id) = job_identity();
     let pid = std::process::id();

@@ -88,8 +88,18 @@ fn run(mut ring: RingWriter, commit_interval: Duration) {
             ring.set_dropped(dropped);
             last_dropped = dropped;
         }
+        // The hang watchdog: a report is committed at once (the job may be killed any moment now).
+        let hang_reported = !stopping && crate::hang::poll();
+        if hang_reported {
+            PERIODIC_HOOKS.run_all(); // CUPTI: deliver what completed
+            recorder::drain(|r| {
+                crate::counters::observe_written(r);
+                ring.append(r)
+            });
+            strings_done = define_new_strings(&mut ring, strings_done);
+        }
         // Commit early enough that the gap never exceeds the interval, whatever the sleep below.
-        if stopping || capture.commit_now || last_commit.elapsed() + MAX_PAUSE >= commit_interval {
+        if stopping || hang_reported || capture.commit_now || last_commit.elapsed() + MAX_PAUSE >= commit_interval {
             ring.append(&clock_sync());
             ring.commit(clock::now());
             last_commit = Instant::now();

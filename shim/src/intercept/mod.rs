@@ -127,6 +127,8 @@ pub(crate) struct ApiCall {
     pub correlation: u32,
     pub start: u64,
     pushed: bool,
+    /// A host-blocking call published to the hang watchdog.
+    blocking: bool,
     /// False for [`begin_outer`] calls made while the capture window is closed: tracked, not recorded.
     recording: bool,
     _inside: ReentrancyGuard,
@@ -159,6 +161,7 @@ pub(crate) fn begin() -> Option<ApiCall> {
             correlation: crate::correlation::next_id(),
             start: 0,
             pushed: false,
+            blocking: false,
             recording: true,
             _inside: inside,
         })
@@ -176,8 +179,21 @@ pub(crate) fn begin_outer() -> Option<ApiCall> {
         // capture (issue 7): per-thread call counter, on whether or not the window is open.
         crate::counters::count_call(recording);
         let correlation = if recording { crate::correlation::next_id() } else { 0 };
-        Some(ApiCall { correlation, start: 0, pushed: false, recording, _inside: inside })
+        Some(ApiCall { correlation, start: 0, pushed: false, blocking: false, recording, _inside: inside })
     })
+}
+
+/// The API name the hang watchdog reports for a host-blocking synchronization.
+fn blocking_name(kind: SyncKind) -> Option<&'static StaticName> {
+    static STREAM: StaticName = StaticName::new("cudaStreamSynchronize");
+    static EVENT: StaticName = StaticName::new("cudaEventSynchronize");
+    static DEVICE: StaticName = StaticName::new("cudaDeviceSynchronize");
+    match kind {
+        SyncKind::StreamSynchronize => Some(&STREAM),
+        SyncKind::EventSynchronize => Some(&EVENT),
+        SyncKind::ContextSynchronize => Some(&DEVICE),
+        _ => None,
+    }
 }
 
 impl ApiCall {
@@ -189,12 +205,21 @@ impl ApiCall {
             self.pushed = true;
         }
         self.start = crate::clock::now();
+        if let Work::Sync { kind, .. } = work {
+            if let Some(name) = blocking_name(*kind) {
+                crate::recorder::set_pending(name.id(), self.start);
+                self.blocking = true;
+            }
+        }
     }
 
     /// Ends the call: timestamps, pops the external correlation, emits the records.
     #[inline]
     pub(crate) fn finish(self, domain: ApiDomain, name: &StaticName, result: i32, work: &Work) {
         let end = crate::clock::now();
+        if self.blocking {
+            crate::recorder::clear_pending();
+        }
         if self.pushed {
             cupti_link::pop_external();
         }
