@@ -166,8 +166,14 @@ pub fn render(s: &Summary, top: usize) -> String {
         out.push_str(&format!("\n== Steps ({} of {}; time = slowest rank)\n", shown, s.steps.len()));
         let mut tb = Table::new(&["step", "ranks", "time", "mean time", "GPU busy", "exposed comm"]).left(0);
         for st in s.steps.iter().take(shown) {
+            // NVTX steps are all called "step": show the index, and the name when it says more.
+            let label = if st.name.is_empty() || st.name == "step" || st.name.ends_with(&format!("#{}", st.index)) {
+                st.index.to_string()
+            } else {
+                format!("{} {}", st.index, st.name)
+            };
             tb.row(vec![
-                st.name.clone(),
+                label,
                 st.ranks.to_string(),
                 dur(st.duration_ns),
                 dur(st.mean_duration_ns),
