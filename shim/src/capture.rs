@@ -20,8 +20,10 @@
 //! except the implicit window of `full` and `flight` mode, which spans the whole ring.
 //!
 //! GPU records (CUPTI) arrive after their launch, often after the window closed: a kernel / copy /
-//! memset is kept when its correlation id is a shim id (its launch was recorded inside a window) or the
-//! window is open now ([`keep_gpu_record`]). Everything not kept is only counted.
+//! memset is kept when its correlation id is a shim id (its launch was recorded inside a window). One
+//! with CUPTI's own id (a call the interposers did not record) is kept while the window is open, unless
+//! a window has closed before and the interposers are bound: then it is work launched outside a window
+//! whose record CUPTI delivered late ([`keep_gpu_record`]). Everything not kept is only counted.
 //!
 //! All state here is atomics; the only "lock" is a spin flag held while one edge is applied, reset in a
 //! fork child. Nothing here runs on the per-call hot path except [`tracks_steps`] (one relaxed load).
@@ -180,6 +182,11 @@ const MANUAL_STEPS: u8 = 3;
 
 /// Our view of the window (mirrors `state::is_recording` for edges we applied).
 static OPEN: AtomicBool = AtomicBool::new(false);
+/// The window has been closed at some point (from the start, or by an edge): GPU records without a
+/// shim correlation id can then belong to work launched outside a window.
+static EVER_CLOSED: AtomicBool = AtomicBool::new(false);
+/// When the current window opened (ticks; 0 = open from the start).
+static OPENED_TICKS: AtomicU64 = AtomicU64::new(0);
 /// Held while one edge is applied.
 static EDGE: AtomicBool = AtomicBool::new(false);
 /// The process this state belongs to (a fork child resets it).
@@ -264,6 +271,8 @@ pub fn on_enabled() {
     }
     let open = state::is_recording();
     OPEN.store(open, Ordering::Release);
+    EVER_CLOSED.store(!open, Ordering::Relaxed);
+    OPENED_TICKS.store(0, Ordering::Relaxed);
     SAMPLE_T0_NS.store(clock::monotonic_ns(), Ordering::Release);
     SAMPLE_WANTS_OPEN.store(open, Ordering::Release);
     if open && !matches!(cfg.mode, Mode::Full | Mode::Flight) {
@@ -330,11 +339,13 @@ fn set_window(open: bool, reason: Reason) -> bool {
     let changed = OPEN.load(Ordering::Acquire) != open;
     if changed {
         if open {
+            OPENED_TICKS.store(clock::now(), Ordering::Relaxed);
             emit_marker(MarkerKind::CaptureStart, reason, StrId::NONE);
             state::set_recording(true);
             WINDOWS_OPENED.fetch_add(1, Ordering::Relaxed);
         } else {
             state::set_recording(false);
+            EVER_CLOSED.store(true, Ordering::Relaxed);
             emit_marker(MarkerKind::CaptureStop, reason, StrId::NONE);
         }
         OPEN.store(open, Ordering::Release);
@@ -445,14 +456,30 @@ pub fn keep_gpu_record(rec: &Record) -> bool {
         Record::Kernel { correlation, .. }
         | Record::Memcpy { correlation, .. }
         | Record::Memset { correlation, .. } => {
-            state::is_recording() || (correlation::is_shim_id(correlation) && state::state() == state::ENABLED)
+            if correlation::is_shim_id(correlation) {
+                state::state() == state::ENABLED
+            } else {
+                // CUPTI's own id: a call the interposers did not record. Once a window has closed, with
+                // the interposers bound that means work launched outside a window (parsed late): drop.
+                state::is_recording()
+                    && !(EVER_CLOSED.load(Ordering::Relaxed) && crate::cupti::interposers_bound())
+                    && in_current_window(rec)
+            }
         }
-        _ => state::is_recording(),
+        _ => state::is_recording() && in_current_window(rec),
     };
     if !keep {
         counters::observe_unrecorded(rec);
     }
     keep
+}
+
+/// Whether a record delivered late (by CUPTI) happened after the current window opened.
+fn in_current_window(rec: &Record) -> bool {
+    match rec.timestamp() {
+        Some(ts) if ts != 0 => ts >= OPENED_TICKS.load(Ordering::Relaxed),
+        _ => true,
+    }
 }
 
 // ------------------------------------------------------------------ dumps

@@ -66,7 +66,7 @@ pub struct Config {
     pub steps: crate::capture::StepRange,
     /// `TPROF_SAMPLE=2s/60s`: the sample-mode duty cycle (default 2 s every 60 s).
     pub sample: crate::capture::DutyCycle,
-    /// `TPROF_METRICS_FILE`: Prometheus textfile to rewrite every `metrics_interval`.
+    /// `TPROF_METRICS_FILE`: Prometheus textfile to rewrite every `metrics_interval` (`%p` = pid, `%r` = rank).
     pub metrics_file: Option<PathBuf>,
     /// `TPROF_METRICS_INTERVAL` (default 10 s).
     pub metrics_interval: Duration,

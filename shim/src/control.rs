@@ -168,6 +168,10 @@ fn handle(stream: UnixStream) -> std::io::Result<()> {
     // SAFETY: geteuid has no preconditions.
     let owner = unsafe { libc::geteuid() };
     let peer = peer_uid(&stream)?;
+    // Read the request first in every case: closing with unread input would reset the connection
+    // before the peer reads our answer.
+    let mut line = String::new();
+    BufReader::new((&stream).take_limited()).read_line(&mut line)?;
     if !peer_allowed(peer, owner) {
         out.write_all(
             format!("error: permission denied: uid {peer} may not control this process (owner uid {owner})\n")
@@ -175,8 +179,6 @@ fn handle(stream: UnixStream) -> std::io::Result<()> {
         )?;
         return Ok(());
     }
-    let mut line = String::new();
-    BufReader::new((&stream).take_limited()).read_line(&mut line)?;
     let reply = execute(line.trim());
     out.write_all(reply.as_bytes())
 }

@@ -280,9 +280,21 @@ pub fn render(s: &Sample, labels: &str) -> (String, f64) {
     (out, step_s)
 }
 
+/// The metrics path with `%p` replaced by the pid and `%r` by the rank (`x` without one), so the
+/// processes of a job can share one setting (`TPROF_METRICS_FILE=/var/lib/node_exporter/tprof-%r.prom`).
+pub fn resolve_path(template: &Path, pid: u32, rank: Option<u32>) -> std::path::PathBuf {
+    let s = template.to_string_lossy();
+    if !s.contains('%') {
+        return template.to_path_buf();
+    }
+    let rank = rank.map(|r| r.to_string()).unwrap_or_else(|| "x".into());
+    std::path::PathBuf::from(s.replace("%p", &pid.to_string()).replace("%r", &rank))
+}
+
 /// Writes the file now (writer thread).
 pub fn write_now() {
-    let Some(path) = config().metrics_file.as_ref() else { return };
+    let Some(template) = config().metrics_file.as_ref() else { return };
+    let path = &resolve_path(template, std::process::id(), state::job_identity().0);
     let (now_ticks, now_mono, _) = clock::sync_pair();
     let tps = ticks_per_sec(now_ticks, now_mono);
     let mut prev_guard = PREVIOUS.lock().unwrap_or_else(|e| e.into_inner());
@@ -386,6 +398,14 @@ mod tests {
         let help = text.lines().filter(|l| l.starts_with("# HELP")).count();
         let samples = text.lines().filter(|l| !l.starts_with('#')).count();
         assert_eq!(help, samples);
+    }
+
+    #[test]
+    fn paths_per_process() {
+        let p = resolve_path(Path::new("/m/tprof-%r-%p.prom"), 42, Some(3));
+        assert_eq!(p, Path::new("/m/tprof-3-42.prom"));
+        assert_eq!(resolve_path(Path::new("/m/t-%r.prom"), 1, None), Path::new("/m/t-x.prom"));
+        assert_eq!(resolve_path(Path::new("/m/t.prom"), 1, None), Path::new("/m/t.prom"));
     }
 
     #[test]
