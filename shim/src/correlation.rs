@@ -1,7 +1,6 @@
 //! Shim correlation ids: `0x8000_0000 | n`, disjoint from CUPTI's ids (which stay below 2^31).
 //! Each thread takes blocks of ids from a global counter, so the per-call cost is a TLS increment.
 
-use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// High bit marking ids the shim assigned.
@@ -10,22 +9,18 @@ const BLOCK: u32 = 256;
 
 static NEXT_BLOCK: AtomicU32 = AtomicU32::new(1);
 
-thread_local! {
-    /// (next id, end of block)
-    static RANGE: Cell<(u32, u32)> = const { Cell::new((0, 0)) };
-}
-
 /// A fresh correlation id for a host call.
 #[inline]
 pub fn next_id() -> u32 {
-    RANGE.with(|r| {
-        let (mut next, mut end) = r.get();
+    crate::thread::with_ctx(|c| {
+        let (mut next, mut end) = (c.corr_next.get(), c.corr_end.get());
         if next >= end {
             let block = NEXT_BLOCK.fetch_add(1, Ordering::Relaxed) & 0x007f_ffff;
             next = block * BLOCK;
             end = next + BLOCK;
+            c.corr_end.set(end);
         }
-        r.set((next + 1, end));
+        c.corr_next.set(next + 1);
         SHIM_BIT | (next & 0x7fff_ffff)
     })
 }

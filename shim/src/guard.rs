@@ -6,14 +6,8 @@
 //! - [`ffi_guard`]: every exported function and callback runs its body through it; a panic is caught,
 //!   tprof disables itself with one stderr line, and the host program runs on.
 
-use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Once;
-
-thread_local! {
-    static INSIDE: Cell<bool> = const { Cell::new(false) };
-    static IN_FFI_GUARD: Cell<u32> = const { Cell::new(0) };
-}
 
 /// Proof that this thread is inside tprof; dropping it leaves.
 pub struct ReentrancyGuard {
@@ -22,7 +16,7 @@ pub struct ReentrancyGuard {
 
 impl Drop for ReentrancyGuard {
     fn drop(&mut self) {
-        let _ = INSIDE.try_with(|f| f.set(false));
+        crate::thread::with_ctx(|c| c.inside.set(false));
     }
 }
 
@@ -34,22 +28,19 @@ impl Reentrancy {
     /// forward the call without recording).
     #[inline]
     pub fn enter() -> Option<ReentrancyGuard> {
-        INSIDE
-            .try_with(|f| {
-                if f.get() {
-                    None
-                } else {
-                    f.set(true);
-                    Some(ReentrancyGuard { _not_send: std::marker::PhantomData })
-                }
-            })
-            .ok()
-            .flatten()
+        crate::thread::with_ctx(|c| {
+            if c.inside.get() {
+                None
+            } else {
+                c.inside.set(true);
+                Some(ReentrancyGuard { _not_send: std::marker::PhantomData })
+            }
+        })
     }
 
     /// True when this thread is inside tprof.
     pub fn active() -> bool {
-        INSIDE.try_with(|f| f.get()).unwrap_or(true)
+        crate::thread::with_ctx(|c| c.inside.get())
     }
 }
 
@@ -61,7 +52,9 @@ pub fn install_panic_hook() {
     HOOK.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
-            if IN_FFI_GUARD.try_with(|d| d.get()).unwrap_or(0) == 0 {
+            // Inside tprof (the reentrancy flag is set around all of tprof's own work) the panic is
+            // caught by `ffi_guard`, which prints tprof's single line; everything else is the host's.
+            if !Reentrancy::active() {
                 previous(info);
             }
         }));
@@ -71,10 +64,8 @@ pub fn install_panic_hook() {
 /// Runs `body`; if it panics, disables tprof permanently (one stderr line) and returns `default`.
 #[inline]
 pub fn ffi_guard<T>(default: T, body: impl FnOnce() -> T) -> T {
-    let _ = IN_FFI_GUARD.try_with(|d| d.set(d.get() + 1));
-    let result = catch_unwind(AssertUnwindSafe(body));
-    let _ = IN_FFI_GUARD.try_with(|d| d.set(d.get().saturating_sub(1)));
-    match result {
+    // No thread-local bookkeeping here: this runs twice per intercepted call.
+    match catch_unwind(AssertUnwindSafe(body)) {
         Ok(v) => v,
         Err(payload) => {
             let msg = payload

@@ -6,7 +6,7 @@
 //! Buffers are allocated once per thread (on its first event), linked into a global lock-free list and
 //! never freed: a thread that exits marks its buffer for reuse once the writer has drained it.
 
-use std::cell::{Cell, UnsafeCell};
+use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
@@ -50,9 +50,6 @@ static ORPHAN_DROPS: AtomicU64 = AtomicU64::new(0);
 static CAPACITY: AtomicUsize = AtomicUsize::new(16384);
 
 thread_local! {
-    /// The calling thread's buffer and the generation it was registered in. No destructor, so it stays
-    /// readable while other thread-local destructors run.
-    static LOCAL: Cell<(*const ThreadBuffer, u64)> = const { Cell::new((std::ptr::null(), 0)) };
     /// Marks the buffer exited when the thread ends.
     static OWNER: OwnerToken = const { OwnerToken };
 }
@@ -61,15 +58,16 @@ struct OwnerToken;
 
 impl Drop for OwnerToken {
     fn drop(&mut self) {
-        let _ = LOCAL.try_with(|l| {
-            let (buf, _) = l.get();
+        crate::thread::with_ctx(|c| {
+            let buf = c.buffer.get();
             if !buf.is_null() {
                 // SAFETY: buffers are never freed; the pointer came from `register`.
                 unsafe { &*buf }.owner_state.store(EXITED, Ordering::Release);
             }
             // Events from later destructors of this thread are dropped and counted, never written into a
             // buffer that another thread may reuse.
-            l.set((std::ptr::null(), u64::MAX));
+            c.buffer.set(std::ptr::null());
+            c.buffer_generation.set(u64::MAX);
         });
     }
 }
@@ -83,7 +81,7 @@ pub fn set_capacity(events: usize) {
 /// event, never fails: when the buffer is full the event is dropped and counted.
 #[inline]
 pub fn emit(rec: Record) {
-    let (buf, generation) = LOCAL.try_with(|l| l.get()).unwrap_or((std::ptr::null(), u64::MAX));
+    let (buf, generation) = crate::thread::with_ctx(|c| (c.buffer.get(), c.buffer_generation.get()));
     let buf = if !buf.is_null() && generation == GENERATION.load(Ordering::Relaxed) {
         buf
     } else {
@@ -120,7 +118,10 @@ fn register(previous_generation: u64) -> Option<*const ThreadBuffer> {
     let generation = GENERATION.load(Ordering::Acquire);
     let tid = crate::thread::tid();
     let buf = reuse_free_buffer(generation, tid).unwrap_or_else(|| new_buffer(generation, tid));
-    LOCAL.try_with(|l| l.set((buf, generation))).ok()?;
+    crate::thread::with_ctx(|c| {
+        c.buffer.set(buf);
+        c.buffer_generation.set(generation);
+    });
     Some(buf)
 }
 
@@ -210,7 +211,7 @@ pub fn drain(mut sink: impl FnMut(&Record)) -> (u64, u64) {
 }
 
 fn own_buffer() -> Option<&'static ThreadBuffer> {
-    let (buf, generation) = LOCAL.try_with(|l| l.get()).ok()?;
+    let (buf, generation) = crate::thread::with_ctx(|c| (c.buffer.get(), c.buffer_generation.get()));
     if buf.is_null() || generation != GENERATION.load(Ordering::Relaxed) {
         return None;
     }
