@@ -4,6 +4,15 @@
 #[inline]
 pub fn put_u64(out: &mut [u8], pos: &mut usize, mut v: u64) -> bool {
     let mut p = *pos;
+    // Most fields (ids, small deltas, flags) fit one byte.
+    if v < 0x80 {
+        if let Some(b) = out.get_mut(p) {
+            *b = v as u8;
+            *pos = p + 1;
+            return true;
+        }
+        return false;
+    }
     loop {
         if p >= out.len() {
             return false;
