@@ -311,7 +311,9 @@ impl CountersSummary {
     /// Merges the ranks' counters; `ranks` are (rank, label, counters) in rank order.
     pub fn merge<'a>(ranks: impl Iterator<Item = (Option<u32>, &'a str, &'a RankCounters)>) -> CountersSummary {
         let mut s = CountersSummary::default();
-        let mut steps: BTreeMap<u64, (u32, BTreeMap<String, (f64, u32)>)> = BTreeMap::new();
+        // step -> (ranks, counter -> (sum of means, ranks with it))
+        type StepAcc = (u32, BTreeMap<String, (f64, u32)>);
+        let mut steps: BTreeMap<u64, StepAcc> = BTreeMap::new();
         let mut names = std::collections::BTreeSet::new();
         for (rank, label, rc) in ranks {
             for (n, st) in &rc.overall {

@@ -182,7 +182,21 @@ fn info_line(msg: &str) {
     }
 }
 
+/// True when this process samples no device whatever NVML reports (launchers, non-zero ranks
+/// without a local rank): it does not even load NVML, and says nothing.
+pub fn samples_nothing(id: &Identity) -> bool {
+    match (id.local_rank, id.rank) {
+        (Some(_), _) => false,
+        (None, Some(r)) => r != 0,
+        (None, None) => id.world_size.unwrap_or(1) > 1,
+    }
+}
+
 fn run(period: Duration) {
+    let identity = Identity::from_env();
+    if samples_nothing(&identity) {
+        return;
+    }
     let nvml = match Nvml::load() {
         Ok(n) => n,
         Err(LoadError::Absent(why)) => {
@@ -194,7 +208,7 @@ fn run(period: Duration) {
             return;
         }
     };
-    let ids = devices_to_sample(&Identity::from_env(), nvml.device_count());
+    let ids = devices_to_sample(&identity, nvml.device_count());
     let mut devices: Vec<Sampled> = ids
         .into_iter()
         .filter_map(|index| {
@@ -353,6 +367,9 @@ mod tests {
         assert!(devices_to_sample(&id(Some(1), None, Some(2), None), 2).is_empty());
         // A launcher (WORLD_SIZE set, no rank) samples nothing; a plain program samples everything.
         assert!(devices_to_sample(&id(None, None, Some(4), None), 8).is_empty());
+        assert!(samples_nothing(&id(None, None, Some(4), None)));
+        assert!(samples_nothing(&id(Some(2), None, Some(4), None)));
+        assert!(!samples_nothing(&id(Some(2), Some(2), Some(4), None)));
         assert_eq!(devices_to_sample(&id(None, None, None, None), 2), vec![0, 1]);
         assert!(devices_to_sample(&id(None, None, None, None), 0).is_empty());
     }

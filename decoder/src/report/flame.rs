@@ -45,5 +45,6 @@ pub fn svg(procs: &[ProcReport], width: usize) -> Option<String> {
         }
         svg.replace_range(a..b + 3, "");
     }
-    Some(svg)
+    // Without inferno's script, its `onload="init(evt)"` hook would be an error in the page.
+    Some(svg.replace(" onload=\"init(evt)\"", ""))
 }

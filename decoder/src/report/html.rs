@@ -72,7 +72,7 @@ pub fn render(d: &ReportData) -> String {
     );
     let _ = write!(
         h,
-        "<header><h1>tprof report</h1><div class=\"sub\">{}</div><div class=\"sub\">{} ranks &middot; span {} &middot; {} events</div></header>\n",
+        "<header><h1>tprof report</h1><div class=\"sub\">{}</div><div class=\"sub\">{} ranks &middot; span {} &middot; {} events</div></header>",
         esc(&d.title),
         s.totals.ranks,
         ms(s.totals.span_ns),
@@ -111,7 +111,7 @@ fn verdicts(h: &mut String, d: &ReportData) {
     if let Some(o) = diag.efficiency.first() {
         let _ = write!(
             h,
-            "<p class=\"headline\">Useful GPU compute: <b>{}</b> of wall time across ranks.</p>\n",
+            "<p class=\"headline\">Useful GPU compute: <b>{}</b> of wall time across ranks.</p>",
             pct(o.useful)
         );
     }
@@ -473,7 +473,7 @@ th{background:#f3f5f7;cursor:pointer}.l{text-align:left;white-space:normal;word-
 "##;
 
 const JS: &str = r##"
-window.addEventListener("error",function(e){var d=document.createElement("div");d.id="report-error";d.textContent=String(e.message);document.body.appendChild(d);});
+window.addEventListener("error",function(e){var d=document.createElement("div");d.id="report-"+"error";d.textContent=String(e.message);document.body.appendChild(d);});
 (function(){
 "use strict";
 var palette=["#4e79a7","#f28e2b","#e15759","#76b7b2","#59a14f","#edc948","#b07aa1","#ff9da7","#9c755f","#bab0ac"];
@@ -521,6 +521,6 @@ function showCounter(n){var c=data.counters[n];lineChart(document.getElementById
 if(first){sel.value=first;showCounter(first);sel.addEventListener("change",function(){showCounter(sel.value);});}
 else{sel.style.display="none";document.getElementById("counter-chart").textContent="No GPU counters were sampled (NVML unavailable, or TPROF_GPU_METRICS_HZ=0).";}
 document.querySelectorAll("table").forEach(sortable);
-var ok=document.createElement("div");ok.id="report-ok";ok.hidden=true;ok.textContent="rendered "+names.length+" counters";document.body.appendChild(ok);
+var ok=document.createElement("div");ok.id="report-"+"ok";ok.hidden=true;ok.textContent="rendered "+names.length+" counters";document.body.appendChild(ok);
 })();
 "##;

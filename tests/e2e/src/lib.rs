@@ -6,3 +6,4 @@ pub mod shim;
 pub mod simgpu;
 pub mod gpu_trace;
 pub mod export;
+pub mod report;
