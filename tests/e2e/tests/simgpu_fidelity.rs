@@ -138,3 +138,10 @@ fn injection_path_is_loaded_at_first_cuinit_and_func_by_symbol_launches() {
         r.truth.iter().filter(|v| v["type"] == "kernel").filter_map(|v| v["name"].as_str()).collect();
     assert!(names.contains(&"_Z13func_by_symbolPfi") && names.contains(&"_Z12rt_via_handlePf"), "{names:?}");
 }
+
+#[test]
+fn cuda_calls_from_a_signal_handler_neither_deadlock_nor_lose_records() {
+    let r = ok("signals", &[]);
+    assert!(r.num("handler_calls") >= 200, "{}", r.stdout);
+    assert_eq!(r.num("setdevice_records") + r.num("dropped"), r.num("handler_calls"), "{}", r.stdout);
+}

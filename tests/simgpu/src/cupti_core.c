@@ -26,8 +26,8 @@ static CUpti_BuffersCallbackCompleteFunc g_cmp;
 
 /* staging: records in final layout, monotonic timestamps, 8-byte aligned */
 static pthread_mutex_t g_stage_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint8_t *g_stage;
-static size_t g_stage_len, g_stage_cap;
+static uint8_t *g_stage, *g_stage_spare;
+static size_t g_stage_len, g_stage_cap, g_stage_spare_cap;
 
 /* delivery */
 static pthread_mutex_t g_deliver_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -135,26 +135,79 @@ int sgc_cbid(int domain, const char *func)
 
 /* ---------------------------------------------------------------- staging */
 
-static void stage(const void *rec, size_t size)
+/* A signal handler that calls the CUDA API on a thread interrupted inside stage() (it holds
+ * g_stage_lock, maybe inside realloc) must neither take the lock nor allocate: its records wait in
+ * a per-thread buffer that the interrupted call stages before it returns (dropped, and counted, if
+ * the handler makes more than fits). */
+#define STAGE_PENDING_BYTES 2048
+static __thread int t_staging;
+static __thread size_t t_pend_len; /* written by the handler, consumed by the interrupted call */
+static __thread uint8_t t_pend[STAGE_PENDING_BYTES];
+
+/* g_stage_lock, with this thread marked as staging (a signal handler on it then does not lock) */
+static void stage_lock(void)
 {
-    size_t asz = (size + 7) & ~(size_t)7;
+    __atomic_store_n(&t_staging, 1, __ATOMIC_RELAXED);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
     pthread_mutex_lock(&g_stage_lock);
+}
+static void stage_unlock(void)
+{
+    pthread_mutex_unlock(&g_stage_lock);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    __atomic_store_n(&t_staging, 0, __ATOMIC_RELAXED);
+}
+
+static int stage_append_locked(const void *rec, size_t size, size_t asz)
+{
     if (g_stage_len + asz > g_stage_cap) {
         size_t nc = g_stage_cap ? g_stage_cap * 2 : 1 << 16;
         while (nc < g_stage_len + asz) nc *= 2;
         uint8_t *n = realloc(g_stage, nc);
-        if (!n) {
-            pthread_mutex_unlock(&g_stage_lock);
-            __atomic_add_fetch(&g_dropped, 1, __ATOMIC_RELAXED);
-            return;
-        }
+        if (!n) return -1;
         g_stage = n;
         g_stage_cap = nc;
     }
     memcpy(g_stage + g_stage_len, rec, size);
     memset(g_stage + g_stage_len + size, 0, asz - size);
     g_stage_len += asz;
-    pthread_mutex_unlock(&g_stage_lock);
+    return 0;
+}
+
+static void stage(const void *rec, size_t size)
+{
+    size_t asz = (size + 7) & ~(size_t)7;
+    if (__atomic_load_n(&t_staging, __ATOMIC_RELAXED)) {
+        /* re-entered from a signal handler on this thread: [uint64 padded size][record] */
+        size_t at = __atomic_load_n(&t_pend_len, __ATOMIC_RELAXED);
+        if (at + 8 + asz > STAGE_PENDING_BYTES) {
+            __atomic_add_fetch(&g_dropped, 1, __ATOMIC_RELAXED);
+            return;
+        }
+        uint64_t hdr = asz;
+        memcpy(t_pend + at, &hdr, 8);
+        memcpy(t_pend + at + 8, rec, size);
+        memset(t_pend + at + 8 + size, 0, asz - size);
+        __atomic_store_n(&t_pend_len, at + 8 + asz, __ATOMIC_RELEASE);
+        return;
+    }
+    stage_lock();
+    if (stage_append_locked(rec, size, asz) != 0) __atomic_add_fetch(&g_dropped, 1, __ATOMIC_RELAXED);
+    /* records of handlers that interrupted this thread (this call or, rarely, an earlier one) */
+    size_t done = 0;
+    for (;;) {
+        size_t len = __atomic_load_n(&t_pend_len, __ATOMIC_ACQUIRE);
+        while (done < len) {
+            uint64_t hdr;
+            memcpy(&hdr, t_pend + done, 8);
+            if (stage_append_locked(t_pend + done + 8, (size_t)hdr, (size_t)hdr) != 0)
+                __atomic_add_fetch(&g_dropped, 1, __ATOMIC_RELAXED);
+            done += 8 + (size_t)hdr;
+        }
+        size_t expect = len;
+        if (__atomic_compare_exchange_n(&t_pend_len, &expect, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) break;
+    }
+    stage_unlock();
 }
 
 static size_t record_size(uint32_t kind)
@@ -512,12 +565,17 @@ void sgc_deliver(int flush_partial, int forced)
 {
     pthread_mutex_lock(&g_deliver_lock);
     if (g_ts_cb) ts_calibrate();
-    pthread_mutex_lock(&g_stage_lock);
+    /* take the staged records, leaving the spare buffer in their place: staging then (almost)
+     * never allocates, which matters when a signal handler interrupted malloc to call CUDA */
+    stage_lock();
     uint8_t *st = g_stage;
-    size_t len = g_stage_len;
-    g_stage = NULL;
-    g_stage_len = g_stage_cap = 0;
-    pthread_mutex_unlock(&g_stage_lock);
+    size_t len = g_stage_len, cap = g_stage_cap;
+    g_stage = g_stage_spare;
+    g_stage_cap = g_stage_spare_cap;
+    g_stage_len = 0;
+    g_stage_spare = NULL;
+    g_stage_spare_cap = 0;
+    stage_unlock();
     for (size_t off = 0; off < len;) {
         uint8_t *rec = st + off;
         uint32_t kind;
@@ -545,6 +603,13 @@ void sgc_deliver(int flush_partial, int forced)
         memset(g_cur + g_cur_used + size, 0, asz - size);
         g_cur_used += asz;
     }
+    stage_lock();
+    if (!g_stage_spare) {
+        g_stage_spare = st;
+        g_stage_spare_cap = cap;
+        st = NULL;
+    }
+    stage_unlock();
     free(st);
     uint64_t now = sg_now_ns();
     if (!flush_partial && g_period_ns && now - g_last_period_flush >= g_period_ns) flush_partial = 1;
