@@ -31,6 +31,9 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// TPROF_* settings of one configuration.
+type Settings = Vec<(&'static str, &'static str)>;
+
 fn main() {
     let lib =
         std::env::var_os("TPROF_LIB").map(PathBuf::from).unwrap_or_else(|| target_dir().join("release/libtprof.so"));
@@ -61,7 +64,7 @@ fn main() {
     let calls = env_num("BENCH_CALLS", 200_000);
     let rounds = env_num("BENCH_ROUNDS", 7);
     // (label, TPROF_* settings; None = bare)
-    let configs: Vec<(&str, Option<Vec<(&str, &str)>>)> = vec![
+    let configs: Vec<(&str, Option<Settings>)> = vec![
         ("bare (no shim)", None),
         ("full, CUPTI off", Some(vec![("TPROF_MODE", "full"), ("TPROF_CUPTI", "0")])),
         (
