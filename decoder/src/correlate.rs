@@ -7,6 +7,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
+use crate::intervals::FastMap;
 use crate::model::*;
 
 /// One collective with both sides when known.
@@ -122,24 +123,67 @@ pub struct RangeStat {
     pub gpu_ns: u64,
 }
 
+/// Correlation entries per generation: GPU work is matched to launches (and launches to early GPU
+/// work) among the last one to two generations, so memory stays bounded however long the trace.
+const GENERATION: usize = 1 << 18;
+
+/// Two generations of a correlation map: inserts go to the young one; when it is full, the old one
+/// is dropped and the young one becomes old.
+#[derive(Debug)]
+struct Generations<V> {
+    young: FastMap<u64, V>,
+    old: FastMap<u64, V>,
+}
+
+impl<V> Default for Generations<V> {
+    fn default() -> Self {
+        Generations { young: FastMap::default(), old: FastMap::default() }
+    }
+}
+
+impl<V> Generations<V> {
+    #[inline]
+    fn get(&self, k: u64) -> Option<&V> {
+        self.young.get(&k).or_else(|| self.old.get(&k))
+    }
+    #[inline]
+    fn get_mut(&mut self, k: u64) -> Option<&mut V> {
+        match self.young.get_mut(&k) {
+            Some(v) => Some(v),
+            None => self.old.get_mut(&k),
+        }
+    }
+    #[inline]
+    fn remove(&mut self, k: u64) -> Option<V> {
+        self.young.remove(&k).or_else(|| self.old.remove(&k))
+    }
+    #[inline]
+    fn insert(&mut self, k: u64, v: V) {
+        if self.young.len() >= GENERATION {
+            self.old = std::mem::take(&mut self.young);
+        }
+        self.young.insert(k, v);
+    }
+}
+
 /// Projects GPU work onto the ranges it was launched in.
 #[derive(Debug, Default)]
 pub struct RangeProjection {
     /// Launch correlation -> innermost range open at the launch.
-    launches: HashMap<u64, RangeId>,
+    launches: Generations<RangeId>,
     /// GPU work that arrived before its launch call.
-    early_gpu: HashMap<u64, Ns>,
+    early_gpu: Generations<Ns>,
     /// Completed ranges: id -> (name, parent).
-    ranges: HashMap<RangeId, (Name, Option<RangeId>)>,
+    ranges: FastMap<RangeId, (Name, Option<RangeId>)>,
     /// Direct GPU time per range.
-    direct: HashMap<RangeId, Ns>,
+    direct: FastMap<RangeId, Ns>,
     stats: HashMap<Name, (u64, u64)>,
 }
 
 impl RangeProjection {
     pub fn api(&mut self, a: &Api) {
         let (Some(r), true) = (a.range, a.correlation != 0) else { return };
-        if let Some(t) = self.early_gpu.remove(&a.correlation) {
+        if let Some(t) = self.early_gpu.remove(a.correlation) {
             *self.direct.entry(r).or_default() += t;
         } else {
             self.launches.insert(a.correlation, r);
@@ -148,7 +192,9 @@ impl RangeProjection {
 
     pub fn collective(&mut self, c: &Collective) {
         if let (Some(r), true) = (c.range, c.correlation != 0) {
-            self.launches.entry(c.correlation).or_insert(r);
+            if self.launches.get(c.correlation).is_none() {
+                self.launches.insert(c.correlation, r);
+            }
         }
     }
 
@@ -156,9 +202,12 @@ impl RangeProjection {
         if correlation == 0 {
             return;
         }
-        match self.launches.get(&correlation) {
+        match self.launches.get(correlation) {
             Some(r) => *self.direct.entry(*r).or_default() += dur,
-            None => *self.early_gpu.entry(correlation).or_default() += dur,
+            None => match self.early_gpu.get_mut(correlation) {
+                Some(t) => *t += dur,
+                None => self.early_gpu.insert(correlation, dur),
+            },
         }
     }
 
@@ -201,10 +250,10 @@ impl RangeProjection {
             })
             .collect();
         out.sort_by(|a, b| b.gpu_ns.cmp(&a.gpu_ns).then(b.range_ns.cmp(&a.range_ns)).then(a.name.cmp(&b.name)));
-        self.launches.clear();
-        self.early_gpu.clear();
-        self.ranges.clear();
-        self.direct.clear();
+        self.launches = Generations::default();
+        self.early_gpu = Generations::default();
+        self.ranges = FastMap::default();
+        self.direct = FastMap::default();
         out
     }
 }

@@ -1,6 +1,333 @@
-//! Interval arithmetic on sorted, disjoint `(start, end)` lists (GPU busy time, overlaps).
+//! Interval arithmetic on sorted, disjoint `(start, end)` lists (GPU busy time, overlaps), and
+//! the streaming form used by `summary`: [`StreamingUnion`] takes intervals as they arrive (mostly
+//! in time order per stream, as CUPTI delivers them) and keeps their union delta-encoded
+//! ([`CompactIntervals`], a few bytes per disjoint busy period instead of 24 bytes per event);
+//! [`Union2`], [`Intersect`], [`measure_iter`] and [`measure_windows`] work on sorted disjoint
+//! iterators, so nothing is ever expanded back into a `Vec`.
+
+use std::hash::{BuildHasherDefault, Hasher};
+use std::iter::Peekable;
 
 use crate::model::Ns;
+
+/// A fast non-cryptographic hasher (FxHash-style) for the decoder's hot maps, keyed by integers
+/// (correlation ids, range ids, name pointers). Not for attacker-controlled string keys.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct FastHasher(u64);
+
+impl FastHasher {
+    #[inline]
+    fn add(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl Hasher for FastHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.add(u64::from_le_bytes(c.try_into().unwrap_or([0; 8])));
+        }
+        for &b in chunks.remainder() {
+            self.add(u64::from(b));
+        }
+    }
+    #[inline]
+    fn write_u8(&mut self, v: u8) {
+        self.add(v.into());
+    }
+    #[inline]
+    fn write_u32(&mut self, v: u32) {
+        self.add(v.into());
+    }
+    #[inline]
+    fn write_u64(&mut self, v: u64) {
+        self.add(v);
+    }
+    #[inline]
+    fn write_usize(&mut self, v: usize) {
+        self.add(v as u64);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// A `HashMap` with [`FastHasher`].
+pub type FastMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<FastHasher>>;
+
+/// Intervals buffered before a sort + merge into the committed part.
+const PENDING_MAX: usize = 16 * 1024;
+
+/// Union of intervals pushed in any order, with memory bounded by the number of disjoint busy
+/// periods (delta-encoded) when they arrive mostly in time order. Intervals that arrive before the
+/// committed frontier are kept aside and merged in exactly (the result is the exact union for any
+/// input order).
+#[derive(Debug, Default)]
+pub struct StreamingUnion {
+    pending: Vec<(Ns, Ns)>,
+    out: CompactIntervals,
+    /// The last committed interval, still extendable.
+    tail: Option<(Ns, Ns)>,
+    /// Intervals that started before `tail` (out of order beyond the pending window).
+    late: Vec<(Ns, Ns)>,
+}
+
+impl StreamingUnion {
+    #[inline]
+    pub fn push(&mut self, s: Ns, e: Ns) {
+        if e <= s {
+            return;
+        }
+        if self.tail.is_some_and(|t| s < t.0) {
+            self.late.push((s, e));
+            if self.late.len() >= PENDING_MAX.max(self.out.len / 8) {
+                self.rebuild();
+            }
+            return;
+        }
+        self.pending.push((s, e));
+        if self.pending.len() >= PENDING_MAX {
+            self.commit(PENDING_MAX / 4);
+        }
+    }
+
+    /// Sort the pending intervals and commit all but the `keep` latest-starting ones.
+    fn commit(&mut self, keep: usize) {
+        self.pending.sort_unstable();
+        let n = self.pending.len().saturating_sub(keep);
+        for i in 0..n {
+            let (s, e) = self.pending[i];
+            match &mut self.tail {
+                Some(t) if s <= t.1 => t.1 = t.1.max(e),
+                Some(t) => {
+                    self.out.push(*t);
+                    *t = (s, e);
+                }
+                None => self.tail = Some((s, e)),
+            }
+        }
+        self.pending.drain(..n);
+    }
+
+    /// Merge the late intervals into the committed list (re-encoding it).
+    fn rebuild(&mut self) {
+        self.commit(0);
+        let mut all: Vec<(Ns, Ns)> = std::mem::take(&mut self.late);
+        all.sort_unstable();
+        let old = std::mem::take(&mut self.out);
+        let mut merged: Vec<(Ns, Ns)> =
+            Union2::new(old.iter().chain(self.tail.take()), union(all).into_iter()).collect();
+        drop(old);
+        self.tail = merged.pop();
+        for iv in merged {
+            self.out.push(iv);
+        }
+        self.late.shrink_to(PENDING_MAX);
+    }
+
+    /// The union, as a compact sorted disjoint list.
+    pub fn finish(mut self) -> CompactIntervals {
+        if !self.late.is_empty() {
+            self.rebuild();
+        }
+        self.commit(0);
+        if let Some(t) = self.tail.take() {
+            self.out.push(t);
+        }
+        self.out.bytes.shrink_to_fit();
+        self.out
+    }
+}
+
+/// A sorted disjoint interval list, LEB128 delta-encoded: (start - previous end, length).
+#[derive(Debug, Default, Clone)]
+pub struct CompactIntervals {
+    bytes: Vec<u8>,
+    prev_end: Ns,
+    len: usize,
+}
+
+#[inline]
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+impl CompactIntervals {
+    /// Appends an interval starting at or after the end of the last one.
+    fn push(&mut self, (s, e): (Ns, Ns)) {
+        debug_assert!(s >= self.prev_end && e > s);
+        put_varint(&mut self.bytes, s - self.prev_end);
+        put_varint(&mut self.bytes, e - s);
+        self.prev_end = e;
+        self.len += 1;
+    }
+
+    /// Number of disjoint intervals.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes held.
+    pub fn heap_bytes(&self) -> usize {
+        self.bytes.capacity()
+    }
+
+    pub fn iter(&self) -> CompactIter<'_> {
+        CompactIter { bytes: &self.bytes, pos: 0, prev_end: 0 }
+    }
+}
+
+/// Iterator over a [`CompactIntervals`].
+#[derive(Debug, Clone)]
+pub struct CompactIter<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+    prev_end: Ns,
+}
+
+impl CompactIter<'_> {
+    #[inline]
+    fn varint(&mut self) -> u64 {
+        let mut v = 0u64;
+        let mut shift = 0;
+        while let Some(&b) = self.bytes.get(self.pos) {
+            self.pos += 1;
+            v |= u64::from(b & 0x7f) << shift;
+            if b < 0x80 {
+                break;
+            }
+            shift += 7;
+        }
+        v
+    }
+}
+
+impl Iterator for CompactIter<'_> {
+    type Item = (Ns, Ns);
+    #[inline]
+    fn next(&mut self) -> Option<(Ns, Ns)> {
+        if self.pos >= self.bytes.len() {
+            return None;
+        }
+        let s = self.prev_end + self.varint();
+        let e = s + self.varint();
+        self.prev_end = e;
+        Some((s, e))
+    }
+}
+
+/// Union of two sorted disjoint interval iterators (sorted disjoint output).
+pub struct Union2<A: Iterator<Item = (Ns, Ns)>, B: Iterator<Item = (Ns, Ns)>> {
+    a: Peekable<A>,
+    b: Peekable<B>,
+}
+
+impl<A: Iterator<Item = (Ns, Ns)>, B: Iterator<Item = (Ns, Ns)>> Union2<A, B> {
+    pub fn new(a: A, b: B) -> Self {
+        Union2 { a: a.peekable(), b: b.peekable() }
+    }
+    #[inline]
+    fn pop_min(&mut self) -> Option<(Ns, Ns)> {
+        match (self.a.peek(), self.b.peek()) {
+            (Some(x), Some(y)) if y.0 < x.0 => self.b.next(),
+            (Some(_), _) => self.a.next(),
+            (None, _) => self.b.next(),
+        }
+    }
+    #[inline]
+    fn min_start(&mut self) -> Option<Ns> {
+        match (self.a.peek(), self.b.peek()) {
+            (Some(x), Some(y)) => Some(x.0.min(y.0)),
+            (Some(x), None) | (None, Some(x)) => Some(x.0),
+            (None, None) => None,
+        }
+    }
+}
+
+impl<A: Iterator<Item = (Ns, Ns)>, B: Iterator<Item = (Ns, Ns)>> Iterator for Union2<A, B> {
+    type Item = (Ns, Ns);
+    fn next(&mut self) -> Option<(Ns, Ns)> {
+        let mut cur = self.pop_min()?;
+        while self.min_start().is_some_and(|s| s <= cur.1) {
+            if let Some(n) = self.pop_min() {
+                cur.1 = cur.1.max(n.1);
+            }
+        }
+        Some(cur)
+    }
+}
+
+/// Intersection of two sorted disjoint interval iterators (sorted disjoint output).
+pub struct Intersect<A: Iterator<Item = (Ns, Ns)>, B: Iterator<Item = (Ns, Ns)>> {
+    a: Peekable<A>,
+    b: Peekable<B>,
+}
+
+impl<A: Iterator<Item = (Ns, Ns)>, B: Iterator<Item = (Ns, Ns)>> Intersect<A, B> {
+    pub fn new(a: A, b: B) -> Self {
+        Intersect { a: a.peekable(), b: b.peekable() }
+    }
+}
+
+impl<A: Iterator<Item = (Ns, Ns)>, B: Iterator<Item = (Ns, Ns)>> Iterator for Intersect<A, B> {
+    type Item = (Ns, Ns);
+    fn next(&mut self) -> Option<(Ns, Ns)> {
+        loop {
+            let x = *self.a.peek()?;
+            let y = *self.b.peek()?;
+            let (s, e) = (x.0.max(y.0), x.1.min(y.1));
+            if x.1 < y.1 {
+                self.a.next();
+            } else {
+                self.b.next();
+            }
+            if e > s {
+                return Some((s, e));
+            }
+        }
+    }
+}
+
+/// Total length of a sorted disjoint iterator.
+pub fn measure_iter(it: impl Iterator<Item = (Ns, Ns)>) -> Ns {
+    it.map(|(s, e)| e - s).sum()
+}
+
+/// Length of a sorted disjoint iterator inside each window (windows in any order, may overlap);
+/// one pass over the intervals.
+pub fn measure_windows(it: impl Iterator<Item = (Ns, Ns)>, windows: &[(Ns, Ns)]) -> Vec<Ns> {
+    let mut order: Vec<usize> = (0..windows.len()).collect();
+    order.sort_by_key(|&i| windows[i].0);
+    let mut out = vec![0; windows.len()];
+    let mut lo = 0;
+    for (s, e) in it {
+        while lo < order.len() && windows[order[lo]].1 <= s {
+            lo += 1;
+        }
+        for &w in &order[lo..] {
+            let (ws, we) = windows[w];
+            if ws >= e {
+                break;
+            }
+            let (a, b) = (s.max(ws), e.min(we));
+            if b > a {
+                out[w] += b - a;
+            }
+        }
+    }
+    out
+}
 
 /// Union of intervals (any order) as a sorted disjoint list.
 pub fn union(mut v: Vec<(Ns, Ns)>) -> Vec<(Ns, Ns)> {
@@ -83,5 +410,55 @@ mod tests {
         assert_eq!(intersect_in(&a, &b, 0, 100), 1 + 1 + 1);
         assert_eq!(intersect_in(&a, &b, 0, 5), 1);
         assert_eq!(measure(&union2(&a, &b)), 20);
+    }
+
+    #[test]
+    fn streaming_matches_batch() {
+        // Mostly ordered per stream, two streams interleaved, some far out of order, touching,
+        // nested and empty intervals.
+        let mut v: Vec<(Ns, Ns)> = Vec::new();
+        let mut x = 12345u64;
+        for i in 0..200_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let t = i * 100;
+            v.push((t, t + 50 + x % 120));
+            if i % 3 == 0 {
+                v.push((t + 30, t + 30 + x % 70));
+            }
+            if i % 9973 == 0 {
+                let back = (x % 5_000_000).min(t);
+                v.push((t - back, t - back + 400));
+            }
+            if i % 101 == 0 {
+                v.push((t, t));
+            }
+        }
+        let batch = union(v.clone());
+        let mut su = StreamingUnion::default();
+        for &(s, e) in &v {
+            su.push(s, e);
+        }
+        let c = su.finish();
+        let streamed: Vec<(Ns, Ns)> = c.iter().collect();
+        assert_eq!(streamed, batch);
+        assert_eq!(c.len(), batch.len());
+        let other = union(v.iter().map(|&(s, e)| (s + 37, e + 20)).collect());
+        assert_eq!(Union2::new(c.iter(), other.iter().copied()).collect::<Vec<_>>(), union2(&batch, &other));
+        let windows = [(0, 1_000_000), (500_000, 700_000), (5_000_000, 9_000_000), (30, 31)];
+        let m = measure_windows(c.iter(), &windows);
+        let i = measure_windows(Intersect::new(c.iter(), other.iter().copied()), &windows);
+        for (k, &(lo, hi)) in windows.iter().enumerate() {
+            assert_eq!(m[k], measure_in(&batch, lo, hi));
+            assert_eq!(i[k], intersect_in(&batch, &other, lo, hi));
+        }
+        assert_eq!(measure_iter(c.iter()), measure(&batch));
+        // Reverse order: everything late.
+        let mut su = StreamingUnion::default();
+        for &(s, e) in v.iter().rev() {
+            su.push(s, e);
+        }
+        assert_eq!(su.finish().iter().collect::<Vec<_>>(), batch);
     }
 }

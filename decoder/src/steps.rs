@@ -72,6 +72,14 @@ impl StepFinder {
     }
 
     pub fn kernel(&mut self, k: &Kernel) {
+        // Step ranges or markers take precedence in `finish`: once one is seen, kernel starts are
+        // never used, so stop collecting them.
+        if !self.ranges.is_empty() || !self.begins.is_empty() {
+            if !self.kernel_starts.is_empty() {
+                self.kernel_starts = HashMap::new();
+            }
+            return;
+        }
         if self.kernel_starts.len() >= MAX_NAMES && !self.kernel_starts.contains_key(&k.name) {
             return;
         }

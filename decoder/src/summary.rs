@@ -2,7 +2,9 @@
 //!
 //! [`RankAnalysis`] is a [`TraceSink`] for one process (built in parallel per file by
 //! [`crate::convert::feed_each`]); [`Summary::merge`] combines them. Per process, memory holds the
-//! per-name tables, GPU intervals (sorted per rank for the busy-time union), and in-flight correlation.
+//! per-name tables, the streaming busy-time unions (a few bytes per disjoint busy period, see
+//! [`crate::intervals::StreamingUnion`]), and in-flight correlation. Per event, names are looked up
+//! by their interned pointer (no string hashing, no allocation).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -11,7 +13,7 @@ use serde::Serialize;
 
 use crate::clock::{ClockPlan, CollectiveEnds};
 use crate::correlate::{CollectiveInstance, CollectiveMatcher, RangeProjection, RangeStat};
-use crate::intervals::{intersect_in, measure, measure_in, union, union2};
+use crate::intervals::{measure_iter, measure_windows, FastMap, Intersect, StreamingUnion, Union2};
 use crate::model::*;
 use crate::steps::{StepFinder, StepSource, StepWindow};
 
@@ -102,14 +104,45 @@ const COMPUTE: u8 = 0;
 const COMM: u8 = 1;
 const MEMORY: u8 = 2;
 
+/// Per-name stats keyed by the name's interned pointer (equal names from one interner share it);
+/// names that were not interned get several slots, merged by text at the end.
+#[derive(Debug, Default)]
+struct NameStats {
+    index: FastMap<usize, u32>,
+    /// (name, stat, is an NCCL kernel name)
+    slots: Vec<(Name, Stat, bool)>,
+}
+
+impl NameStats {
+    #[inline]
+    fn slot(&mut self, n: &Name) -> &mut (Name, Stat, bool) {
+        let key = std::sync::Arc::as_ptr(n) as *const u8 as usize;
+        let slots = &mut self.slots;
+        let i = *self.index.entry(key).or_insert_with(|| {
+            slots.push((n.clone(), Stat::default(), is_comm_kernel(n)));
+            (slots.len() - 1) as u32
+        });
+        &mut self.slots[i as usize]
+    }
+
+    fn into_map(self) -> HashMap<Name, Stat> {
+        let mut m: HashMap<Name, Stat> = HashMap::with_capacity(self.slots.len());
+        for (n, st, _) in self.slots {
+            m.entry(n).or_default().merge(&st);
+        }
+        m
+    }
+}
+
 /// The per-process analysis sink.
 #[derive(Debug)]
 pub struct RankAnalysis {
     info: Option<ProcessInfo>,
-    kernels: HashMap<Name, Stat>,
-    apis: HashMap<Name, Stat>,
+    kernels: NameStats,
+    apis: NameStats,
     memcpy: HashMap<&'static str, (Stat, u64)>,
-    gpu: Vec<(Ns, Ns, u8)>,
+    /// Busy-time unions per kind (COMPUTE, COMM, MEMORY).
+    busy: [StreamingUnion; 3],
     span: (Ns, Ns),
     events: u64,
     api_count: u64,
@@ -127,10 +160,10 @@ impl RankAnalysis {
     pub fn new(step_pattern: &Regex) -> RankAnalysis {
         RankAnalysis {
             info: None,
-            kernels: HashMap::new(),
-            apis: HashMap::new(),
+            kernels: NameStats::default(),
+            apis: NameStats::default(),
             memcpy: HashMap::new(),
-            gpu: Vec::new(),
+            busy: Default::default(),
             span: (u64::MAX, 0),
             events: 0,
             api_count: 0,
@@ -153,7 +186,7 @@ impl RankAnalysis {
     fn gpu_work(&mut self, start: Ns, end: Ns, kind: u8, correlation: u64) {
         self.seen(start, end);
         self.gpu_count += 1;
-        self.gpu.push((start, end, kind));
+        self.busy[kind as usize].push(start, end);
         self.proj.gpu(correlation, end.saturating_sub(start));
     }
 }
@@ -165,11 +198,16 @@ impl TraceSink for RankAnalysis {
     }
     fn handle_kernel(&mut self, k: &Kernel) {
         let d = k.duration();
-        self.kernels.entry(k.name.clone()).or_default().add(d);
-        let kind = if k.work_kind() == GpuWorkKind::Communication { COMM } else { COMPUTE };
-        self.gpu_work(k.start, k.end, kind, k.correlation);
-        self.colls.kernel(k);
-        self.clock.handle_kernel(k);
+        let slot = self.kernels.slot(&k.name);
+        slot.1.add(d);
+        // Same as `k.work_kind()`, with the name test cached per name.
+        let comm = k.collective.is_some() || slot.2;
+        self.gpu_work(k.start, k.end, if comm { COMM } else { COMPUTE }, k.correlation);
+        if comm {
+            // Both ignore non-communication kernels.
+            self.colls.kernel(k);
+            self.clock.handle_kernel(k);
+        }
         if let Some(s) = &mut self.steps {
             s.kernel(k);
         }
@@ -189,7 +227,7 @@ impl TraceSink for RankAnalysis {
     fn handle_api(&mut self, a: &Api) {
         self.seen(a.start, a.end);
         self.api_count += 1;
-        self.apis.entry(a.name.clone()).or_default().add(a.end.saturating_sub(a.start));
+        self.apis.slot(&a.name).1.add(a.end.saturating_sub(a.start));
         self.proj.api(a);
     }
     fn handle_sync(&mut self, s: &SyncEvent) {
@@ -229,15 +267,13 @@ impl TraceSink for RankAnalysis {
         self.colls.finish();
         let info = self.info.take();
         let span = if self.span.0 == u64::MAX { (0, 0) } else { self.span };
-        let gpu = std::mem::take(&mut self.gpu);
-        let split = |kind: u8| union(gpu.iter().filter(|g| g.2 == kind).map(|g| (g.0, g.1)).collect());
-        let (compute, comm, mem) = (split(COMPUTE), split(COMM), split(MEMORY));
-        drop(gpu);
-        let cm = union2(&compute, &comm);
-        let all = union2(&cm, &mem);
-        let busy = measure(&all);
-        let compute_ns = measure(&compute);
-        let comm_only = measure(&cm) - compute_ns;
+        let [compute, comm, mem] = std::mem::take(&mut self.busy).map(StreamingUnion::finish);
+        let cm = || Union2::new(compute.iter(), comm.iter());
+        let all = || Union2::new(cm(), mem.iter());
+        let busy = measure_iter(all());
+        let compute_ns = measure_iter(compute.iter());
+        let cm_ns = measure_iter(cm());
+        let comm_only = cm_ns - compute_ns;
         let (step_source, windows) = match self.steps.take() {
             Some(f) => {
                 let (s, w) = f.finish(span);
@@ -245,20 +281,23 @@ impl TraceSink for RankAnalysis {
             }
             None => (None, Vec::new()),
         };
+        let ws: Vec<(Ns, Ns)> = windows.iter().map(|w| (w.start, w.end)).collect();
+        let all_in = measure_windows(all(), &ws);
+        let compute_in = measure_windows(compute.iter(), &ws);
+        let comm_in = measure_windows(comm.iter(), &ws);
+        let overlap_in = measure_windows(Intersect::new(comm.iter(), compute.iter()), &ws);
         let steps = windows
             .iter()
-            .map(|w: &StepWindow| {
-                let comm_in = measure_in(&comm, w.start, w.end);
-                StepRow {
-                    index: w.index,
-                    name: w.name.clone(),
-                    start_ns: w.start,
-                    duration_ns: w.end.saturating_sub(w.start),
-                    gpu_busy_ns: measure_in(&all, w.start, w.end),
-                    compute_ns: measure_in(&compute, w.start, w.end),
-                    communication_ns: comm_in,
-                    exposed_comm_ns: comm_in - intersect_in(&comm, &compute, w.start, w.end),
-                }
+            .enumerate()
+            .map(|(i, w): (usize, &StepWindow)| StepRow {
+                index: w.index,
+                name: w.name.clone(),
+                start_ns: w.start,
+                duration_ns: w.end.saturating_sub(w.start),
+                gpu_busy_ns: all_in[i],
+                compute_ns: compute_in[i],
+                communication_ns: comm_in[i],
+                exposed_comm_ns: comm_in[i] - overlap_in[i],
             })
             .collect();
         let span_ns = span.1 - span.0;
@@ -274,18 +313,19 @@ impl TraceSink for RankAnalysis {
             gpu_busy_ns: busy,
             compute_ns,
             communication_ns: comm_only,
-            memory_ns: busy - measure(&cm),
+            memory_ns: busy - cm_ns,
             idle_ns: span_ns.saturating_sub(busy),
             gpu_times_missing: self.api_count > 0 && self.gpu_count == 0,
             events: self.events,
             step_source,
             counters: crate::counters::RankCounters::build(std::mem::take(&mut self.counters), &windows),
             steps,
-            kernels: std::mem::take(&mut self.kernels),
-            apis: std::mem::take(&mut self.apis),
+            kernels: std::mem::take(&mut self.kernels).into_map(),
+            apis: std::mem::take(&mut self.apis).into_map(),
             memcpy: std::mem::take(&mut self.memcpy),
             collectives: std::mem::take(&mut self.colls.done),
-            nvtx: self.proj.finish(),
+            // Taken, not cleared: a finished rank keeps none of its correlation tables' memory.
+            nvtx: std::mem::take(&mut self.proj).finish(),
         });
     }
 }
@@ -568,7 +608,8 @@ impl Summary {
             .collect();
         s.nvtx = nvtx.into_values().collect();
         s.nvtx.sort_by(|a, b| b.gpu_ns.cmp(&a.gpu_ns).then(b.range_ns.cmp(&a.range_ns)));
-        s.counters = crate::counters::CountersSummary::merge(ranks.iter().map(|r| (r.rank, r.label.as_str(), &r.counters)));
+        s.counters =
+            crate::counters::CountersSummary::merge(ranks.iter().map(|r| (r.rank, r.label.as_str(), &r.counters)));
         s.ranks = ranks;
         s
     }
