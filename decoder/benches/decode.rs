@@ -460,6 +460,8 @@ fn write_rank(dir: &Path, rank: u32, ranks: u32, events: u64) -> (PathBuf, u64, 
 
 struct Run {
     secs: f64,
+    /// User + system CPU seconds (from `/usr/bin/time -v`), when known.
+    cpu: Option<f64>,
     peak_rss_kb: Option<u64>,
     ok: bool,
     stderr: String,
@@ -501,7 +503,7 @@ fn measure(prog: &Path, args: &[String], env: &[(&str, &str)]) -> Run {
     let t0 = Instant::now();
     let mut child = match cmd.spawn() {
         Ok(c) => c,
-        Err(e) => return Run { secs: 0.0, peak_rss_kb: None, ok: false, stderr: e.to_string() },
+        Err(e) => return Run { secs: 0.0, cpu: None, peak_rss_kb: None, ok: false, stderr: e.to_string() },
     };
     let mut stderr = child.stderr.take().expect("piped stderr");
     let reader = std::thread::spawn(move || {
@@ -531,7 +533,14 @@ fn measure(prog: &Path, args: &[String], env: &[(&str, &str)]) -> Run {
         None => polled,
     };
     let ok = status.success() && !err.contains("Command exited with non-zero status");
-    Run { secs, peak_rss_kb: peak, ok, stderr: err }
+    let field = |name: &str| -> Option<f64> {
+        err.lines().find_map(|l| l.trim().strip_prefix(name)).and_then(|v| v.trim().parse().ok())
+    };
+    let cpu = match (field("User time (seconds):"), field("System time (seconds):")) {
+        (Some(u), Some(s)) => Some(u + s),
+        _ => None,
+    };
+    Run { secs, cpu, peak_rss_kb: peak, ok, stderr: err }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -625,14 +634,15 @@ struct Row {
 }
 
 fn print_row(r: &Row) {
-    let rate =
-        if r.run.ok && r.run.secs > 0.0 { format!("{:.1}", r.events as f64 / r.run.secs / 1e6) } else { "-".into() };
+    let rate = |t: f64| if r.run.ok && t > 0.0 { format!("{:.1}", r.events as f64 / t / 1e6) } else { "-".into() };
     println!(
-        "| {:<38} | {:>9.1} M | {:>8.2} s | {:>9} | {:>9} | {}",
+        "| {:<38} | {:>9.1} M | {:>8.2} s | {:>8} | {:>9} | {:>12} | {:>9} | {}",
         r.what,
         r.events as f64 / 1e6,
         r.run.secs,
-        rate,
+        r.run.cpu.map(|c| format!("{c:.2} s")).unwrap_or_else(|| "?".into()),
+        rate(r.run.secs),
+        rate(r.run.cpu.unwrap_or(0.0)),
         mb(r.run.peak_rss_kb),
         if r.run.ok { r.note.clone() } else { format!("FAILED: {}", last_line(&r.run.stderr)) }
     );
@@ -717,8 +727,12 @@ fn main() {
     );
     println!("peak RSS: {}", if time_v().is_some() { "/usr/bin/time -v" } else { "VmHWM polling" });
     println!();
-    println!("| {:<38} | {:>11} | {:>10} | {:>9} | {:>9} | note", "command", "events", "wall", "M ev/s", "peak RSS");
-    println!("|{:-<40}|{:-<13}|{:-<12}|{:-<11}|{:-<11}|------", "", "", "", "", "");
+    println!(
+        "| {:<38} | {:>11} | {:>10} | {:>8} | {:>9} | {:>12} | {:>9} | note",
+        "command", "events", "wall", "cpu", "M ev/s", "M ev/cpu-s", "peak RSS"
+    );
+    println!("|{:-<40}|{:-<13}|{:-<12}|{:-<10}|{:-<11}|{:-<14}|{:-<11}|------", "", "", "", "", "", "", "");
+    println!("(M ev/s = events / wall seconds; M ev/cpu-s = events / (user + sys) seconds, the one-core rate on a shared machine)");
     let mut rows = Vec::new();
     for &n in &o.sizes {
         let job = o.dir.join(format!("job-{}", n));
@@ -727,11 +741,13 @@ fn main() {
         let (_paths, events, bytes) = generate(&job, n, o.ranks, cores.min(o.ranks as usize));
         let gen_secs = t0.elapsed().as_secs_f64();
         println!(
-            "| {:<38} | {:>9.1} M | {:>8.2} s | {:>9.1} | {:>9} | {:.0} MB of rings, {:.1} B/event",
+            "| {:<38} | {:>9.1} M | {:>8.2} s | {:>8} | {:>9.1} | {:>12} | {:>9} | {:.0} MB of rings, {:.1} B/event",
             format!("generate ({} ranks)", o.ranks),
             events as f64 / 1e6,
             gen_secs,
+            "",
             events as f64 / gen_secs / 1e6,
+            "",
             "",
             bytes as f64 / 1e6,
             bytes as f64 / events as f64
@@ -751,9 +767,11 @@ fn main() {
             let est = export_bytes_per_event(f) * events;
             if est > o.max_export_bytes {
                 println!(
-                    "| {:<38} | {:>9.1} M | {:>10} | {:>9} | {:>9} | skipped: ~{:.1} GB of output > --max-export-bytes",
+                    "| {:<38} | {:>9.1} M | {:>10} | {:>8} | {:>9} | {:>12} | {:>9} | skipped: ~{:.1} GB of output > --max-export-bytes",
                     format!("export --format {f}"),
                     events as f64 / 1e6,
+                    "-",
+                    "-",
                     "-",
                     "-",
                     "-",
@@ -817,7 +835,7 @@ fn hta_compare(o: &Opts, bin: &Path, py: &Path, cores: usize) {
     );
     println!(
         "| {:<44} | {:>9} | {:>12} | {:>10} | {:>14} | {:>9} | {:>9}",
-        "trace", "events", "tprof wall", "tprof RSS", "HTA load+tb", "HTA RSS", "HTA/tprof"
+        "trace", "events", "tprof wall", "tprof RSS", "HTA load+tb", "HTA RSS", "HTA/tprof (wall)"
     );
     println!("|{:-<46}|{:-<11}|{:-<14}|{:-<12}|{:-<16}|{:-<11}|{:-<11}", "", "", "", "", "", "", "");
     let mut traces: Vec<(String, PathBuf, u64)> = Vec::new();

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Decoder benchmark (issue 5, "Performance"): events/s and peak RSS of `tprof summary` and of every
+# `tprof export` format on generated multi-rank jobs, and `tprof summary` vs Holistic Trace
+# Analysis (load + temporal breakdown) on the same Kineto traces, side by side in one run.
+#
+#   scripts/bench-decode.sh                    # 10 M events (about 200 MB of ring files)
+#   scripts/bench-decode.sh --events 10M,100M  # also 100 M (about 2 GB of rings; minutes, <= ~5 GB disk)
+#   scripts/bench-decode.sh --no-exports --no-hta --events 100M
+#
+# Every argument goes to the bench binary (decoder/benches/decode.rs; its header lists them all:
+# --events, --ranks, --dir, --exports, --no-exports, --hta-events, --no-hta, --keep,
+# --max-export-bytes). It generates the ring files with tprof_format::RingWriter under --dir
+# (default $CARGO_TARGET_DIR/bench-decode), runs the release `tprof` binary as a child process on
+# them (wall time, user+sys CPU time and peak RSS from /usr/bin/time -v, else VmHWM polling),
+# prints one table, and deletes everything it generated (unless --keep).
+# HTA comes from .venv (bash scripts/setup-python.sh, or .venv/bin/pip install HolisticTraceAnalysis);
+# without it the comparison is skipped and said so. Goals: summary >= 20 M events/s on one core,
+# peak RSS < 500 MB at 100 M events, >= 10x faster than HTA.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+exec cargo bench -p tprof-decoder --bench decode -- "$@"
