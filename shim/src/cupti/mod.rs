@@ -18,7 +18,7 @@ mod loader;
 mod parse;
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use cupti_sys as sys;
@@ -116,6 +116,7 @@ pub fn flush() {
         // SAFETY: cuptiActivityFlushAll with its C signature; no tprof lock is held here.
         unsafe { (api.flush_all)(0) };
     }
+    apply_scheduled_disable();
 }
 
 /// Exit flush: forced (also returns partially filled buffers), without synchronising the device.
@@ -131,6 +132,65 @@ fn flush_at_exit() {
         parse::flush_pending();
         report_dropped(api);
     }
+}
+
+/// The activity kinds `start` enabled (for switching them with the capture window).
+static ENABLED_KINDS: [AtomicU32; 16] = [const { AtomicU32::new(0) }; 16];
+static ENABLED_KINDS_COUNT: AtomicUsize = AtomicUsize::new(0);
+static ACTIVITY_ON: AtomicBool = AtomicBool::new(true);
+
+/// Turns CUPTI activity collection on or off with the capture window. Closing only schedules the
+/// switch-off [`DISABLE_GRACE_NS`] later (done by the periodic flush), so the GPU work launched inside
+/// the window still completes and is delivered; opening again cancels it. Outside a window CUPTI then
+/// records nothing, and a closed window costs the program only the interposers' counters.
+fn set_activity(on: bool) {
+    if STATE.load(Ordering::Acquire) != ACTIVE {
+        return;
+    }
+    if on {
+        DISABLE_AT.store(0, Ordering::Release);
+        switch_kinds(true);
+    } else {
+        DISABLE_AT.store(clock::monotonic_ns() + DISABLE_GRACE_NS, Ordering::Release);
+    }
+}
+
+/// How long activity stays on after a window closes.
+const DISABLE_GRACE_NS: u64 = 2_000_000_000;
+/// When to switch activity off (CLOCK_MONOTONIC ns), 0 = not scheduled.
+static DISABLE_AT: AtomicU64 = AtomicU64::new(0);
+
+/// Called by the periodic flush: performs a scheduled switch-off.
+fn apply_scheduled_disable() {
+    let at = DISABLE_AT.load(Ordering::Acquire);
+    if at != 0
+        && clock::monotonic_ns() >= at
+        && DISABLE_AT.compare_exchange(at, 0, Ordering::AcqRel, Ordering::Acquire).is_ok()
+    {
+        switch_kinds(false);
+    }
+}
+
+fn switch_kinds(on: bool) {
+    if ACTIVITY_ON.swap(on, Ordering::AcqRel) == on {
+        return;
+    }
+    let Some(api) = API.get() else { return };
+    let _inside = guard::Reentrancy::enter();
+    guard::ffi_guard((), || {
+        let n = ENABLED_KINDS_COUNT.load(Ordering::Acquire);
+        for slot in &ENABLED_KINDS[..n.min(ENABLED_KINDS.len())] {
+            let kind: sys::CUpti_ActivityKind = slot.load(Ordering::Relaxed);
+            // SAFETY: cuptiActivityEnable/Disable with a kind that `start` enabled successfully.
+            unsafe {
+                if on {
+                    (api.enable)(kind);
+                } else {
+                    (api.disable)(kind);
+                }
+            }
+        }
+    });
 }
 
 /// Starts CUPTI tracing once (the first CUDA call, `InitializeInjection` or tprof's init hook call
@@ -150,6 +210,8 @@ pub fn start() {
             STATE.store(ACTIVE, Ordering::Release);
             state::register_flush_hook(flush_at_exit);
             crate::writer_thread::register_periodic_hook(flush);
+            // Production modes: activity collection follows the capture window.
+            crate::capture::register_activity_switch(set_activity);
         }
         Err(refusal) => {
             STATE.store(UNAVAILABLE, Ordering::Release);
@@ -266,11 +328,16 @@ fn start_inner() -> Result<(), Refusal> {
         return Err(fail("cuptiActivityRegisterCallbacks", r));
     }
     let mut enabled: Vec<sys::CUpti_ActivityKind> = Vec::new();
+    ENABLED_KINDS_COUNT.store(0, Ordering::Release);
     for (i, &(kind, name)) in KINDS.iter().enumerate() {
         // SAFETY: cuptiActivityEnable with a valid kind constant.
         let r = unsafe { (api.enable)(kind) };
         if r == sys::CUPTI_SUCCESS {
             enabled.push(kind);
+            if let Some(slot) = ENABLED_KINDS.get(enabled.len() - 1) {
+                slot.store(kind, Ordering::Relaxed);
+                ENABLED_KINDS_COUNT.store(enabled.len(), Ordering::Release);
+            }
         } else if i == 0 {
             return Err(fail("cuptiActivityEnable(CONCURRENT_KERNEL)", r));
         } else if r != sys::CUPTI_ERROR_NOT_COMPATIBLE && r != sys::CUPTI_ERROR_INVALID_KIND {
