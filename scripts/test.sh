@@ -17,12 +17,12 @@ make -C tests/programs -j2
 echo "== build: tprof (release) =="
 cargo build --release --workspace --all-targets
 echo "== test: unit and crate tests =="
-cargo test --release --workspace --exclude tprof-e2e
+cargo test --release --workspace --exclude tprof-e2e --no-fail-fast
 echo "== test: simulated GPU self-tests =="
 make -C tests/simgpu check
 echo "== test: end to end under the simulated GPU =="
 # Two at a time: the multi-rank runs are real processes on a 2-core machine.
-cargo test --release -p tprof-e2e -- --test-threads=2
+cargo test --release -p tprof-e2e --no-fail-fast -- --test-threads=2
 echo "== validation kit (dry run: no GPU here) =="
 if [ -x scripts/gpu-validate.sh ]; then bash scripts/gpu-validate.sh --dry-run; fi
 echo "all tests passed"
