@@ -1,8 +1,9 @@
 //! `data_loading`: the GPU idles at step starts while the host thread is outside CUDA (the input
 //! pipeline, or host work before the step's first launch).
 //!
-//! Severity: the loss common to the ranks (the lower quartile of the ranks' data-idle shares; a
-//! single slow rank is a straggler, reported there).
+//! Severity: when every rank idles for data, the largest rank's share (the slowest pipeline gates
+//! the job); otherwise the loss common to the ranks (the lower quartile of the ranks' data-idle
+//! shares; a single slow rank is a straggler, reported there).
 
 use serde_json::json;
 
@@ -21,7 +22,10 @@ pub fn find(job: &Job) -> Option<Verdict> {
         return None;
     }
     shares.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let severity = shares[(shares.len() - 1) / 4].0;
+    // A job-wide input problem costs what the slowest input pipeline costs (everyone waits for it at
+    // the collectives); a single slow rank is a straggler, so otherwise count what the ranks share.
+    let severity =
+        super::launch_bound::job_level_share(job, |r| r.split.data_ns).unwrap_or(shares[(shares.len() - 1) / 4].0);
     let max = shares.last().map(|s| s.0).unwrap_or(0.0);
     let ranks: Vec<usize> = shares.iter().filter(|s| s.0 >= 0.5 * max && s.0 > 0.0).map(|s| s.1).collect();
     // Steps whose start gap is a real part of the step on most of those ranks.

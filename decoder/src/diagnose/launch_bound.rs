@@ -15,12 +15,29 @@ fn median(mut v: Vec<u64>) -> u64 {
     v[v.len() / 2]
 }
 
+/// The largest rank's share of `loss` when every rank shows at least 5% of it (a job-wide pathology),
+/// else None. Shared by the input-pipeline and launch rules.
+pub(crate) fn job_level_share(job: &Job, loss: impl Fn(&super::facts::RankFacts) -> Ns) -> Option<f64> {
+    let shares: Vec<f64> = job
+        .ranks
+        .iter()
+        .filter(|r| r.gpu_times && r.window_ns() > 0)
+        .map(|r| loss(r) as f64 / r.window_ns() as f64)
+        .collect();
+    if shares.len() < 2 || shares.iter().any(|&s| s < 0.05) {
+        return None;
+    }
+    shares.into_iter().reduce(f64::max)
+}
+
 pub fn find(job: &Job) -> Option<Verdict> {
     let loss: Ns = job.ranks.iter().map(|r| r.split.launch_ns).sum();
     if loss == 0 {
         return None;
     }
-    let severity = job.fraction(loss);
+    // When every rank is launch-bound, the slowest one gates the job at every collective (the others'
+    // waiting is this loss too): the cost is the largest rank's share, not the mean.
+    let severity = job_level_share(job, |r| r.split.launch_ns).unwrap_or_else(|| job.fraction(loss));
     let ranks: Vec<usize> = (0..job.ranks.len())
         .filter(|&i| {
             let r = &job.ranks[i];
