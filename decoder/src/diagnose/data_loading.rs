@@ -27,7 +27,10 @@ pub fn find(job: &Job) -> Option<Verdict> {
     let severity =
         super::launch_bound::job_level_share(job, |r| r.split.data_ns).unwrap_or(shares[(shares.len() - 1) / 4].0);
     let max = shares.last().map(|s| s.0).unwrap_or(0.0);
-    let ranks: Vec<usize> = shares.iter().filter(|s| s.0 >= 0.5 * max && s.0 > 0.0).map(|s| s.1).collect();
+    // Every rank when the problem is job-wide; else the ranks with at least half the worst share.
+    let job_wide = super::launch_bound::job_level_share(job, |r| r.split.data_ns).is_some();
+    let cutoff = if job_wide { 0.05 } else { 0.5 * max };
+    let ranks: Vec<usize> = shares.iter().filter(|s| s.0 >= cutoff && s.0 > 0.0).map(|s| s.1).collect();
     // Steps whose start gap is a real part of the step on most of those ranks.
     let mut per_step: std::collections::BTreeMap<u64, (usize, u64, u64)> = Default::default();
     for &i in &ranks {

@@ -38,10 +38,20 @@ pub fn find(job: &Job) -> Option<Verdict> {
     // When every rank is launch-bound, the slowest one gates the job at every collective (the others'
     // waiting is this loss too): the cost is the largest rank's share, not the mean.
     let severity = job_level_share(job, |r| r.split.launch_ns).unwrap_or_else(|| job.fraction(loss));
+    // Every rank shows it when the loss is job-wide; else the ranks with at least half the cost.
+    let cutoff = if job_level_share(job, |r| r.split.launch_ns).is_some() { 0.05 } else { 0.5 * severity };
+    // ... and every rank whose steps have the launch-bound shape (hundreds of launches of tiny kernels),
+    // even when its own GPU waits at collectives instead of between kernels.
+    let shaped = |r: &super::facts::RankFacts| {
+        let s: Vec<&super::facts::StepFacts> = r.steps.iter().filter(|s| s.gpu_start.is_some()).collect();
+        !s.is_empty()
+            && median(s.iter().map(|s| s.launches).collect()) >= 500
+            && median(s.iter().filter(|s| s.kernels > 0).map(|s| s.median_kernel_ns).collect()) <= 20_000
+    };
     let ranks: Vec<usize> = (0..job.ranks.len())
         .filter(|&i| {
             let r = &job.ranks[i];
-            r.window_ns() > 0 && r.split.launch_ns as f64 / r.window_ns() as f64 >= 0.5 * severity
+            r.window_ns() > 0 && (r.split.launch_ns as f64 / r.window_ns() as f64 >= cutoff || shaped(r))
         })
         .collect();
     let steps_all = || job.ranks.iter().flat_map(|r| r.steps.iter()).filter(|s| s.gpu_start.is_some());

@@ -191,6 +191,8 @@ pub fn diagnose_facts(
     verdicts.extend(launch_bound::find(&job));
     verdicts.extend(amp_overflow::find(&job));
     verdicts.extend(hotspot::find(&job));
+    attribute_straggler_to_cause(&mut verdicts, "launch", VerdictKind::LaunchBound);
+    attribute_straggler_to_cause(&mut verdicts, "sync", VerdictKind::SyncBound);
     verdicts.retain(|v| {
         v.severity >= MIN_SEVERITY || matches!(v.kind, VerdictKind::Desync | VerdictKind::Hang | VerdictKind::Oom)
     });
@@ -264,4 +266,39 @@ pub fn step_list(steps: &[u64]) -> String {
     v.sort_unstable();
     v.dedup();
     crate::convert::compress_ranges(&v)
+}
+
+/// A straggler whose own trace says it was slow because of a pathology the job's ranks share (its host
+/// launching too slowly on a launch-bound job, its host synchronizing on a sync-bound one) is a
+/// symptom: the root cause is that pathology, and the others' waiting is part of its cost. The
+/// pathology's verdict then carries that cost and ranks first.
+fn attribute_straggler_to_cause(verdicts: &mut [Verdict], category: &str, kind: VerdictKind) {
+    let Some(si) = verdicts.iter().position(|v| {
+        v.kind == VerdictKind::Straggler && v.evidence.get("cause_category").and_then(|c| c.as_str()) == Some(category)
+    }) else {
+        return;
+    };
+    let Some(li) = verdicts.iter().position(|v| v.kind == kind) else { return };
+    if !verdicts[si].ranks.iter().all(|r| verdicts[li].ranks.contains(r)) {
+        return;
+    }
+    let (straggler, launch) = (verdicts[si].severity, verdicts[li].severity);
+    if straggler <= launch {
+        return;
+    }
+    let who = verdicts[si].ranks.clone();
+    let v = &mut verdicts[li];
+    v.severity = straggler;
+    if let Some(obj) = v.evidence.as_object_mut() {
+        obj.insert("includes_straggler_wait".into(), serde_json::json!({"ranks": who, "severity": straggler}));
+        let text = obj.get("text").and_then(|t| t.as_str()).unwrap_or_default().to_string();
+        obj.insert(
+            "text".into(),
+            serde_json::Value::String(format!(
+                "{text} The rank it slows most also makes the others wait for it at every collective: {} of wall time in all.",
+                pct(straggler)
+            )),
+        );
+    }
+    verdicts[si].severity = (launch * 0.99).min(straggler);
 }

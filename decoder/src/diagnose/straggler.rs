@@ -29,7 +29,7 @@ fn median(mut v: Vec<Ns>) -> Ns {
 /// A per-step category of a rank's split.
 type Category = (&'static str, fn(&Split) -> Ns);
 
-fn cause(job: &Job, late: usize) -> (String, Ns, serde_json::Value) {
+fn cause(job: &Job, late: usize) -> (String, Ns, serde_json::Value, &'static str) {
     let per_step = |s: &Split, n: usize, f: fn(&Split) -> Ns| f(s) / n.max(1) as Ns;
     let cats: [Category; 6] = [
         ("data", |s| s.data_ns),
@@ -67,7 +67,7 @@ fn cause(job: &Job, late: usize) -> (String, Ns, serde_json::Value) {
         "idle" => format!("its GPU idled {} more per step for no recorded reason", ms(best.1)),
         _ => "no single cause stands out in its own trace".to_string(),
     };
-    (text, best.1, serde_json::Value::Object(table))
+    (text, best.1, serde_json::Value::Object(table), best.0)
 }
 
 pub fn find(job: &Job) -> Option<Verdict> {
@@ -104,13 +104,17 @@ pub fn find(job: &Job) -> Option<Verdict> {
     let severity = lost as f64 * n as f64 / job.total_ns().max(1) as f64;
     let latenesses: Vec<Ns> = per_step.iter().filter(|((x, _), _)| *x == late).map(|(_, v)| *v).collect();
     let med = median(latenesses.clone());
+    // Someone always arrives last: a lateness under 1 ms and 2% of a step is jitter, not a straggler.
+    if med < 1_000_000 && (med as f64) < 0.02 * job.median_step_ns() as f64 {
+        return None;
+    }
     let mut steps: Vec<u64> = per_step
         .iter()
         .filter(|((x, s), v)| *x == late && s.is_some() && **v * 4 >= med)
         .filter_map(|((_, s), _)| *s)
         .collect();
     steps.sort_unstable();
-    let (why, _, cause_table) = cause(job, late);
+    let (why, _, cause_table, category) = cause(job, late);
     let rank = job.ranks[late].rank;
     let mut v = Verdict::new(VerdictKind::Straggler, severity);
     v.ranks = vec![rank];
@@ -145,6 +149,7 @@ pub fn find(job: &Job) -> Option<Verdict> {
         "max_lateness_ns": worst[late].map(|w| w.0).unwrap_or(0),
         "lost_ns": lost,
         "cause": why,
+        "cause_category": category,
         "per_step_by_category": cause_table,
         "text": text,
     });
@@ -188,7 +193,7 @@ fn step_outlier(job: &Job) -> Option<Verdict> {
     }
     let severity = (mean - med) as f64 / mean as f64 / means.len() as f64;
     let rank = job.ranks[late].rank;
-    let (why, _, table) = cause(job, late);
+    let (why, _, table, _) = cause(job, late);
     let mut v = Verdict::new(VerdictKind::Straggler, severity);
     v.ranks = vec![rank];
     v.steps = job.ranks[late]
