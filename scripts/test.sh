@@ -16,13 +16,21 @@ make -C tests/simgpu -j2
 make -C tests/programs -j2
 echo "== build: tprof (release) =="
 cargo build --release --workspace --all-targets
+# Every test stage runs even after a failure, so one run shows everything that is wrong.
+failed=()
 echo "== test: unit and crate tests =="
-cargo test --release --workspace --exclude tprof-e2e --no-fail-fast
+cargo test --release --workspace --exclude tprof-e2e --no-fail-fast || failed+=("unit and crate tests")
 echo "== test: simulated GPU self-tests =="
-make -C tests/simgpu check
+make -C tests/simgpu check || failed+=("simulated GPU self-tests")
 echo "== test: end to end under the simulated GPU =="
 # Two at a time: the multi-rank runs are real processes on a 2-core machine.
-cargo test --release -p tprof-e2e --no-fail-fast -- --test-threads=2
+cargo test --release -p tprof-e2e --no-fail-fast -- --test-threads=2 || failed+=("end-to-end tests")
 echo "== validation kit (dry run: no GPU here) =="
-if [ -x scripts/gpu-validate.sh ]; then bash scripts/gpu-validate.sh --dry-run; fi
+if [ -f scripts/gpu-validate.sh ]; then
+  bash scripts/gpu-validate.sh --dry-run --out target/gpu-validate-dry-run || failed+=("validation kit dry run")
+fi
+if [ ${#failed[@]} -gt 0 ]; then
+  printf 'FAILED: %s\n' "${failed[@]}"
+  exit 1
+fi
 echo "all tests passed"
