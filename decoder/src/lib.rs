@@ -13,6 +13,7 @@ pub mod export;
 pub mod input;
 pub mod intervals;
 pub mod model;
+pub mod output;
 pub mod progress;
 pub mod report;
 pub mod steps;

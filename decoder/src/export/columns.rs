@@ -59,7 +59,7 @@ impl Table {
         let message = format!("message {name} {{ {} }}", fields.join(" "));
         let schema_type = Arc::new(parse_message_type(&message)?);
         let props = Arc::new(WriterProperties::builder().set_compression(Compression::SNAPPY).build());
-        let writer = SerializedFileWriter::new(File::create(path)?, schema_type, props)?;
+        let writer = SerializedFileWriter::new(crate::output::create_file(path)?, schema_type, props)?;
         let cols = schema
             .iter()
             .map(|(_, t)| match t {

@@ -106,9 +106,9 @@ impl FoldedExporter {
 
     fn write(&self) -> io::Result<()> {
         if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)?;
+            crate::output::create_dir(dir)?;
         }
-        let mut out = BufWriter::new(std::fs::File::create(&self.path)?);
+        let mut out = BufWriter::new(crate::output::create_file(&self.path)?);
         let lines = self.lines();
         match self.output {
             FoldedOutput::Folded => {

@@ -55,9 +55,9 @@ impl EventStream {
     /// Create the file and write `{` + `head` (members, each followed by a comma) + `"traceEvents":[`.
     pub fn create(path: &Path, origin: Ns, head: &str) -> io::Result<EventStream> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)?;
+            crate::output::create_dir(dir)?;
         }
-        let f = std::fs::File::create(path)?;
+        let f = crate::output::create_file(path)?;
         let inner = if path.extension().is_some_and(|e| e == "gz") {
             OutFile::Gz(flate2::write::GzEncoder::new(f, flate2::Compression::fast()))
         } else {

@@ -225,7 +225,7 @@ pub struct ParquetExporter {
 
 impl ParquetExporter {
     pub fn create(dir: &Path, step_pattern: &Regex) -> io::Result<ParquetExporter> {
-        std::fs::create_dir_all(dir)?;
+        crate::output::create_dir(dir)?;
         let mut tables = Vec::new();
         for (stem, cols) in TABLES {
             let t = Table::create(&dir.join(format!("{stem}.parquet")), stem, &cols()).map_err(io::Error::other)?;

@@ -127,10 +127,10 @@ pub struct PerfettoExporter {
 impl PerfettoExporter {
     pub fn create(path: &Path) -> io::Result<PerfettoExporter> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)?;
+            crate::output::create_dir(dir)?;
         }
         Ok(PerfettoExporter {
-            out: BufWriter::with_capacity(1 << 20, File::create(path)?),
+            out: BufWriter::with_capacity(1 << 20, crate::output::create_file(path)?),
             path: path.to_path_buf(),
             error: None,
             events: 0,

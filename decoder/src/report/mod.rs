@@ -124,7 +124,7 @@ pub struct Written {
 /// Renders `data` into `path`.
 pub fn write(data: &ReportData, path: &Path) -> std::io::Result<Written> {
     let page = html::render(data);
-    std::fs::write(path, page.as_bytes())?;
+    crate::output::write_file(path, page.as_bytes())?;
     Ok(Written {
         path: path.to_path_buf(),
         bytes: page.len() as u64,
