@@ -8,9 +8,9 @@ use std::process::Command;
 
 /// `SIMGPU_LIB_DIR`, default `tests/simgpu/build` (the mock libraries; selftests in `selftest/`).
 pub fn lib_dir() -> PathBuf {
-    std::env::var_os("SIMGPU_LIB_DIR").map(PathBuf::from).unwrap_or_else(|| {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/simgpu/build")
-    })
+    std::env::var_os("SIMGPU_LIB_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/simgpu/build"))
 }
 
 /// What one selftest run left: its exit status, stdout/stderr, its summary figures and the

@@ -60,9 +60,8 @@ fn dry_run_checks_the_kit_and_skips_the_gpu_steps() {
     // The table: Markdown and JSON, the kit rows passed, the GPU steps skipped.
     let res = read_json(&out.join("results.json"));
     let rows = res["results"].as_array().expect("results");
-    let status = |check: &str| {
-        rows.iter().find(|r| r["check"] == check).map(|r| r["status"].as_str().unwrap_or("").to_string())
-    };
+    let status =
+        |check: &str| rows.iter().find(|r| r["check"] == check).map(|r| r["status"].as_str().unwrap_or("").to_string());
     for check in ["kit: files", "kit: scripts parse", "kit: tprof CLI", "kit: libtprof.so"] {
         assert_eq!(status(check).as_deref(), Some("PASS"), "{check}: {res}");
     }

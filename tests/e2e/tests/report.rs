@@ -146,10 +146,8 @@ fn without_nvml_nothing_else_changes() {
     for e in std::fs::read_dir(&src).unwrap() {
         let p = e.unwrap().path();
         let name = p.file_name().unwrap().to_string_lossy().to_string();
-        if name.ends_with(".so") || name.contains(".so.") {
-            if !name.starts_with("libnvidia-ml") {
-                std::os::unix::fs::symlink(&p, libs.join(&name)).unwrap();
-            }
+        if (name.ends_with(".so") || name.contains(".so.")) && !name.starts_with("libnvidia-ml") {
+            std::os::unix::fs::symlink(&p, libs.join(&name)).unwrap();
         }
     }
     let with = tmp.path().join("with");

@@ -38,11 +38,8 @@ fn duration_model_and_default_stream() {
     let r = ok("basics", &[]);
     assert_eq!(r.num("kernels"), 16);
     // model: an sgemm of 128 x 256 threads takes 1500 + 32768 * 2 = 67036 ns
-    let gemm = r
-        .truth
-        .iter()
-        .find(|v| v["type"] == "kernel" && v["grid"][0] == 128)
-        .expect("a 128-block gemm in the truth");
+    let gemm =
+        r.truth.iter().find(|v| v["type"] == "kernel" && v["grid"][0] == 128).expect("a 128-block gemm in the truth");
     assert_eq!(gemm["end_ns"].as_u64().unwrap() - gemm["start_ns"].as_u64().unwrap(), 67036);
 }
 
@@ -106,7 +103,11 @@ fn deferred_kernels_hang_until_resolved() {
 #[test]
 fn nvcc_built_program_runs_with_real_mangled_names() {
     let r = run_selftest("nvcc_kernels", &[]);
-    assert!(r.success, "nvcc_kernels failed (built by `make -C tests/simgpu check` with the CUDA 13 nvcc wheel)\n{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.success,
+        "nvcc_kernels failed (built by `make -C tests/simgpu check` with the CUDA 13 nvcc wheel)\n{}\n{}",
+        r.stdout, r.stderr
+    );
     let names: Vec<&str> =
         r.truth.iter().filter(|v| v["type"] == "kernel").filter_map(|v| v["name"].as_str()).collect();
     assert_eq!(names.iter().filter(|n| **n == "_Z17scale_elementwisePffi").count(), 10, "{names:?}");
