@@ -479,6 +479,10 @@ impl Summary {
         // (count, bytes, time, bus-weighted bytes, gpu-timed) per (op, bucket, nranks).
         type CollAcc = (u64, u64, u64, f64, u64);
         let mut colls: BTreeMap<(CollOp, u64, u32), CollAcc> = BTreeMap::new();
+        // One entry per collective instance (comm, seq) across ranks: the shortest GPU duration is the
+        // transfer time of the last rank to arrive (the others' kernels include waiting for it), which
+        // is what nccl-tests' busbw measures. (op, message bytes, nranks, shortest duration)
+        let mut instances: HashMap<(u64, u64), (CollOp, u64, u32, u64)> = HashMap::new();
         let mut steps: BTreeMap<u64, (String, u32, u64, u64, u64, u64)> = BTreeMap::new();
         let mut nvtx: BTreeMap<String, RangeStat> = BTreeMap::new();
         let t = &mut s.totals;
@@ -518,6 +522,11 @@ impl Summary {
                 // busbw summed per call, weighted by time below.
                 e.3 += c.bytes as f64 * bus_factor(c.op, c.nranks);
                 e.4 += c.gpu.is_some() as u64;
+                if let (Some((gs, ge)), true) = (c.gpu, c.comm != 0 && c.op.moves_data()) {
+                    let dur = ge.saturating_sub(gs);
+                    let inst = instances.entry((c.comm, c.seq)).or_insert((c.op, c.bytes, c.nranks, dur));
+                    inst.3 = inst.3.min(dur);
+                }
             }
             for st in &r.steps {
                 let e = steps.entry(st.index).or_insert_with(|| (st.name.clone(), 0, 0, 0, 0, 0));
@@ -576,10 +585,23 @@ impl Summary {
                 bandwidth_gbps: if st.total_ns == 0 { 0.0 } else { bytes as f64 / st.total_ns as f64 },
             })
             .collect();
+        // Transfer-time bandwidths per row, from the matched instances.
+        let mut transfer: BTreeMap<(CollOp, u64, u32), (f64, f64, u64)> = BTreeMap::new();
+        for (op, bytes, nranks, dur) in instances.into_values() {
+            let e = transfer.entry((op, size_bucket(bytes), nranks)).or_default();
+            e.0 += bytes as f64;
+            e.1 += bytes as f64 * bus_factor(op, nranks);
+            e.2 += dur;
+        }
         s.collectives = colls
             .into_iter()
             .map(|((op, bucket, nranks), (count, bytes, time, bus_bytes, gpu_timed))| {
                 let gbps = |b: f64| if time == 0 { 0.0 } else { b / time as f64 };
+                // Prefer the transfer time (waiting for late ranks excluded) when instances matched.
+                let (algbw, busbw) = match transfer.get(&(op, bucket, nranks)) {
+                    Some(&(alg, bus, t)) if t > 0 => (alg / t as f64, bus / t as f64),
+                    _ => (gbps(bytes as f64), gbps(bus_bytes)),
+                };
                 CollectiveRow {
                     op: op.name().to_string(),
                     size_bucket: bucket,
@@ -588,8 +610,8 @@ impl Summary {
                     bytes,
                     msg_bytes: bytes.checked_div(count).unwrap_or(0),
                     time_ns: time,
-                    algbw_gbps: gbps(bytes as f64),
-                    busbw_gbps: gbps(bus_bytes),
+                    algbw_gbps: algbw,
+                    busbw_gbps: busbw,
                     gpu_timed,
                 }
             })
