@@ -84,7 +84,7 @@ static void usage(FILE *f) {
 "  --data-stall MS       input pipeline stall before each step (GPU idles at step starts)\n"
 "  --launch-bound        eager mode: thousands of tiny elementwise kernels per step, each behind\n"
 "                        --op-overhead-us of host time (default %g)\n"
-"  --sync-every-step     .item() inside forward: D2H copy of 4 bytes + cudaStreamSynchronize\n"
+"  --sync-every-step     .item() inside forward: D2H copy of 4 bytes + cudaStreamSynchronize, then 2 ms of host work on the value\n"
 "  --pageable            batch copied from pageable (malloc) memory instead of pinned\n"
 "  --no-overlap          all-reduce after backward, on the compute stream\n"
 "  --slow-link           link bandwidth 10x lower (sets SIMGPU_LINK_GBPS for every rank)\n"
