@@ -172,9 +172,6 @@ fn main() {
             }
             pos += size;
         }
-        if api_n + k_n > 3_000_000 {
-            break;
-        }
     }
     let file_bytes: u64 = r.chunks().iter().map(|c| u64::from(c.len) + 32).sum();
     println!("\n== bytes per event on disk ==");
