@@ -18,16 +18,18 @@ echo "== build: tprof (release) =="
 cargo build --release --workspace --all-targets
 # Every test stage runs even after a failure, so one run shows everything that is wrong.
 failed=()
+# Each stage has a time limit, so a hang fails its stage, named, instead of running out CI's clock.
+limit() { local secs=$1; shift; timeout --kill-after=30 "$secs" "$@"; }
 echo "== test: unit and crate tests =="
-cargo test --release --workspace --exclude tprof-e2e --no-fail-fast || failed+=("unit and crate tests")
+limit 1200 cargo test --release --workspace --exclude tprof-e2e --no-fail-fast || failed+=("unit and crate tests")
 echo "== test: simulated GPU self-tests =="
-make -C tests/simgpu check || failed+=("simulated GPU self-tests")
+limit 600 make -C tests/simgpu check || failed+=("simulated GPU self-tests")
 echo "== test: end to end under the simulated GPU =="
 # Two at a time: the multi-rank runs are real processes on a 2-core machine.
-cargo test --release -p tprof-e2e --no-fail-fast -- --test-threads=2 || failed+=("end-to-end tests")
+limit 2400 cargo test --release -p tprof-e2e --no-fail-fast -- --test-threads=2 || failed+=("end-to-end tests")
 echo "== validation kit (dry run: no GPU here) =="
 if [ -f scripts/gpu-validate.sh ]; then
-  bash scripts/gpu-validate.sh --dry-run --out target/gpu-validate-dry-run || failed+=("validation kit dry run")
+  limit 600 bash scripts/gpu-validate.sh --dry-run --out target/gpu-validate-dry-run || failed+=("validation kit dry run")
 fi
 if [ ${#failed[@]} -gt 0 ]; then
   printf 'FAILED: %s\n' "${failed[@]}"

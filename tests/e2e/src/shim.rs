@@ -174,7 +174,13 @@ impl<'a> RunSpec<'a> {
         for (k, v) in &self.env {
             cmd.env(k, v);
         }
-        let output = cmd.output().expect("run program");
+        // A hang (the shim or a mock deadlocking) fails the test, named, instead of stalling CI.
+        let run = crate::programs::run(cmd, std::time::Duration::from_secs(180));
+        if run.terminated {
+            eprintln!("{} killed after 180 s: {}", self.program.display(), run.describe());
+        }
+        let status = run.status.unwrap_or_else(|| std::os::unix::process::ExitStatusExt::from_raw(9));
+        let output = std::process::Output { status, stdout: run.stdout.into_bytes(), stderr: run.stderr.into_bytes() };
         RunResult { output, out_dir, truth_dir }
     }
 }

@@ -5,6 +5,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
+
+/// The longest a selftest may run (the slowest takes a few seconds on a loaded 2-core machine).
+pub const SELFTEST_TIMEOUT: Duration = Duration::from_secs(180);
 
 /// `SIMGPU_LIB_DIR`, default `tests/simgpu/build` (the mock libraries; selftests in `selftest/`).
 pub fn lib_dir() -> PathBuf {
@@ -71,8 +75,9 @@ pub fn run_selftest(name: &str, env: &[(&str, &str)]) -> SelftestRun {
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let out = cmd.output().unwrap_or_else(|e| panic!("running {}: {e}", bin.display()));
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    // A selftest that hangs (a deadlock in the mocks) fails here, named, instead of stalling CI.
+    let out = crate::programs::run(cmd, SELFTEST_TIMEOUT);
+    let stdout = out.stdout.clone();
     let mut truth = Vec::new();
     if let Ok(rd) = std::fs::read_dir(&truth_dir) {
         for entry in rd.flatten() {
@@ -84,10 +89,14 @@ pub fn run_selftest(name: &str, env: &[(&str, &str)]) -> SelftestRun {
     }
     let _ = std::fs::remove_dir_all(&truth_dir);
     SelftestRun {
-        success: out.status.success(),
+        success: out.code == 0 && !out.terminated,
         figures: parse_figures(&stdout, name),
         stdout,
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        stderr: if out.terminated {
+            format!("{}\n(selftest {name} killed after {SELFTEST_TIMEOUT:?})", out.stderr)
+        } else {
+            out.stderr
+        },
         truth,
     }
 }

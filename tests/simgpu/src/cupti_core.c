@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -158,12 +159,26 @@ static void stage_unlock(void)
     __atomic_store_n(&t_staging, 0, __ATOMIC_RELAXED);
 }
 
+/* Staging buffers come from mmap/mremap, never malloc: a signal handler may call the CUDA API on a
+ * thread interrupted inside malloc (holding its arena lock), and the staging it does there would
+ * deadlock on that lock if it grew the buffer with realloc. */
+static uint8_t *stage_buf_grow(uint8_t *buf, size_t cap, size_t new_cap)
+{
+    void *n = buf ? mremap(buf, cap, new_cap, MREMAP_MAYMOVE)
+                  : mmap(NULL, new_cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return n == MAP_FAILED ? NULL : (uint8_t *)n;
+}
+static void stage_buf_free(uint8_t *buf, size_t cap)
+{
+    if (buf) munmap(buf, cap);
+}
+
 static int stage_append_locked(const void *rec, size_t size, size_t asz)
 {
     if (g_stage_len + asz > g_stage_cap) {
         size_t nc = g_stage_cap ? g_stage_cap * 2 : 1 << 16;
         while (nc < g_stage_len + asz) nc *= 2;
-        uint8_t *n = realloc(g_stage, nc);
+        uint8_t *n = stage_buf_grow(g_stage, g_stage_cap, nc);
         if (!n) return -1;
         g_stage = n;
         g_stage_cap = nc;
@@ -610,7 +625,7 @@ void sgc_deliver(int flush_partial, int forced)
         st = NULL;
     }
     stage_unlock();
-    free(st);
+    stage_buf_free(st, cap);
     uint64_t now = sg_now_ns();
     if (!flush_partial && g_period_ns && now - g_last_period_flush >= g_period_ns) flush_partial = 1;
     if (flush_partial) {
