@@ -86,7 +86,14 @@ pub fn run(a: &DiagnoseCmd) -> i32 {
 pub fn render(d: &Diagnosis, all: bool) -> String {
     let mut out = String::new();
     let e = &d.efficiency;
-    out.push_str(&format!("== Efficiency: the GPUs spent {} of wall time on useful compute\n", pct(e.overall.useful)));
+    if e.overall.gpu_times {
+        out.push_str(&format!(
+            "== Efficiency: the GPUs spent {} of wall time on useful compute\n",
+            pct(e.overall.useful)
+        ));
+    } else {
+        out.push_str("== Efficiency: unknown, the input has no GPU activity with times (a CPU-only trace?)\n");
+    }
     let mut tb = Table::new(&["rank", "compute", "comm", "wait", "memcpy", "data", "launch", "sync", "idle", "wall"]);
     for row in e.ranks.iter().chain(std::iter::once(&e.overall)) {
         if !row.gpu_times {

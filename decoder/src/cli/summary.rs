@@ -69,6 +69,15 @@ pub fn run(a: &SummaryArgs) -> i32 {
 }
 
 /// The human-readable report.
+/// "top 15 of 40", or "all 12" when every row is shown.
+fn shown_of(top: usize, total: usize) -> String {
+    if top >= total {
+        format!("all {total}")
+    } else {
+        format!("top {top} of {total}")
+    }
+}
+
 pub fn render(s: &Summary, top: usize) -> String {
     let mut out = String::new();
     let t = &s.totals;
@@ -95,7 +104,7 @@ pub fn render(s: &Summary, top: usize) -> String {
     }
     out.push_str(&tb.render());
 
-    out.push_str(&format!("\n== GPU kernels (top {top} of {}, by total time)\n", s.kernels.len()));
+    out.push_str(&format!("\n== GPU kernels ({}, by total time)\n", shown_of(top, s.kernels.len())));
     let mut tb = Table::new(&["time %", "total", "count", "avg", "min", "max", "name"]).left(6);
     for k in s.kernels.iter().take(top) {
         tb.row(vec![
@@ -110,7 +119,7 @@ pub fn render(s: &Summary, top: usize) -> String {
     }
     out.push_str(&tb.render());
 
-    out.push_str(&format!("\n== CUDA API (top {top} of {})\n", s.api.len()));
+    out.push_str(&format!("\n== CUDA API ({})\n", shown_of(top, s.api.len())));
     let mut tb = Table::new(&["time %", "total", "count", "avg", "min", "max", "name"]).left(6);
     for k in s.api.iter().take(top) {
         tb.row(vec![

@@ -79,13 +79,15 @@ pub fn find(job: &Job) -> Option<Verdict> {
             )
         })
         .collect();
+    // Traces whose communication kernels have no collective calls (some Kineto traces) list none.
+    let listed = if listed.is_empty() { String::new() } else { format!(": {}", listed.join(", ")) };
     let text = format!(
-        "{} per step of communication ran with no compute to hide it (step {}; {} of all collective time overlapped) on {}: {}; {} of wall time.",
+        "{} per step of communication ran with no compute to hide it (step {}; {} of all collective time overlapped) on {}{}; {} of wall time.",
         ms(exposed_per_step),
         ms(step_ns),
         pct(overlap),
         rank_list(&v.ranks),
-        listed.join(", "),
+        listed,
         pct(severity)
     );
     v.evidence = json!({

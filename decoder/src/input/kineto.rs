@@ -30,7 +30,7 @@ struct RawTrace {
 struct RawEvent {
     #[serde(default)]
     ph: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "canonical_category")]
     cat: String,
     #[serde(default)]
     name: String,
@@ -44,6 +44,21 @@ struct RawEvent {
     dur: Option<f64>,
     #[serde(default)]
     args: Option<Map<String, Value>>,
+}
+
+/// The category in today's Kineto spelling: traces of PyTorch <= 1.9 say `Kernel`, `Memcpy`,
+/// `Memset`, `Runtime`, `Driver`, `Operator`; a null category is an empty one.
+fn canonical_category<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let cat = Option::<String>::deserialize(d)?.unwrap_or_default();
+    Ok(match cat.as_str() {
+        "Kernel" => "kernel".into(),
+        "Memcpy" => "gpu_memcpy".into(),
+        "Memset" => "gpu_memset".into(),
+        "Runtime" => "cuda_runtime".into(),
+        "Driver" => "cuda_driver".into(),
+        "Operator" => "cpu_op".into(),
+        _ => cat,
+    })
 }
 
 impl RawEvent {
@@ -600,6 +615,33 @@ mod tests {
         feed(&p, ProcId(0), &mut c, &mut notes).unwrap();
         assert_eq!(c.kernels.len(), 2);
         assert!(notes.0[0].message.contains("corrupt JSON"), "{:?}", notes);
+    }
+
+    #[test]
+    fn old_pytorch_category_spellings_and_null_category() {
+        // PyTorch <= 1.9 wrote `Kernel`/`Runtime`/`Memcpy`/`Operator`; some writers put a null cat.
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("old.json");
+        std::fs::write(
+            &p,
+            r#"{"traceEvents":[
+            {"ph":"X","cat":"Operator","name":"aten::add","pid":5,"tid":5,"ts":100,"dur":20},
+            {"ph":"X","cat":"Runtime","name":"cudaLaunchKernel","pid":5,"tid":5,"ts":105,"dur":5,"args":{"correlation":3}},
+            {"ph":"X","cat":"Kernel","name":"add_kernel","pid":0,"tid":7,"ts":111,"dur":4,"args":{"correlation":3,"stream":7,"device":0}},
+            {"ph":"X","cat":"Memcpy","name":"Memcpy HtoD (Pageable -> Device)","pid":0,"tid":7,"ts":120,"dur":2,"args":{"correlation":4,"stream":7,"device":0,"bytes":64}},
+            {"ph":"i","cat":null,"name":"marker","pid":5,"tid":5,"ts":130}
+            ]}"#,
+        )
+        .unwrap();
+        let mut c = Collect::default();
+        let mut notes = Notes::default();
+        let info = feed(&p, ProcId(0), &mut c, &mut notes).unwrap();
+        assert_eq!(info.pid, 5);
+        assert_eq!(c.kernels.len(), 1);
+        assert_eq!(c.kernels[0].end - c.kernels[0].start, 4_000);
+        assert_eq!(c.apis.len(), 1);
+        assert_eq!(c.apis[0].correlation, 3);
+        assert_eq!(c.ranges.len(), 1);
     }
 
     #[test]
