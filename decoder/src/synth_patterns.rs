@@ -53,6 +53,9 @@ pub struct Scenario {
     pub hang: Option<(u64, u32)>,
     /// Write the watchdog's HangSuspected marker on the waiting ranks.
     pub watchdog: bool,
+    /// (rank, seq): that all-reduce's kernel record is missing (as when CUPTI drops a record);
+    /// the collective itself ran.
+    pub lost_comm_kernel: Option<(u32, u64)>,
     /// (step, rank): that rank all-reduces bucket 0 with half the bytes.
     pub desync: Option<(u64, u32)>,
     /// A cudaMalloc of `oom_growth` bytes each step; it fails at this step and the rank exits.
@@ -91,6 +94,7 @@ impl Default for Scenario {
             straggler: None,
             hang: None,
             watchdog: false,
+            lost_comm_kernel: None,
             desync: None,
             oom_at: None,
             oom_growth: 2 << 30,
@@ -418,7 +422,10 @@ impl Scenario {
             let end = arrivals.iter().copied().max().unwrap_or(0) + self.allreduce_ns;
             for (p, &a) in calls.iter().zip(&arrivals) {
                 let l = &mut logs[p.rank];
-                l.kernel(K_NCCL, if self.no_overlap { 7 } else { 9 }, a, end, p.corr);
+                let seq = step * self.buckets as u64 + b as u64;
+                if self.lost_comm_kernel != Some((p.rank as u32, seq)) {
+                    l.kernel(K_NCCL, if self.no_overlap { 7 } else { 9 }, a, end, p.corr);
+                }
                 let _ = p.bytes;
                 if self.no_overlap {
                     l.compute = end;

@@ -24,10 +24,17 @@ pub fn find(job: &Job) -> Option<Verdict> {
     type PerRank = BTreeMap<usize, (u64, Option<(u64, Ns)>)>;
     let mut comms: BTreeMap<u64, PerRank> = BTreeMap::new();
     for (i, r) in job.ranks.iter().enumerate() {
+        // Collectives on one communicator complete in order: one whose kernel record is missing
+        // (a dropped record) but followed by a completed one did complete.
+        let mut last_done: BTreeMap<u64, u64> = BTreeMap::new();
+        for c in r.colls.iter().filter(|c| c.comm != 0 && c.gpu.is_some()) {
+            let d = last_done.entry(c.comm).or_insert(c.seq);
+            *d = (*d).max(c.seq);
+        }
         for c in r.colls.iter().filter(|c| c.comm != 0) {
             let e = comms.entry(c.comm).or_default().entry(i).or_insert((0, None));
             e.0 = e.0.max(c.seq);
-            if c.gpu.is_none() {
+            if c.gpu.is_none() && last_done.get(&c.comm).is_none_or(|&d| c.seq > d) {
                 if let Some(h) = c.host {
                     if e.1.is_none_or(|u| c.seq < u.0) {
                         e.1 = Some((c.seq, h.0));
@@ -81,18 +88,21 @@ pub fn find(job: &Job) -> Option<Verdict> {
             "waiting_ranks": job.rank_ids(stuck_ranks.iter().copied()),
             "missing_ranks": job.rank_ids(missing_ranks.iter().copied()),
         }));
-        text = format!(
-            "{} seq {seq} on comm {} never completed: {} issued it and waited, {} never called it (last seq {}).",
-            op,
-            comm_hex(comm),
-            rank_list(&job.rank_ids(stuck_ranks.iter().copied())),
-            if missing_ranks.is_empty() {
-                "no rank".to_string()
-            } else {
-                rank_list(&job.rank_ids(missing_ranks.iter().copied()))
-            },
-            missing_ranks.iter().map(|i| per[i].0.to_string()).collect::<Vec<_>>().join("/")
-        );
+        let waiting = rank_list(&job.rank_ids(stuck_ranks.iter().copied()));
+        text = if missing_ranks.is_empty() {
+            format!(
+                "{op} seq {seq} on comm {} never completed: {waiting} issued it and waited; every rank called it, \
+                 so the wait is inside the collective (network, a peer's GPU, or a rank that died after calling it).",
+                comm_hex(comm)
+            )
+        } else {
+            format!(
+                "{op} seq {seq} on comm {} never completed: {waiting} issued it and waited, {} never called it (last seq {}).",
+                comm_hex(comm),
+                rank_list(&job.rank_ids(missing_ranks.iter().copied())),
+                missing_ranks.iter().map(|i| per[i].0.to_string()).collect::<Vec<_>>().join("/")
+            )
+        };
     }
     for (i, m) in &markers {
         text.push_str(&format!(
