@@ -61,6 +61,8 @@ pub struct Scenario {
     /// A cudaMalloc of `oom_growth` bytes each step; it fails at this step and the rank exits.
     pub oom_at: Option<u64>,
     pub oom_growth: u64,
+    /// Only this rank grows and fails (default: every rank).
+    pub oom_rank: Option<u32>,
     /// Every Kth step overflows: the AdamW kernels are skipped.
     pub amp_overflow_every: Option<u64>,
     /// Optimizer (fused AdamW) kernels per step and their duration.
@@ -98,6 +100,7 @@ impl Default for Scenario {
             desync: None,
             oom_at: None,
             oom_growth: 2 << 30,
+            oom_rank: None,
             amp_overflow_every: None,
             optimizer_kernels: 4,
             optimizer_ns: 100 * US,
@@ -284,7 +287,7 @@ impl Scenario {
             l.api("cudaEventSynchronize", s, e, None, 0, 0);
             l.host = e;
         }
-        if let Some(at) = self.oom_at {
+        if let Some(at) = self.oom_at.filter(|_| self.oom_rank.is_none_or(|r| r == rank)) {
             let (s, e) = (l.host, l.host + 20 * US);
             let fail = step == at;
             let corr = l.api("cudaMalloc", s, e, None, self.oom_growth, if fail { 2 } else { 0 });

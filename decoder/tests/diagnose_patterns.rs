@@ -225,6 +225,30 @@ fn oom() {
 }
 
 #[test]
+fn hang_after_an_oom_ranks_after_it() {
+    // r2 runs out of memory at step 6 and exits; the others wait for it at step 6's all-reduce.
+    for watchdog in [false, true] {
+        let sc = Scenario {
+            ranks: 4,
+            oom_at: Some(6),
+            oom_rank: Some(2),
+            hang: Some((6, 2)),
+            watchdog,
+            ..Scenario::default()
+        };
+        let d = run(&sc);
+        let v = top(&d, VerdictKind::Oom);
+        assert_eq!(v.ranks, vec![2], "{}", table(&d));
+        assert_eq!(v.steps, vec![6]);
+        let h = d.find(VerdictKind::Hang).unwrap_or_else(|| panic!("the hang is still reported\n{}", table(&d)));
+        assert!(h.severity < v.severity && h.severity > 0.9, "{}", table(&d));
+        assert_eq!(h.evidence["after_oom"]["ranks"], serde_json::json!([2]));
+        assert!(h.evidence_text().contains("ran out of device memory (step 6)"), "{}", h.evidence_text());
+        assert_eq!(d.verdicts[1].kind, VerdictKind::Hang, "{}", table(&d));
+    }
+}
+
+#[test]
 fn amp_overflow() {
     let sc = Scenario { amp_overflow_every: Some(4), ..Scenario::default() };
     let d = run(&sc);

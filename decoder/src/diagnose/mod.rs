@@ -191,6 +191,7 @@ pub fn diagnose_facts(
     verdicts.extend(launch_bound::find(&job));
     verdicts.extend(amp_overflow::find(&job));
     verdicts.extend(hotspot::find(&job));
+    hang_after_oom_is_a_consequence(&mut verdicts);
     attribute_straggler_to_cause(&mut verdicts, "launch", VerdictKind::LaunchBound);
     attribute_straggler_to_cause(&mut verdicts, "sync", VerdictKind::SyncBound);
     verdicts.retain(|v| {
@@ -266,6 +267,32 @@ pub fn step_list(steps: &[u64]) -> String {
     v.sort_unstable();
     v.dedup();
     crate::convert::compress_ranges(&v)
+}
+
+/// A rank that ran out of memory exits, and the others then wait for it forever at their next
+/// collective: the hang is a consequence, the out-of-memory the cause. The hang ranks second and
+/// says so.
+fn hang_after_oom_is_a_consequence(verdicts: &mut [Verdict]) {
+    let Some(oi) = verdicts.iter().position(|v| v.kind == VerdictKind::Oom) else { return };
+    let Some(hi) = verdicts.iter().position(|v| v.kind == VerdictKind::Hang) else { return };
+    let (oom_ranks, oom_steps, oom_severity) =
+        (verdicts[oi].ranks.clone(), verdicts[oi].steps.clone(), verdicts[oi].severity);
+    let h = &mut verdicts[hi];
+    h.severity = oom_severity * 0.99;
+    h.summary.push_str(" (most likely because a rank ran out of memory and exited)");
+    if let Some(obj) = h.evidence.as_object_mut() {
+        obj.insert("after_oom".into(), serde_json::json!({"ranks": oom_ranks, "steps": oom_steps}));
+        let text = obj.get("text").and_then(|t| t.as_str()).unwrap_or_default().to_string();
+        let steps = oom_steps.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(",");
+        obj.insert(
+            "text".into(),
+            serde_json::Value::String(format!(
+                "{text} {} ran out of device memory{} and exited, so its peers could not complete their collectives: fix the out-of-memory first.",
+                rank_list(&oom_ranks),
+                if steps.is_empty() { String::new() } else { format!(" (step {steps})") }
+            )),
+        );
+    }
 }
 
 /// A straggler whose own trace says it was slow because of a pathology the job's ranks share (its host
