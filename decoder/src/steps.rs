@@ -43,6 +43,9 @@ pub struct StepFinder {
     begins: Vec<(Ns, u64)>,
     ends: Vec<Ns>,
     kernel_starts: HashMap<Name, Vec<Ns>>,
+    /// Capture-window markers (production modes), (ts, is_start): time outside the windows was not
+    /// observed, so no step may span it.
+    captures: Vec<(Ns, bool)>,
 }
 
 impl StepFinder {
@@ -53,6 +56,7 @@ impl StepFinder {
             begins: Vec::new(),
             ends: Vec::new(),
             kernel_starts: HashMap::new(),
+            captures: Vec::new(),
         }
     }
 
@@ -67,6 +71,8 @@ impl StepFinder {
         match m.kind {
             MarkerKind::StepBegin => self.begins.push((m.ts, m.value)),
             MarkerKind::StepEnd => self.ends.push(m.ts),
+            MarkerKind::CaptureStart => self.captures.push((m.ts, true)),
+            MarkerKind::CaptureStop => self.captures.push((m.ts, false)),
             _ => {}
         }
     }
@@ -89,8 +95,68 @@ impl StepFinder {
         }
     }
 
-    /// The steps, given the process's span (for the whole-run fallback).
-    pub fn finish(mut self, span: (Ns, Ns)) -> (StepSource, Vec<StepWindow>) {
+    /// The stretches of `span` that capture windows left unobserved (production modes `steps`,
+    /// `sample`, `tprof ctl`): before a first CaptureStart, between a CaptureStop and the next
+    /// CaptureStart, after a last CaptureStop. None without capture markers (the whole run was seen).
+    pub fn unobserved(&self, span: (Ns, Ns)) -> Vec<(Ns, Ns)> {
+        let mut marks = self.captures.clone();
+        marks.sort_unstable();
+        let mut gaps = Vec::new();
+        let mut closed_since = match marks.first() {
+            Some(&(_, true)) => Some(span.0),
+            _ => None,
+        };
+        for &(ts, is_start) in &marks {
+            match (is_start, closed_since) {
+                (true, Some(from)) => {
+                    if ts > from {
+                        gaps.push((from, ts));
+                    }
+                    closed_since = None;
+                }
+                (false, None) => closed_since = Some(ts),
+                _ => {}
+            }
+        }
+        if let Some(from) = closed_since {
+            if span.1 > from {
+                gaps.push((from, span.1));
+            }
+        }
+        gaps
+    }
+
+    /// The steps, given the process's span (for the whole-run fallback). Steps that span time the
+    /// capture windows did not observe are left out; without steps, each capture window is one.
+    pub fn finish(self, span: (Ns, Ns)) -> (StepSource, Vec<StepWindow>) {
+        let gaps = self.unobserved(span);
+        let (source, mut v) = self.find(span);
+        if gaps.is_empty() {
+            return (source, v);
+        }
+        if source == StepSource::WholeRun {
+            let mut windows = Vec::new();
+            let mut from = span.0;
+            for &(a, b) in gaps.iter().chain(std::iter::once(&(span.1, span.1))) {
+                if a > from {
+                    let i = windows.len() as u64;
+                    windows.push(StepWindow { index: i, name: format!("capture window {i}"), start: from, end: a });
+                }
+                from = from.max(b);
+            }
+            return (source, windows);
+        }
+        // A step that starts a moment before its window opened still counts (the marker follows
+        // the call that opened it): 5% of the step may lie outside.
+        v.retain(|w| {
+            let len = w.end.saturating_sub(w.start);
+            let outside: Ns = gaps.iter().map(|&(a, b)| b.min(w.end).saturating_sub(a.max(w.start))).sum();
+            outside * 20 <= len
+        });
+        (source, v)
+    }
+
+    fn find(mut self, span: (Ns, Ns)) -> (StepSource, Vec<StepWindow>) {
         if !self.ranges.is_empty() {
             let top = self.ranges.iter().map(|r| r.0).min().unwrap_or(0);
             let mut v: Vec<StepWindow> = self.ranges.into_iter().filter(|r| r.0 == top).map(|r| r.1).collect();
@@ -228,5 +294,53 @@ mod tests {
         let (src, v) = StepFinder::new(&re()).finish((5, 9));
         assert_eq!(src, StepSource::WholeRun);
         assert_eq!((v[0].start, v[0].end), (5, 9));
+    }
+
+    fn capture(f: &mut StepFinder, ts: Ns, start: bool) {
+        let kind = if start { MarkerKind::CaptureStart } else { MarkerKind::CaptureStop };
+        f.marker(&Marker { proc: ProcId(0), kind, ts, value: 0, name: None });
+    }
+
+    #[test]
+    fn steps_across_an_unobserved_stretch_are_left_out() {
+        // sample mode: windows [1000, 2000] and [5000, 6000]; steps of 100 ns, one of them (1950 to
+        // 5050) spans the closed stretch and is dropped; one starts 3 ns before its window opens.
+        let mut f = StepFinder::new(&re());
+        capture(&mut f, 1000, true);
+        capture(&mut f, 2000, false);
+        capture(&mut f, 5000, true);
+        capture(&mut f, 6000, false);
+        let step = |i: u64, s: Ns, e: Ns| NvtxRange {
+            proc: ProcId(0),
+            tid: 1,
+            domain: None,
+            name: format!("step {i}").into(),
+            start: s,
+            end: e,
+            depth: 0,
+            id: RangeId(i),
+            parent: None,
+            kind: RangeKind::Nvtx,
+        };
+        f.range(&step(1, 997, 1100));
+        f.range(&step(2, 1100, 1950));
+        f.range(&step(3, 1950, 5050));
+        f.range(&step(4, 5050, 5150));
+        assert_eq!(f.unobserved((900, 6500)), vec![(900, 1000), (2000, 5000), (6000, 6500)]);
+        let (src, v) = f.finish((900, 6500));
+        assert_eq!(src, StepSource::Nvtx);
+        assert_eq!(v.iter().map(|w| w.index).collect::<Vec<_>>(), vec![1, 2, 4]);
+    }
+
+    #[test]
+    fn without_steps_each_capture_window_is_one() {
+        let mut f = StepFinder::new(&re());
+        capture(&mut f, 2000, false); // a window open from the start (ctl / flight)
+        capture(&mut f, 5000, true);
+        let (src, v) = f.finish((1000, 7000));
+        assert_eq!(src, StepSource::WholeRun);
+        assert_eq!(v.iter().map(|w| (w.start, w.end)).collect::<Vec<_>>(), vec![(1000, 2000), (5000, 7000)]);
+        // No capture markers: the whole run.
+        assert!(StepFinder::new(&re()).unobserved((0, 10)).is_empty());
     }
 }

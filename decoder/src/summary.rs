@@ -76,6 +76,9 @@ pub struct RankSummary {
     pub start_ns: Ns,
     pub end_ns: Ns,
     pub span_ns: Ns,
+    /// The part of the span that capture windows observed (production modes); `span_ns` when the
+    /// whole run was recorded. Busy / compute / communication / memory / idle are within it.
+    pub observed_ns: Ns,
     pub gpu_busy_ns: Ns,
     pub compute_ns: Ns,
     pub communication_ns: Ns,
@@ -270,9 +273,31 @@ impl TraceSink for RankAnalysis {
         let [compute, comm, mem] = std::mem::take(&mut self.busy).map(StreamingUnion::finish);
         let cm = || Union2::new(compute.iter(), comm.iter());
         let all = || Union2::new(cm(), mem.iter());
-        let busy = measure_iter(all());
-        let compute_ns = measure_iter(compute.iter());
-        let cm_ns = measure_iter(cm());
+        let unobserved = self.steps.as_ref().map(|f| f.unobserved(span)).unwrap_or_default();
+        let (busy, compute_ns, cm_ns, observed_ns) = if unobserved.is_empty() {
+            (measure_iter(all()), measure_iter(compute.iter()), measure_iter(cm()), span.1 - span.0)
+        } else {
+            // Capture windows: only the observed time counts (GPU work that ends after a window
+            // closed is clipped to it).
+            let mut observed = Vec::new();
+            let mut from = span.0;
+            for &(a, b) in &unobserved {
+                if a > from {
+                    observed.push((from, a));
+                }
+                from = from.max(b);
+            }
+            if span.1 > from {
+                observed.push((from, span.1));
+            }
+            let total = |v: Vec<Ns>| v.into_iter().sum::<Ns>();
+            (
+                total(measure_windows(all(), &observed)),
+                total(measure_windows(compute.iter(), &observed)),
+                total(measure_windows(cm(), &observed)),
+                observed.iter().map(|w| w.1 - w.0).sum(),
+            )
+        };
         let comm_only = cm_ns - compute_ns;
         let (step_source, windows) = match self.steps.take() {
             Some(f) => {
@@ -310,11 +335,12 @@ impl TraceSink for RankAnalysis {
             start_ns: span.0,
             end_ns: span.1,
             span_ns,
+            observed_ns,
             gpu_busy_ns: busy,
             compute_ns,
             communication_ns: comm_only,
             memory_ns: busy - cm_ns,
-            idle_ns: span_ns.saturating_sub(busy),
+            idle_ns: observed_ns.saturating_sub(busy),
             gpu_times_missing: self.api_count > 0 && self.gpu_count == 0,
             events: self.events,
             step_source,

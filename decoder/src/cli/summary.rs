@@ -85,16 +85,16 @@ pub fn render(s: &Summary, top: usize) -> String {
     let mut tb =
         Table::new(&["rank", "host", "span", "GPU busy", "compute", "comm", "memory", "idle", "steps"]).left(1);
     for r in &s.ranks {
-        let busy = if r.gpu_times_missing { "missing".to_string() } else { pct(r.gpu_busy_ns, r.span_ns) };
+        let busy = if r.gpu_times_missing { "missing".to_string() } else { pct(r.gpu_busy_ns, r.observed_ns) };
         tb.row(vec![
             r.label.clone(),
             r.host.clone(),
             dur(r.span_ns),
             busy,
-            pct(r.compute_ns, r.span_ns),
-            pct(r.communication_ns, r.span_ns),
-            pct(r.memory_ns, r.span_ns),
-            pct(r.idle_ns, r.span_ns),
+            pct(r.compute_ns, r.observed_ns),
+            pct(r.communication_ns, r.observed_ns),
+            pct(r.memory_ns, r.observed_ns),
+            pct(r.idle_ns, r.observed_ns),
             format!(
                 "{} ({})",
                 r.steps.len(),
@@ -103,6 +103,14 @@ pub fn render(s: &Summary, top: usize) -> String {
         ]);
     }
     out.push_str(&tb.render());
+    for r in s.ranks.iter().filter(|r| r.observed_ns < r.span_ns) {
+        out.push_str(&format!(
+            "note: {} was recorded in capture windows: {} observed of its {} span; the shares are of the observed time\n",
+            r.label,
+            dur(r.observed_ns),
+            dur(r.span_ns)
+        ));
+    }
 
     out.push_str(&format!("\n== GPU kernels ({}, by total time)\n", shown_of(top, s.kernels.len())));
     let mut tb = Table::new(&["time %", "total", "count", "avg", "min", "max", "name"]).left(6);

@@ -257,6 +257,7 @@ impl TraceSink for FactCollector {
         self.clock.handle_process_end(p);
         let Some(info) = self.info.take() else { return };
         let span = if self.span.0 == u64::MAX { (0, 0) } else { self.span };
+        let unobserved = self.steps.as_ref().map(|f| f.unobserved(span)).unwrap_or_default();
         let (_, windows) = match self.steps.take() {
             Some(f) => f.finish(span),
             None => (crate::steps::StepSource::WholeRun, Vec::new()),
@@ -273,6 +274,7 @@ impl TraceSink for FactCollector {
             mem_samples: std::mem::take(&mut self.mem_samples),
             windows,
             span,
+            unobserved,
         };
         let tl = timeline::analyse(input);
         let mut memory = std::mem::take(&mut self.mem);

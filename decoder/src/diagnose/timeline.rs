@@ -119,6 +119,24 @@ pub struct Input {
     pub mem_samples: Vec<(Ns, u64)>,
     pub windows: Vec<StepWindow>,
     pub span: (Ns, Ns),
+    /// Stretches that capture windows did not record (sorted, disjoint): neither busy nor idle.
+    pub unobserved: Vec<(Ns, Ns)>,
+}
+
+/// The parts of `[a, b)` outside the sorted, disjoint `holes`.
+fn observed_parts(a: Ns, b: Ns, holes: &[(Ns, Ns)]) -> Vec<(Ns, Ns)> {
+    let mut out = Vec::new();
+    let mut from = a;
+    for &(s, e) in holes.iter().filter(|h| h.1 > a && h.0 < b) {
+        if s > from {
+            out.push((from, s));
+        }
+        from = from.max(e);
+    }
+    if b > from {
+        out.push((from, b));
+    }
+    out
 }
 
 /// What [`analyse`] found.
@@ -283,22 +301,35 @@ pub fn analyse(mut inp: Input) -> Timeline {
             step_split[p].add(&part);
         }
     };
+    // Unrecorded stretches reach to the next step's start: between a window's opening and its
+    // first whole step the GPU still runs work launched before (unrecorded), which is not idle.
+    let mut holes = std::mem::take(&mut inp.unobserved);
+    for h in &mut holes {
+        if let Some(next) = index.windows.iter().map(|w| w.start).filter(|&t| t >= h.1).min() {
+            h.1 = next;
+        }
+    }
+    let observed = observed_parts(w0, w1, &holes);
+    let in_observed = |set: &[(Ns, Ns)]| observed.iter().map(|&(a, b)| measure_in(set, a, b)).sum::<Ns>();
     for &(s, e) in &all {
         if e <= w0 || s >= w1 {
             continue;
         }
         let (s, e) = (s.max(w0), e.min(w1));
         if s > prev {
-            classify_gap(prev, s, &mut split, &mut step_split);
+            // Time the capture windows did not record is left out, not called idle.
+            for (a, b) in observed_parts(prev, s, &holes) {
+                classify_gap(a, b, &mut split, &mut step_split);
+            }
         }
         prev = prev.max(e);
     }
     if prev < w1 {
-        split.idle_ns += w1 - prev;
+        split.idle_ns += observed_parts(prev, w1, &holes).iter().map(|p| p.1 - p.0).sum::<Ns>();
     }
-    split.compute_ns = measure_in(&compute, w0, w1);
-    split.comm_ns = measure_in(&comm, w0, w1) - intersect_in(&comm, &compute, w0, w1);
-    split.memcpy_ns = measure_in(&all, w0, w1) - measure_in(&cm, w0, w1);
+    split.compute_ns = in_observed(&compute);
+    split.comm_ns = in_observed(&comm) - observed.iter().map(|&(a, b)| intersect_in(&comm, &compute, a, b)).sum::<Ns>();
+    split.memcpy_ns = in_observed(&all) - in_observed(&cm);
 
     // Per step.
     let mut kdur: Vec<Vec<Ns>> = vec![Vec::new(); nsteps];
@@ -330,6 +361,14 @@ pub fn analyse(mut inp: Input) -> Timeline {
     let mut next_first: Vec<Ns> = vec![w1; nsteps];
     for w in order.windows(2) {
         next_first[w[0]] = g_first[w[1]].unwrap_or(w1);
+    }
+    // A step's GPU window ends where recording stopped, not after the unrecorded stretch.
+    for p in 0..nsteps {
+        if let Some(g) = g_first[p] {
+            if let Some(h) = holes.iter().find(|h| h.0 >= g && h.0 < next_first[p]) {
+                next_first[p] = h.0;
+            }
+        }
     }
     for (p, w) in index.windows.iter().enumerate().skip(skip) {
         let mut st = StepFacts {

@@ -176,7 +176,7 @@ fn efficiency(h: &mut String, d: &ReportData) {
             .ranks
             .iter()
             .map(|r| {
-                let t = r.span_ns.max(1) as f64;
+                let t = r.observed_ns.max(1) as f64;
                 (
                     r.label.clone(),
                     vec![
