@@ -162,16 +162,19 @@ pub fn render(s: &Summary, top: usize) -> String {
         let mut tb =
             Table::new(&["op", "size <=", "ranks", "count", "bytes", "time", "algbw GB/s", "busbw GB/s", "gpu-timed"])
                 .left(0);
+        // Message sizes (and so bandwidths) are unknown for communication kernels seen without
+        // their NCCL call (some Kineto traces): "-", not 0.
+        let known = |v: u64, text: String| if v == 0 { "-".to_string() } else { text };
         for c in &s.collectives {
             tb.row(vec![
                 c.op.clone(),
-                human_bytes(c.size_bucket),
-                c.nranks.to_string(),
+                known(c.bytes, human_bytes(c.size_bucket)),
+                known(c.nranks as u64, c.nranks.to_string()),
                 c.count.to_string(),
-                human_bytes(c.bytes),
+                known(c.bytes, human_bytes(c.bytes)),
                 dur(c.time_ns),
-                format!("{:.2}", c.algbw_gbps),
-                format!("{:.2}", c.busbw_gbps),
+                known(c.bytes, format!("{:.2}", c.algbw_gbps)),
+                known(c.bytes * c.nranks as u64, format!("{:.2}", c.busbw_gbps)),
                 c.gpu_timed.to_string(),
             ]);
         }

@@ -358,18 +358,20 @@ fn nccl(h: &mut String, d: &ReportData) {
         return;
     }
     h.push_str("<p class=\"hint\">Bus bandwidth as nccl-tests computes it; time is the GPU kernel's when known.</p><table><thead><tr><th class=\"l\">op</th><th>size &le;</th><th>ranks</th><th>count</th><th>bytes</th><th>time</th><th>algbw GB/s</th><th>busbw GB/s</th></tr></thead><tbody>");
+    // Sizes and bandwidths are unknown ("-") for communication kernels seen without their NCCL call.
+    let known = |v: u64, text: String| if v == 0 { "-".to_string() } else { text };
     for c in &s.collectives {
         let _ = write!(
             h,
-            "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td><b>{:.1}</b></td></tr>",
+            "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><b>{}</b></td></tr>",
             esc(&c.op),
-            human_bytes(c.size_bucket),
-            c.nranks,
+            known(c.bytes, human_bytes(c.size_bucket)),
+            known(c.nranks as u64, c.nranks.to_string()),
             c.count,
-            human_bytes(c.bytes),
+            known(c.bytes, human_bytes(c.bytes)),
             ms(c.time_ns),
-            c.algbw_gbps,
-            c.busbw_gbps
+            known(c.bytes, format!("{:.1}", c.algbw_gbps)),
+            known(c.bytes * c.nranks as u64, format!("{:.1}", c.busbw_gbps))
         );
     }
     h.push_str("</tbody></table></section>\n");
