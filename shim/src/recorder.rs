@@ -12,25 +12,42 @@ use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use tprof_format::Record;
 
-/// One thread's buffer.
+/// One thread's buffer. The producer's and the consumer's cursors live on separate cache lines, and the
+/// producer keeps its own copy of the consumer's cursor: recording an event touches no line the writer
+/// thread writes, except the slot itself.
 pub struct ThreadBuffer {
     slots: Box<[UnsafeCell<MaybeUninit<Record>>]>,
     mask: usize,
-    /// Next slot the producer writes (only the producer stores).
-    head: AtomicUsize,
-    /// Next slot the consumer reads (only the consumer stores).
-    tail: AtomicUsize,
-    /// Records dropped because the buffer was full.
-    dropped: AtomicU64,
     /// 0 = free, 1 = owned by a live thread, 2 = owner exited (drain, then free).
     owner_state: AtomicU32,
     /// Fork generation the buffer belongs to.
     generation: AtomicU64,
     tid: AtomicU32,
+    next: AtomicPtr<ThreadBuffer>,
+    producer: ProducerSide,
+    consumer: ConsumerSide,
+}
+
+/// Written by the owning thread only.
+#[repr(align(64))]
+struct ProducerSide {
+    /// Next slot the producer writes.
+    head: AtomicUsize,
+    /// The consumer's `tail` as last read by the producer (never ahead of it): reread only when the
+    /// buffer looks full.
+    tail_seen: AtomicUsize,
+    /// Records dropped because the buffer was full.
+    dropped: AtomicU64,
     /// A blocking call in progress on this thread (ticks at its start; 0 = none), for the hang watchdog.
     pending_since: AtomicU64,
     pending_name: AtomicU32,
-    next: AtomicPtr<ThreadBuffer>,
+}
+
+/// Written by the writer thread only.
+#[repr(align(64))]
+struct ConsumerSide {
+    /// Next slot the consumer reads.
+    tail: AtomicUsize,
 }
 
 // SAFETY: the slots are shared between exactly one producer (the owning thread) and one consumer (the
@@ -81,7 +98,14 @@ pub fn set_capacity(events: usize) {
 /// event, never fails: when the buffer is full the event is dropped and counted.
 #[inline]
 pub fn emit(rec: Record) {
-    let (buf, generation) = crate::thread::with_ctx(|c| (c.buffer.get(), c.buffer_generation.get()));
+    emit_in(crate::thread::ctx(), rec);
+}
+
+/// [`emit`] with the calling thread's context (from [`crate::thread::ctx`]), for callers that already
+/// hold it: no TLS lookup.
+#[inline(always)]
+pub fn emit_in(ctx: &crate::thread::ThreadCtx, rec: Record) {
+    let (buf, generation) = (ctx.buffer.get(), ctx.buffer_generation.get());
     let buf = if !buf.is_null() && generation == GENERATION.load(Ordering::Relaxed) {
         buf
     } else {
@@ -95,19 +119,32 @@ pub fn emit(rec: Record) {
     };
     // SAFETY: `buf` points to a live buffer owned by this thread (registered in this generation).
     let b = unsafe { &*buf };
-    let head = b.head.load(Ordering::Relaxed);
-    let tail = b.tail.load(Ordering::Acquire);
-    if head.wrapping_sub(tail) > b.mask {
-        b.dropped.fetch_add(1, Ordering::Relaxed);
+    let p = &b.producer;
+    let head = p.head.load(Ordering::Relaxed);
+    if head.wrapping_sub(p.tail_seen.load(Ordering::Relaxed)) > b.mask && !refresh_tail(b, head) {
+        // Only the owning thread adds to `dropped` (the writer takes it over once the owner exited):
+        // a plain load and store, no locked instruction.
+        p.dropped.store(p.dropped.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         return;
     }
+    let Some(slot) = b.slots.get(head & b.mask) else { return };
     // SAFETY: slot `head` is not visible to the consumer until `head` is published below, and the
     // consumer has finished with it (tail passed it), so this thread has exclusive access.
-    unsafe { (*b.slots[head & b.mask].get()).write(rec) };
-    b.head.store(head.wrapping_add(1), Ordering::Release);
+    unsafe { (*slot.get()).write(rec) };
+    p.head.store(head.wrapping_add(1), Ordering::Release);
+}
+
+/// The buffer looked full by the producer's copy of `tail`: rereads it (acquire: the consumer is done
+/// with the slots before it). Returns true when there is room now.
+#[inline(never)]
+fn refresh_tail(b: &ThreadBuffer, head: usize) -> bool {
+    let tail = b.consumer.tail.load(Ordering::Acquire);
+    b.producer.tail_seen.store(tail, Ordering::Relaxed);
+    head.wrapping_sub(tail) <= b.mask
 }
 
 #[cold]
+#[inline(never)]
 fn register(previous_generation: u64) -> Option<*const ThreadBuffer> {
     if previous_generation == u64::MAX {
         // This thread's teardown already ran.
@@ -150,15 +187,18 @@ fn new_buffer(generation: u64, tid: u32) -> *const ThreadBuffer {
     let node = Box::into_raw(Box::new(ThreadBuffer {
         slots,
         mask: cap - 1,
-        head: AtomicUsize::new(0),
-        tail: AtomicUsize::new(0),
-        dropped: AtomicU64::new(0),
         owner_state: AtomicU32::new(OWNED),
         generation: AtomicU64::new(generation),
         tid: AtomicU32::new(tid),
-        pending_since: AtomicU64::new(0),
-        pending_name: AtomicU32::new(0),
         next: AtomicPtr::new(std::ptr::null_mut()),
+        producer: ProducerSide {
+            head: AtomicUsize::new(0),
+            tail_seen: AtomicUsize::new(0),
+            dropped: AtomicU64::new(0),
+            pending_since: AtomicU64::new(0),
+            pending_name: AtomicU32::new(0),
+        },
+        consumer: ConsumerSide { tail: AtomicUsize::new(0) },
     }));
     let mut head = HEAD.load(Ordering::Acquire);
     loop {
@@ -185,13 +225,13 @@ pub fn drain(mut sink: impl FnMut(&Record)) -> (u64, u64) {
         if b.generation.load(Ordering::Acquire) != generation {
             continue;
         }
-        dropped += b.dropped.load(Ordering::Relaxed);
+        dropped += b.producer.dropped.load(Ordering::Relaxed);
         let state = b.owner_state.load(Ordering::Acquire);
         if state == FREE {
             continue;
         }
-        let tail = b.tail.load(Ordering::Relaxed);
-        let head = b.head.load(Ordering::Acquire);
+        let tail = b.consumer.tail.load(Ordering::Relaxed);
+        let head = b.producer.head.load(Ordering::Acquire);
         let mut t = tail;
         while t != head {
             // SAFETY: slots in tail..head were fully written before `head` was released.
@@ -200,18 +240,18 @@ pub fn drain(mut sink: impl FnMut(&Record)) -> (u64, u64) {
             t = t.wrapping_add(1);
             drained += 1;
         }
-        b.tail.store(t, Ordering::Release);
-        if state == EXITED && b.head.load(Ordering::Acquire) == t {
+        b.consumer.tail.store(t, Ordering::Release);
+        if state == EXITED && b.producer.head.load(Ordering::Acquire) == t {
             // Keep its drop count in the total: move it to the orphan counter, then recycle.
-            ORPHAN_DROPS.fetch_add(b.dropped.swap(0, Ordering::Relaxed), Ordering::Relaxed);
+            ORPHAN_DROPS.fetch_add(b.producer.dropped.swap(0, Ordering::Relaxed), Ordering::Relaxed);
             b.owner_state.store(FREE, Ordering::Release);
         }
     }
     (drained, dropped)
 }
 
-fn own_buffer() -> Option<&'static ThreadBuffer> {
-    let (buf, generation) = crate::thread::with_ctx(|c| (c.buffer.get(), c.buffer_generation.get()));
+fn own_buffer(ctx: &crate::thread::ThreadCtx) -> Option<&'static ThreadBuffer> {
+    let (buf, generation) = (ctx.buffer.get(), ctx.buffer_generation.get());
     if buf.is_null() || generation != GENERATION.load(Ordering::Relaxed) {
         return None;
     }
@@ -221,16 +261,26 @@ fn own_buffer() -> Option<&'static ThreadBuffer> {
 
 /// Marks the calling thread as blocked in `name` since `since` ticks (hang watchdog).
 pub fn set_pending(name: tprof_format::StrId, since: u64) {
-    if let Some(b) = own_buffer() {
-        b.pending_name.store(name.0, Ordering::Relaxed);
-        b.pending_since.store(since.max(1), Ordering::Release);
+    set_pending_in(crate::thread::ctx(), name, since);
+}
+
+/// [`set_pending`] with the calling thread's context.
+pub fn set_pending_in(ctx: &crate::thread::ThreadCtx, name: tprof_format::StrId, since: u64) {
+    if let Some(b) = own_buffer(ctx) {
+        b.producer.pending_name.store(name.0, Ordering::Relaxed);
+        b.producer.pending_since.store(since.max(1), Ordering::Release);
     }
 }
 
 /// Clears the calling thread's pending call.
 pub fn clear_pending() {
-    if let Some(b) = own_buffer() {
-        b.pending_since.store(0, Ordering::Release);
+    clear_pending_in(crate::thread::ctx());
+}
+
+/// [`clear_pending`] with the calling thread's context.
+pub fn clear_pending_in(ctx: &crate::thread::ThreadCtx) {
+    if let Some(b) = own_buffer(ctx) {
+        b.producer.pending_since.store(0, Ordering::Release);
     }
 }
 
@@ -246,9 +296,9 @@ pub fn oldest_pending() -> Option<(u32, tprof_format::StrId, u64)> {
         if b.generation.load(Ordering::Acquire) != generation || b.owner_state.load(Ordering::Acquire) != OWNED {
             continue;
         }
-        let since = b.pending_since.load(Ordering::Acquire);
+        let since = b.producer.pending_since.load(Ordering::Acquire);
         if since != 0 && best.is_none_or(|x| since < x.2) {
-            let name = tprof_format::StrId(b.pending_name.load(Ordering::Relaxed));
+            let name = tprof_format::StrId(b.producer.pending_name.load(Ordering::Relaxed));
             best = Some((b.tid.load(Ordering::Relaxed), name, since));
         }
     }
@@ -262,7 +312,7 @@ pub fn pending() -> u64 {
     while !p.is_null() {
         // SAFETY: list nodes are never freed.
         let b = unsafe { &*p };
-        n += b.head.load(Ordering::Acquire).wrapping_sub(b.tail.load(Ordering::Acquire)) as u64;
+        n += b.producer.head.load(Ordering::Acquire).wrapping_sub(b.consumer.tail.load(Ordering::Acquire)) as u64;
         p = b.next.load(Ordering::Acquire);
     }
     n
@@ -286,7 +336,7 @@ pub fn total_dropped() -> u64 {
         // SAFETY: list nodes are never freed.
         let b = unsafe { &*p };
         if b.generation.load(Ordering::Acquire) == generation {
-            d += b.dropped.load(Ordering::Relaxed);
+            d += b.producer.dropped.load(Ordering::Relaxed);
         }
         p = b.next.load(Ordering::Acquire);
     }
