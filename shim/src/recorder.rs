@@ -214,6 +214,16 @@ fn new_buffer(generation: u64, tid: u32) -> *const ThreadBuffer {
 /// Consumer side (writer thread only): moves every pending record of the current generation to `sink`,
 /// frees buffers of exited threads once empty. Returns (records drained, total dropped so far).
 pub fn drain(mut sink: impl FnMut(&Record)) -> (u64, u64) {
+    drain_slices(|recs| recs.iter().for_each(&mut sink))
+}
+
+/// Most records handed over at once: the slots go back to the producer after each batch, so a long
+/// drain does not keep a busy thread's whole buffer from it.
+const DRAIN_BATCH: usize = 4096;
+
+/// [`drain`] in batches: `sink` gets runs of consecutive records (in order, per thread), each of at
+/// most [`DRAIN_BATCH`] records.
+pub fn drain_slices(mut sink: impl FnMut(&[Record])) -> (u64, u64) {
     let generation = GENERATION.load(Ordering::Acquire);
     let mut drained = 0u64;
     let mut dropped = ORPHAN_DROPS.load(Ordering::Relaxed);
@@ -230,17 +240,22 @@ pub fn drain(mut sink: impl FnMut(&Record)) -> (u64, u64) {
         if state == FREE {
             continue;
         }
-        let tail = b.consumer.tail.load(Ordering::Relaxed);
+        let mut t = b.consumer.tail.load(Ordering::Relaxed);
         let head = b.producer.head.load(Ordering::Acquire);
-        let mut t = tail;
         while t != head {
-            // SAFETY: slots in tail..head were fully written before `head` was released.
-            let rec = unsafe { (*b.slots[t & b.mask].get()).assume_init_ref() };
-            sink(rec);
-            t = t.wrapping_add(1);
-            drained += 1;
+            let start = t & b.mask;
+            // Up to the end of the slot array, the head, or the batch size.
+            let n = head.wrapping_sub(t).min(b.slots.len() - start).min(DRAIN_BATCH);
+            let run = &b.slots[start..start + n];
+            // SAFETY: slots in tail..head were fully written before `head` was released, and the producer
+            // does not touch them until `tail` passes them; `UnsafeCell<MaybeUninit<Record>>` has the
+            // layout of `Record`.
+            let recs = unsafe { std::slice::from_raw_parts(run.as_ptr().cast::<Record>(), n) };
+            sink(recs);
+            t = t.wrapping_add(n);
+            drained += n as u64;
+            b.consumer.tail.store(t, Ordering::Release);
         }
-        b.consumer.tail.store(t, Ordering::Release);
         if state == EXITED && b.producer.head.load(Ordering::Acquire) == t {
             // Keep its drop count in the total: move it to the orphan counter, then recycle.
             ORPHAN_DROPS.fetch_add(b.producer.dropped.swap(0, Ordering::Relaxed), Ordering::Relaxed);
@@ -248,6 +263,18 @@ pub fn drain(mut sink: impl FnMut(&Record)) -> (u64, u64) {
         }
     }
     (drained, dropped)
+}
+
+/// Asks the CPU to start loading `recs[i]` (drained records are written by another core); a no-op past
+/// the end of the slice.
+#[inline(always)]
+pub fn prefetch(recs: &[Record], i: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(r) = recs.get(i) {
+        // SAFETY: `_mm_prefetch` only needs SSE, part of the x86_64 baseline; a prefetch never faults and
+        // the address is that of a live record.
+        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>((r as *const Record).cast()) };
+    }
 }
 
 fn own_buffer(ctx: &crate::thread::ThreadCtx) -> Option<&'static ThreadBuffer> {
