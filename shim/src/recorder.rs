@@ -271,9 +271,16 @@ pub fn drain_slices(mut sink: impl FnMut(&[Record])) -> (u64, u64) {
 pub fn prefetch(recs: &[Record], i: usize) {
     #[cfg(target_arch = "x86_64")]
     if let Some(r) = recs.get(i) {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // A record spans two cache lines: its first and its last byte.
+        let first = (r as *const Record).cast::<i8>();
+        let last = first.wrapping_add(std::mem::size_of::<Record>() - 1);
         // SAFETY: `_mm_prefetch` only needs SSE, part of the x86_64 baseline; a prefetch never faults and
-        // the address is that of a live record.
-        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>((r as *const Record).cast()) };
+        // both addresses are inside a live record.
+        unsafe {
+            _mm_prefetch::<_MM_HINT_T0>(first);
+            _mm_prefetch::<_MM_HINT_T0>(last);
+        }
     }
 }
 
