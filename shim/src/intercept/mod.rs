@@ -186,7 +186,7 @@ fn begin_closed() -> Option<ApiCall> {
 /// then counts the call as made with the window closed and returns false, or returns true (counting
 /// nothing) when the window is open after all (initialisation just opened it).
 #[inline(never)]
-pub fn count_closed_call() -> bool {
+pub(crate) fn count_closed_call() -> bool {
     crate::state::ensure_init();
     if crate::state::is_recording() {
         return true;
