@@ -57,34 +57,42 @@ impl std::fmt::Display for CodecError {
     }
 }
 
+/// Where [`encode_payload`] writes: a bounds-checked slice ([`PayloadWriter`]) or, when the output has
+/// room for any record, a fixed window with no per-byte checks ([`WindowWriter`]). Both write the same
+/// bytes.
+trait PayloadOut {
+    fn u(&mut self, v: u64);
+    fn raw(&mut self, bytes: &[u8]);
+    #[inline(always)]
+    fn ts(&mut self, st: &mut DeltaState, ts: u64) {
+        self.u(delta(ts, st.prev_ts));
+        st.prev_ts = ts;
+    }
+    #[inline(always)]
+    fn end(&mut self, start: u64, end: u64) {
+        self.u(delta(end, start));
+    }
+    #[inline(always)]
+    fn corr(&mut self, st: &mut DeltaState, c: u32) {
+        self.u(delta(u64::from(c), u64::from(st.prev_corr)));
+        st.prev_corr = c;
+    }
+    #[inline(always)]
+    fn i(&mut self, v: i64) {
+        self.u(crate::varint::zigzag(v));
+    }
+}
+
 struct PayloadWriter<'a> {
     buf: &'a mut [u8],
     pos: usize,
     ok: bool,
 }
 
-impl PayloadWriter<'_> {
+impl PayloadOut for PayloadWriter<'_> {
     #[inline]
     fn u(&mut self, v: u64) {
         self.ok &= put_u64(self.buf, &mut self.pos, v);
-    }
-    #[inline]
-    fn ts(&mut self, st: &mut DeltaState, ts: u64) {
-        self.u(delta(ts, st.prev_ts));
-        st.prev_ts = ts;
-    }
-    #[inline]
-    fn end(&mut self, start: u64, end: u64) {
-        self.u(delta(end, start));
-    }
-    #[inline]
-    fn corr(&mut self, st: &mut DeltaState, c: u32) {
-        self.u(delta(u64::from(c), u64::from(st.prev_corr)));
-        st.prev_corr = c;
-    }
-    #[inline]
-    fn i(&mut self, v: i64) {
-        self.u(crate::varint::zigzag(v));
     }
     #[inline]
     fn raw(&mut self, bytes: &[u8]) {
@@ -97,7 +105,36 @@ impl PayloadWriter<'_> {
     }
 }
 
-fn encode_payload(rec: &Record, st: &mut DeltaState, w: &mut PayloadWriter<'_>) {
+/// Writes into a window of [`WINDOW`] bytes known to hold the whole record: positions are masked
+/// into the window (no bounds check or failure path per byte; the mask never bites, since no payload
+/// reaches the window's end).
+struct WindowWriter<'a> {
+    buf: &'a mut [u8; WINDOW],
+    pos: usize,
+}
+
+impl PayloadOut for WindowWriter<'_> {
+    #[inline(always)]
+    fn u(&mut self, mut v: u64) {
+        while v >= 0x80 {
+            self.buf[self.pos & (WINDOW - 1)] = v as u8 | 0x80;
+            self.pos += 1;
+            v >>= 7;
+        }
+        self.buf[self.pos & (WINDOW - 1)] = v as u8;
+        self.pos += 1;
+    }
+    #[inline(always)]
+    fn raw(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.buf[self.pos & (WINDOW - 1)] = b;
+            self.pos += 1;
+        }
+    }
+}
+
+#[inline(always)]
+fn encode_payload<W: PayloadOut>(rec: &Record, st: &mut DeltaState, w: &mut W) {
     match *rec {
         Record::ClockSync { ticks, mono_ns, wall_ns } => {
             // Absolute, not a delta: readers pick clock pairs out of a chunk without decoding the rest.
@@ -313,6 +350,34 @@ fn put_frame(out: &mut [u8], code: u8, len: usize) -> Option<usize> {
 
 /// Encodes one record into `out`. Returns the bytes written, or None (state untouched) when it does not fit.
 pub fn encode_into(rec: &Record, st: &mut DeltaState, out: &mut [u8]) -> Option<usize> {
+    if let Some(window) = out.first_chunk_mut::<WINDOW>() {
+        return Some(encode_window(rec, st, window));
+    }
+    encode_checked(rec, st, out)
+}
+
+/// Bytes of output with which [`encode_window`] cannot fail.
+pub const WINDOW: usize = 256;
+const _: () = assert!(2 + MAX_RECORD_PAYLOAD < WINDOW && WINDOW.is_power_of_two());
+
+/// Encodes one record at the start of `window`, which holds any record: the payload goes after the short
+/// frame header with no per-byte checks. Returns the bytes written (the same bytes as [`encode_into`]).
+#[inline]
+pub fn encode_window(rec: &Record, st: &mut DeltaState, window: &mut [u8; WINDOW]) -> usize {
+    // The delta state in registers while the fields go out.
+    let mut next = *st;
+    let mut w = WindowWriter { buf: window, pos: 2 };
+    encode_payload(rec, &mut next, &mut w);
+    *st = next;
+    let len = w.pos - 2;
+    w.buf[0] = rec.type_code();
+    w.buf[1] = len as u8;
+    w.pos
+}
+
+/// [`encode_into`] near the end of the output: every byte checked.
+#[inline(never)]
+fn encode_checked(rec: &Record, st: &mut DeltaState, out: &mut [u8]) -> Option<usize> {
     if out.len() < 2 {
         return None;
     }
@@ -771,6 +836,74 @@ mod tests {
         assert!(api.len() <= 24, "api record is {} bytes", api.len());
         assert!(kern.len() <= 28, "kernel record is {} bytes", kern.len());
         assert!((api.len() + kern.len()) / 2 <= 24);
+    }
+
+    /// Records with every field at its widest (longest varints, largest deltas).
+    fn widest_records() -> Vec<Record> {
+        sample_records()
+            .into_iter()
+            .map(|r| match r {
+                Record::Collective { op, .. } => Record::Collective {
+                    tid: u32::MAX,
+                    op,
+                    start: u64::MAX,
+                    end: 0,
+                    comm: u64::MAX,
+                    rank: u32::MAX,
+                    nranks: u32::MAX,
+                    count: u64::MAX,
+                    datatype: u8::MAX,
+                    bytes: u64::MAX,
+                    peer: i32::MIN,
+                    stream: u64::MAX,
+                    seq: u64::MAX,
+                    result: i32::MIN,
+                    correlation: u32::MAX,
+                    device: u32::MAX,
+                },
+                Record::Kernel { .. } => Record::Kernel {
+                    device: u32::MAX,
+                    context: u32::MAX,
+                    stream: u32::MAX,
+                    start: 0,
+                    end: u64::MAX,
+                    grid: [u32::MAX; 3],
+                    block: [u32::MAX; 3],
+                    registers: u16::MAX,
+                    shared_mem: u32::MAX,
+                    correlation: 0,
+                    name: StrId(u32::MAX),
+                    graph_id: u32::MAX,
+                },
+                other => other,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn window_and_checked_encoders_write_the_same_bytes() {
+        for recs in [sample_records(), widest_records()] {
+            for base in [0u64, 1_000_000, u64::MAX] {
+                let mut st_fast = DeltaState { prev_ts: base, prev_corr: u32::MAX };
+                let mut st_checked = st_fast;
+                for r in &recs {
+                    let before = st_checked;
+                    let mut window = [0u8; WINDOW];
+                    let n = encode_window(r, &mut st_fast, &mut window);
+                    // Exactly the frame's size: the checked path, with no spare room.
+                    let mut exact = vec![0u8; n];
+                    let m = encode_checked(r, &mut st_checked, &mut exact).expect("fits its own size");
+                    assert_eq!((n, &window[..n]), (m, &exact[..]), "{r:?}");
+                    assert_eq!((st_fast.prev_ts, st_fast.prev_corr), (st_checked.prev_ts, st_checked.prev_corr));
+                    assert!(n - 2 <= MAX_RECORD_PAYLOAD, "{r:?}: {n} bytes");
+                    // One byte short: the checked path refuses and leaves the state alone.
+                    let mut short = vec![0u8; n - 1];
+                    let mut st = before;
+                    assert_eq!(encode_into(r, &mut st, &mut short), None);
+                    assert_eq!((st.prev_ts, st.prev_corr), (before.prev_ts, before.prev_corr));
+                }
+            }
+        }
     }
 
     #[test]

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use memmap2::MmapMut;
 
 use crate::chunk::{commit_word, CHUNK_HEADER_BYTES, CHUNK_MAGIC, COMMIT_OFFSET};
-use crate::codec::{encode_into, encode_string_into, DeltaState};
+use crate::codec::{encode_into, encode_string_into, encode_window, DeltaState, WINDOW};
 use crate::header::{flags, off, FileHeader, FORMAT_VERSION, HEADER_BYTES};
 use crate::record::{Record, StrId};
 
@@ -265,6 +265,41 @@ impl RingWriter {
             self.events += 1;
         } else {
             self.dropped_too_large += 1;
+        }
+    }
+
+    /// Appends records in order: the same bytes as [`RingWriter::append`] on each, with the chunk's state
+    /// kept in registers while records go into the open chunk.
+    pub fn append_all(&mut self, recs: &[Record]) {
+        let mut i = 0;
+        while i < recs.len() {
+            if self.chunk_open {
+                let payload = self.chunk_off + CHUNK_HEADER_BYTES;
+                let chunk_end = self.chunk_off + self.geom.chunk_bytes as usize;
+                let mut used = self.used;
+                let mut delta = self.delta;
+                let first = i;
+                if let Some(out) = self.map.get_mut(payload..chunk_end) {
+                    for rec in &recs[i..] {
+                        // Clock pairs and the last bytes of a chunk take the general path.
+                        if matches!(rec, Record::ClockSync { .. }) {
+                            break;
+                        }
+                        let Some(window) = out.get_mut(used..).and_then(|o| o.first_chunk_mut::<WINDOW>()) else {
+                            break;
+                        };
+                        used += encode_window(rec, &mut delta, window);
+                        i += 1;
+                    }
+                }
+                self.used = used;
+                self.delta = delta;
+                self.events += (i - first) as u64;
+            }
+            if let Some(rec) = recs.get(i) {
+                self.append(rec);
+                i += 1;
+            }
         }
     }
 

@@ -259,3 +259,51 @@ fn bad_inputs_get_clear_errors() {
     let e = RingReader::from_bytes(&p, image).err().unwrap().to_string();
     assert!(e.contains("format version 99"), "{e}");
 }
+
+#[test]
+fn append_all_writes_the_same_file_as_append() {
+    let dir = tempfile::tempdir().unwrap();
+    let geom = RingGeometry::with_chunk_bytes(1 << 20, 4096);
+    let mut recs = Vec::new();
+    for i in 0..20_000u64 {
+        if i % 997 == 0 {
+            recs.push(Record::ClockSync { ticks: 10_000 + i * 1000, mono_ns: i * 3, wall_ns: 1 << 60 });
+        }
+        if i % 13 == 0 {
+            recs.push(Record::Kernel {
+                device: 0,
+                context: 1,
+                stream: 7,
+                start: 10_000 + i * 1000,
+                end: u64::MAX - i,
+                grid: [i as u32, 1, 1],
+                block: [256, 1, 1],
+                registers: 32,
+                shared_mem: 0,
+                correlation: u32::MAX - i as u32,
+                name: StrId(3),
+                graph_id: 0,
+            });
+        }
+        recs.push(api(i));
+    }
+    let one = path_in(dir.path(), "one.tprof");
+    let all = path_in(dir.path(), "all.tprof");
+    let mut a = RingWriter::create(&one, header(), geom).unwrap();
+    let mut b = RingWriter::create(&all, header(), geom).unwrap();
+    for (k, batch) in recs.chunks(777).enumerate() {
+        batch.iter().for_each(|r| a.append(r));
+        b.append_all(batch);
+        if k % 3 == 0 {
+            a.commit(k as u64);
+            b.commit(k as u64);
+        }
+    }
+    assert_eq!(a.events_written(), b.events_written());
+    a.close(1).unwrap();
+    b.close(1).unwrap();
+    assert!(std::fs::read(&one).unwrap() == std::fs::read(&all).unwrap(), "the files differ");
+    let (got, dmg) = decode_all(&RingReader::open(&all).unwrap());
+    assert!(dmg.is_empty(), "{dmg:?}");
+    assert_eq!(got.last(), recs.last());
+}

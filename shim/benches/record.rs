@@ -1,6 +1,7 @@
 //! Recording-core benchmark (issue 2): measured side by side in one run, printed as ratios.
 //!   1. ns to record one API event on the hot path vs a bare clock read (the physical floor);
-//!   2. aggregate events/s through the whole pipeline (threads -> writer -> ring) with 1, 2, 4, 8 threads;
+//!   2. aggregate events/s through the whole pipeline (threads -> writer -> ring) with 1, 2, 4, 8 threads,
+//!      and the writer thread's CPU time per event written (steadier than events/s on a busy machine);
 //!   3. bytes per event on disk for API and kernel records.
 //!
 //! Numbers are only meaningful on an otherwise idle machine.
@@ -54,6 +55,24 @@ fn ns_per_call(iters: u64, mut f: impl FnMut(u64)) -> f64 {
         best = best.min(t.elapsed().as_nanos() as f64 / iters as f64);
     }
     best
+}
+
+/// CPU time (user + system) the writer thread has used so far, in ns (10 ms resolution): a figure that
+/// holds on a busy machine, where the events/s end to end depend on what else runs.
+fn writer_cpu_ns() -> u64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return 0 };
+    for task in tasks.flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim() != "tprof-writer" {
+            continue;
+        }
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        // Fields after the parenthesised command: state is field 3, utime and stime fields 14 and 15.
+        let fields: Vec<&str> = stat.rsplit_once(')').map(|(_, r)| r.split_whitespace().collect()).unwrap_or_default();
+        let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        return (ticks(11) + ticks(12)) * 10_000_000;
+    }
+    0
 }
 
 fn wait_drained() {
@@ -112,6 +131,7 @@ fn main() {
     for threads in [1u64, 2, 4, 8] {
         let n = per_thread_total / threads;
         let dropped_before = tprof::recorder::total_dropped();
+        let cpu_before = writer_cpu_ns();
         let t = Instant::now();
         let hs: Vec<_> = (0..threads)
             .map(|_| {
@@ -130,10 +150,12 @@ fn main() {
         let secs = t.elapsed().as_secs_f64();
         let total = n * threads;
         let dropped = tprof::recorder::total_dropped() - dropped_before;
+        let written = (total - dropped).max(1);
         println!(
-            "{threads} thread(s): {:6.1} M events/s recorded end to end, {dropped} dropped ({:.3}%) (goal >= 20 M/s without drops)",
+            "{threads} thread(s): {:6.1} M events/s recorded end to end, {dropped} dropped ({:.3}%) (goal >= 20 M/s without drops); writer thread CPU {:5.1} ns/event",
             (total - dropped) as f64 / secs / 1e6,
-            dropped as f64 * 100.0 / total as f64
+            dropped as f64 * 100.0 / total as f64,
+            (writer_cpu_ns() - cpu_before) as f64 / written as f64
         );
     }
 

@@ -12,17 +12,28 @@ static NEXT_BLOCK: AtomicU32 = AtomicU32::new(1);
 /// A fresh correlation id for a host call.
 #[inline]
 pub fn next_id() -> u32 {
-    crate::thread::with_ctx(|c| {
-        let (mut next, mut end) = (c.corr_next.get(), c.corr_end.get());
-        if next >= end {
-            let block = NEXT_BLOCK.fetch_add(1, Ordering::Relaxed) & 0x007f_ffff;
-            next = block * BLOCK;
-            end = next + BLOCK;
-            c.corr_end.set(end);
-        }
-        c.corr_next.set(next + 1);
-        SHIM_BIT | (next & 0x7fff_ffff)
-    })
+    next_id_in(crate::thread::ctx())
+}
+
+/// [`next_id`] with the calling thread's context: a TLS increment, a global atomic once per block.
+#[inline(always)]
+pub fn next_id_in(c: &crate::thread::ThreadCtx) -> u32 {
+    let next = c.corr_next.get();
+    if next >= c.corr_end.get() {
+        return new_block(c);
+    }
+    c.corr_next.set(next + 1);
+    SHIM_BIT | (next & 0x7fff_ffff)
+}
+
+#[cold]
+#[inline(never)]
+fn new_block(c: &crate::thread::ThreadCtx) -> u32 {
+    let block = NEXT_BLOCK.fetch_add(1, Ordering::Relaxed) & 0x007f_ffff;
+    let next = block * BLOCK;
+    c.corr_end.set(next + BLOCK);
+    c.corr_next.set(next + 1);
+    SHIM_BIT | (next & 0x7fff_ffff)
 }
 
 /// True for ids assigned by the shim.

@@ -11,17 +11,16 @@
 //! left out (the CUPTI parser outside a window, NCCL calls outside a window). So in full mode the
 //! tallies equal what `tprof summary` finds in the ring.
 
-use std::cell::Cell;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 use tprof_format::{CollOp, Record, StrId};
 
 /// One thread's call counters, alone on its cache line.
 #[repr(align(64))]
-struct CallCounters {
-    /// Interposed calls seen by this thread.
-    calls: AtomicU64,
-    /// Of which while the window was closed.
+pub struct CallCounters {
+    /// Interposed calls seen by this thread while the window was open.
+    open: AtomicU64,
+    /// Interposed calls seen by this thread while the window was closed.
     closed: AtomicU64,
     /// 0 = free, 1 = owned by a live thread.
     owned: AtomicU32,
@@ -34,8 +33,6 @@ static RETIRED_CALLS: AtomicU64 = AtomicU64::new(0);
 static RETIRED_CLOSED: AtomicU64 = AtomicU64::new(0);
 
 thread_local! {
-    /// This thread's block (null until its first call). No destructor: readable during teardown.
-    static MINE: Cell<*const CallCounters> = const { Cell::new(std::ptr::null()) };
     /// Retires the block when the thread exits.
     static RETIRE: Retire = const { Retire };
 }
@@ -44,24 +41,50 @@ struct Retire;
 
 impl Drop for Retire {
     fn drop(&mut self) {
-        let _ = MINE.try_with(|m| {
-            let p = m.replace(std::ptr::null());
-            if !p.is_null() {
-                // SAFETY: blocks are never freed.
-                let c = unsafe { &*p };
-                RETIRED_CALLS.fetch_add(c.calls.swap(0, Ordering::Relaxed), Ordering::Relaxed);
-                RETIRED_CLOSED.fetch_add(c.closed.swap(0, Ordering::Relaxed), Ordering::Relaxed);
-                c.owned.store(0, Ordering::Release);
-            }
-        });
+        let ctx = crate::thread::ctx();
+        let p = ctx.counters.replace(std::ptr::null());
+        if !p.is_null() {
+            // SAFETY: blocks are never freed.
+            let c = unsafe { &*p };
+            let open = c.open.swap(0, Ordering::Relaxed);
+            let closed = c.closed.swap(0, Ordering::Relaxed);
+            RETIRED_CALLS.fetch_add(open + closed, Ordering::Relaxed);
+            RETIRED_CLOSED.fetch_add(closed, Ordering::Relaxed);
+            c.owned.store(0, Ordering::Release);
+        }
+        // Calls made by later destructors of this thread are counted globally.
+        ctx.counters.set(RETIRED_BLOCK);
     }
 }
+
+/// Marks a thread whose block was retired: its calls go to the global counters.
+const RETIRED_BLOCK: *const CallCounters = std::ptr::dangling();
 
 /// Counts one interposed call on this thread. `recording`: whether the window was open for it.
 #[inline]
 pub fn count_call(recording: bool) {
-    let p = MINE.try_with(|m| m.get()).unwrap_or(std::ptr::null());
-    let p = if p.is_null() { register() } else { p };
+    count_call_in(crate::thread::ctx(), recording);
+}
+
+/// [`count_call`] with the calling thread's context: one relaxed load and store of a counter only this
+/// thread writes (no `lock` prefix, no shared cache line).
+#[inline(always)]
+pub fn count_call_in(ctx: &crate::thread::ThreadCtx, recording: bool) {
+    let p = ctx.counters.get();
+    if p.is_null() || p == RETIRED_BLOCK {
+        count_slow(ctx, recording);
+        return;
+    }
+    // SAFETY: blocks are never freed, and only this thread writes its block.
+    let c = unsafe { &*p };
+    let a = if recording { &c.open } else { &c.closed };
+    a.store(a.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+}
+
+#[cold]
+#[inline(never)]
+fn count_slow(ctx: &crate::thread::ThreadCtx, recording: bool) {
+    let p = if ctx.counters.get().is_null() { register(ctx) } else { std::ptr::null() };
     if p.is_null() {
         RETIRED_CALLS.fetch_add(1, Ordering::Relaxed);
         if !recording {
@@ -69,18 +92,13 @@ pub fn count_call(recording: bool) {
         }
         return;
     }
-    // SAFETY: blocks are never freed, and only this thread writes its block.
-    let c = unsafe { &*p };
-    c.calls.store(c.calls.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
-    if !recording {
-        c.closed.store(c.closed.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
-    }
+    count_call_in(ctx, recording);
 }
 
-#[cold]
-fn register() -> *const CallCounters {
+fn register(ctx: &crate::thread::ThreadCtx) -> *const CallCounters {
     // Arm the retire token first; during thread teardown this fails and the call is counted globally.
     if RETIRE.try_with(|_| ()).is_err() {
+        ctx.counters.set(RETIRED_BLOCK);
         return std::ptr::null();
     }
     let mut p = HEAD.load(Ordering::Acquire);
@@ -88,13 +106,13 @@ fn register() -> *const CallCounters {
         // SAFETY: blocks are never freed.
         let c = unsafe { &*p };
         if c.owned.compare_exchange(0, 1, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
-            let _ = MINE.try_with(|m| m.set(p));
+            ctx.counters.set(p);
             return p;
         }
         p = c.next.load(Ordering::Acquire);
     }
     let node = Box::into_raw(Box::new(CallCounters {
-        calls: AtomicU64::new(0),
+        open: AtomicU64::new(0),
         closed: AtomicU64::new(0),
         owned: AtomicU32::new(1),
         next: AtomicPtr::new(std::ptr::null_mut()),
@@ -108,9 +126,7 @@ fn register() -> *const CallCounters {
             Err(h) => head = h,
         }
     }
-    if MINE.try_with(|m| m.set(node)).is_err() {
-        return std::ptr::null();
-    }
+    ctx.counters.set(node);
     node
 }
 
@@ -122,8 +138,9 @@ pub fn calls() -> (u64, u64) {
     while !p.is_null() {
         // SAFETY: blocks are never freed.
         let c = unsafe { &*p };
-        calls += c.calls.load(Ordering::Relaxed);
-        closed += c.closed.load(Ordering::Relaxed);
+        let z = c.closed.load(Ordering::Relaxed);
+        calls += c.open.load(Ordering::Relaxed).wrapping_add(z);
+        closed += z;
         p = c.next.load(Ordering::Acquire);
     }
     (calls, closed)
@@ -245,12 +262,12 @@ pub fn tally_snapshot() -> Tally {
 /// In a fork child (at its re-initialisation): the parent's counts are not the child's. Blocks of
 /// the parent's other threads (which do not exist here) become free; the forking thread keeps its own.
 pub fn reset_after_fork() {
-    let mine = MINE.try_with(|m| m.get()).unwrap_or(std::ptr::null());
+    let mine = crate::thread::ctx().counters.get();
     let mut p = HEAD.load(Ordering::Acquire);
     while !p.is_null() {
         // SAFETY: blocks are never freed.
         let c = unsafe { &*p };
-        c.calls.store(0, Ordering::Relaxed);
+        c.open.store(0, Ordering::Relaxed);
         c.closed.store(0, Ordering::Relaxed);
         if !std::ptr::eq(p, mine) {
             c.owned.store(0, Ordering::Release);

@@ -9,14 +9,15 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Once;
 
-/// Proof that this thread is inside tprof; dropping it leaves.
+/// Proof that this thread is inside tprof; dropping it leaves. Not `Send` (it holds the thread's context).
 pub struct ReentrancyGuard {
-    _not_send: std::marker::PhantomData<*const ()>,
+    ctx: &'static crate::thread::ThreadCtx,
 }
 
 impl Drop for ReentrancyGuard {
+    #[inline]
     fn drop(&mut self) {
-        crate::thread::with_ctx(|c| c.inside.set(false));
+        self.ctx.inside.set(false);
     }
 }
 
@@ -28,19 +29,23 @@ impl Reentrancy {
     /// forward the call without recording).
     #[inline]
     pub fn enter() -> Option<ReentrancyGuard> {
-        crate::thread::with_ctx(|c| {
-            if c.inside.get() {
-                None
-            } else {
-                c.inside.set(true);
-                Some(ReentrancyGuard { _not_send: std::marker::PhantomData })
-            }
-        })
+        Self::enter_in(crate::thread::ctx())
+    }
+
+    /// [`Reentrancy::enter`] with the calling thread's context (from [`crate::thread::ctx`]).
+    #[inline(always)]
+    pub fn enter_in(ctx: &'static crate::thread::ThreadCtx) -> Option<ReentrancyGuard> {
+        if ctx.inside.get() {
+            None
+        } else {
+            ctx.inside.set(true);
+            Some(ReentrancyGuard { ctx })
+        }
     }
 
     /// True when this thread is inside tprof.
     pub fn active() -> bool {
-        crate::thread::with_ctx(|c| c.inside.get())
+        crate::thread::ctx().inside.get()
     }
 }
 

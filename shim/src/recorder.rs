@@ -12,25 +12,42 @@ use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use tprof_format::Record;
 
-/// One thread's buffer.
+/// One thread's buffer. The producer's and the consumer's cursors live on separate cache lines, and the
+/// producer keeps its own copy of the consumer's cursor: recording an event touches no line the writer
+/// thread writes, except the slot itself.
 pub struct ThreadBuffer {
     slots: Box<[UnsafeCell<MaybeUninit<Record>>]>,
     mask: usize,
-    /// Next slot the producer writes (only the producer stores).
-    head: AtomicUsize,
-    /// Next slot the consumer reads (only the consumer stores).
-    tail: AtomicUsize,
-    /// Records dropped because the buffer was full.
-    dropped: AtomicU64,
     /// 0 = free, 1 = owned by a live thread, 2 = owner exited (drain, then free).
     owner_state: AtomicU32,
     /// Fork generation the buffer belongs to.
     generation: AtomicU64,
     tid: AtomicU32,
+    next: AtomicPtr<ThreadBuffer>,
+    producer: ProducerSide,
+    consumer: ConsumerSide,
+}
+
+/// Written by the owning thread only.
+#[repr(align(64))]
+struct ProducerSide {
+    /// Next slot the producer writes.
+    head: AtomicUsize,
+    /// The consumer's `tail` as last read by the producer (never ahead of it): reread only when the
+    /// buffer looks full.
+    tail_seen: AtomicUsize,
+    /// Records dropped because the buffer was full.
+    dropped: AtomicU64,
     /// A blocking call in progress on this thread (ticks at its start; 0 = none), for the hang watchdog.
     pending_since: AtomicU64,
     pending_name: AtomicU32,
-    next: AtomicPtr<ThreadBuffer>,
+}
+
+/// Written by the writer thread only.
+#[repr(align(64))]
+struct ConsumerSide {
+    /// Next slot the consumer reads.
+    tail: AtomicUsize,
 }
 
 // SAFETY: the slots are shared between exactly one producer (the owning thread) and one consumer (the
@@ -81,7 +98,14 @@ pub fn set_capacity(events: usize) {
 /// event, never fails: when the buffer is full the event is dropped and counted.
 #[inline]
 pub fn emit(rec: Record) {
-    let (buf, generation) = crate::thread::with_ctx(|c| (c.buffer.get(), c.buffer_generation.get()));
+    emit_in(crate::thread::ctx(), rec);
+}
+
+/// [`emit`] with the calling thread's context (from [`crate::thread::ctx`]), for callers that already
+/// hold it: no TLS lookup.
+#[inline(always)]
+pub fn emit_in(ctx: &crate::thread::ThreadCtx, rec: Record) {
+    let (buf, generation) = (ctx.buffer.get(), ctx.buffer_generation.get());
     let buf = if !buf.is_null() && generation == GENERATION.load(Ordering::Relaxed) {
         buf
     } else {
@@ -95,19 +119,32 @@ pub fn emit(rec: Record) {
     };
     // SAFETY: `buf` points to a live buffer owned by this thread (registered in this generation).
     let b = unsafe { &*buf };
-    let head = b.head.load(Ordering::Relaxed);
-    let tail = b.tail.load(Ordering::Acquire);
-    if head.wrapping_sub(tail) > b.mask {
-        b.dropped.fetch_add(1, Ordering::Relaxed);
+    let p = &b.producer;
+    let head = p.head.load(Ordering::Relaxed);
+    if head.wrapping_sub(p.tail_seen.load(Ordering::Relaxed)) > b.mask && !refresh_tail(b, head) {
+        // Only the owning thread adds to `dropped` (the writer takes it over once the owner exited):
+        // a plain load and store, no locked instruction.
+        p.dropped.store(p.dropped.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         return;
     }
+    let Some(slot) = b.slots.get(head & b.mask) else { return };
     // SAFETY: slot `head` is not visible to the consumer until `head` is published below, and the
     // consumer has finished with it (tail passed it), so this thread has exclusive access.
-    unsafe { (*b.slots[head & b.mask].get()).write(rec) };
-    b.head.store(head.wrapping_add(1), Ordering::Release);
+    unsafe { (*slot.get()).write(rec) };
+    p.head.store(head.wrapping_add(1), Ordering::Release);
+}
+
+/// The buffer looked full by the producer's copy of `tail`: rereads it (acquire: the consumer is done
+/// with the slots before it). Returns true when there is room now.
+#[inline(never)]
+fn refresh_tail(b: &ThreadBuffer, head: usize) -> bool {
+    let tail = b.consumer.tail.load(Ordering::Acquire);
+    b.producer.tail_seen.store(tail, Ordering::Relaxed);
+    head.wrapping_sub(tail) <= b.mask
 }
 
 #[cold]
+#[inline(never)]
 fn register(previous_generation: u64) -> Option<*const ThreadBuffer> {
     if previous_generation == u64::MAX {
         // This thread's teardown already ran.
@@ -150,15 +187,18 @@ fn new_buffer(generation: u64, tid: u32) -> *const ThreadBuffer {
     let node = Box::into_raw(Box::new(ThreadBuffer {
         slots,
         mask: cap - 1,
-        head: AtomicUsize::new(0),
-        tail: AtomicUsize::new(0),
-        dropped: AtomicU64::new(0),
         owner_state: AtomicU32::new(OWNED),
         generation: AtomicU64::new(generation),
         tid: AtomicU32::new(tid),
-        pending_since: AtomicU64::new(0),
-        pending_name: AtomicU32::new(0),
         next: AtomicPtr::new(std::ptr::null_mut()),
+        producer: ProducerSide {
+            head: AtomicUsize::new(0),
+            tail_seen: AtomicUsize::new(0),
+            dropped: AtomicU64::new(0),
+            pending_since: AtomicU64::new(0),
+            pending_name: AtomicU32::new(0),
+        },
+        consumer: ConsumerSide { tail: AtomicUsize::new(0) },
     }));
     let mut head = HEAD.load(Ordering::Acquire);
     loop {
@@ -174,6 +214,16 @@ fn new_buffer(generation: u64, tid: u32) -> *const ThreadBuffer {
 /// Consumer side (writer thread only): moves every pending record of the current generation to `sink`,
 /// frees buffers of exited threads once empty. Returns (records drained, total dropped so far).
 pub fn drain(mut sink: impl FnMut(&Record)) -> (u64, u64) {
+    drain_slices(|recs| recs.iter().for_each(&mut sink))
+}
+
+/// Most records handed over at once: the slots go back to the producer after each batch, so a long
+/// drain does not keep a busy thread's whole buffer from it.
+const DRAIN_BATCH: usize = 4096;
+
+/// [`drain`] in batches: `sink` gets runs of consecutive records (in order, per thread), each of at
+/// most [`DRAIN_BATCH`] records.
+pub fn drain_slices(mut sink: impl FnMut(&[Record])) -> (u64, u64) {
     let generation = GENERATION.load(Ordering::Acquire);
     let mut drained = 0u64;
     let mut dropped = ORPHAN_DROPS.load(Ordering::Relaxed);
@@ -185,33 +235,57 @@ pub fn drain(mut sink: impl FnMut(&Record)) -> (u64, u64) {
         if b.generation.load(Ordering::Acquire) != generation {
             continue;
         }
-        dropped += b.dropped.load(Ordering::Relaxed);
+        dropped += b.producer.dropped.load(Ordering::Relaxed);
         let state = b.owner_state.load(Ordering::Acquire);
         if state == FREE {
             continue;
         }
-        let tail = b.tail.load(Ordering::Relaxed);
-        let head = b.head.load(Ordering::Acquire);
-        let mut t = tail;
+        let mut t = b.consumer.tail.load(Ordering::Relaxed);
+        let head = b.producer.head.load(Ordering::Acquire);
         while t != head {
-            // SAFETY: slots in tail..head were fully written before `head` was released.
-            let rec = unsafe { (*b.slots[t & b.mask].get()).assume_init_ref() };
-            sink(rec);
-            t = t.wrapping_add(1);
-            drained += 1;
+            let start = t & b.mask;
+            // Up to the end of the slot array, the head, or the batch size.
+            let n = head.wrapping_sub(t).min(b.slots.len() - start).min(DRAIN_BATCH);
+            let run = &b.slots[start..start + n];
+            // SAFETY: slots in tail..head were fully written before `head` was released, and the producer
+            // does not touch them until `tail` passes them; `UnsafeCell<MaybeUninit<Record>>` has the
+            // layout of `Record`.
+            let recs = unsafe { std::slice::from_raw_parts(run.as_ptr().cast::<Record>(), n) };
+            sink(recs);
+            t = t.wrapping_add(n);
+            drained += n as u64;
+            b.consumer.tail.store(t, Ordering::Release);
         }
-        b.tail.store(t, Ordering::Release);
-        if state == EXITED && b.head.load(Ordering::Acquire) == t {
+        if state == EXITED && b.producer.head.load(Ordering::Acquire) == t {
             // Keep its drop count in the total: move it to the orphan counter, then recycle.
-            ORPHAN_DROPS.fetch_add(b.dropped.swap(0, Ordering::Relaxed), Ordering::Relaxed);
+            ORPHAN_DROPS.fetch_add(b.producer.dropped.swap(0, Ordering::Relaxed), Ordering::Relaxed);
             b.owner_state.store(FREE, Ordering::Release);
         }
     }
     (drained, dropped)
 }
 
-fn own_buffer() -> Option<&'static ThreadBuffer> {
-    let (buf, generation) = crate::thread::with_ctx(|c| (c.buffer.get(), c.buffer_generation.get()));
+/// Asks the CPU to start loading `recs[i]` (drained records are written by another core); a no-op past
+/// the end of the slice.
+#[inline(always)]
+pub fn prefetch(recs: &[Record], i: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(r) = recs.get(i) {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // A record spans two cache lines: its first and its last byte.
+        let first = (r as *const Record).cast::<i8>();
+        let last = first.wrapping_add(std::mem::size_of::<Record>() - 1);
+        // SAFETY: `_mm_prefetch` only needs SSE, part of the x86_64 baseline; a prefetch never faults and
+        // both addresses are inside a live record.
+        unsafe {
+            _mm_prefetch::<_MM_HINT_T0>(first);
+            _mm_prefetch::<_MM_HINT_T0>(last);
+        }
+    }
+}
+
+fn own_buffer(ctx: &crate::thread::ThreadCtx) -> Option<&'static ThreadBuffer> {
+    let (buf, generation) = (ctx.buffer.get(), ctx.buffer_generation.get());
     if buf.is_null() || generation != GENERATION.load(Ordering::Relaxed) {
         return None;
     }
@@ -221,16 +295,26 @@ fn own_buffer() -> Option<&'static ThreadBuffer> {
 
 /// Marks the calling thread as blocked in `name` since `since` ticks (hang watchdog).
 pub fn set_pending(name: tprof_format::StrId, since: u64) {
-    if let Some(b) = own_buffer() {
-        b.pending_name.store(name.0, Ordering::Relaxed);
-        b.pending_since.store(since.max(1), Ordering::Release);
+    set_pending_in(crate::thread::ctx(), name, since);
+}
+
+/// [`set_pending`] with the calling thread's context.
+pub fn set_pending_in(ctx: &crate::thread::ThreadCtx, name: tprof_format::StrId, since: u64) {
+    if let Some(b) = own_buffer(ctx) {
+        b.producer.pending_name.store(name.0, Ordering::Relaxed);
+        b.producer.pending_since.store(since.max(1), Ordering::Release);
     }
 }
 
 /// Clears the calling thread's pending call.
 pub fn clear_pending() {
-    if let Some(b) = own_buffer() {
-        b.pending_since.store(0, Ordering::Release);
+    clear_pending_in(crate::thread::ctx());
+}
+
+/// [`clear_pending`] with the calling thread's context.
+pub fn clear_pending_in(ctx: &crate::thread::ThreadCtx) {
+    if let Some(b) = own_buffer(ctx) {
+        b.producer.pending_since.store(0, Ordering::Release);
     }
 }
 
@@ -246,9 +330,9 @@ pub fn oldest_pending() -> Option<(u32, tprof_format::StrId, u64)> {
         if b.generation.load(Ordering::Acquire) != generation || b.owner_state.load(Ordering::Acquire) != OWNED {
             continue;
         }
-        let since = b.pending_since.load(Ordering::Acquire);
+        let since = b.producer.pending_since.load(Ordering::Acquire);
         if since != 0 && best.is_none_or(|x| since < x.2) {
-            let name = tprof_format::StrId(b.pending_name.load(Ordering::Relaxed));
+            let name = tprof_format::StrId(b.producer.pending_name.load(Ordering::Relaxed));
             best = Some((b.tid.load(Ordering::Relaxed), name, since));
         }
     }
@@ -262,7 +346,7 @@ pub fn pending() -> u64 {
     while !p.is_null() {
         // SAFETY: list nodes are never freed.
         let b = unsafe { &*p };
-        n += b.head.load(Ordering::Acquire).wrapping_sub(b.tail.load(Ordering::Acquire)) as u64;
+        n += b.producer.head.load(Ordering::Acquire).wrapping_sub(b.consumer.tail.load(Ordering::Acquire)) as u64;
         p = b.next.load(Ordering::Acquire);
     }
     n
@@ -286,7 +370,7 @@ pub fn total_dropped() -> u64 {
         // SAFETY: list nodes are never freed.
         let b = unsafe { &*p };
         if b.generation.load(Ordering::Acquire) == generation {
-            d += b.dropped.load(Ordering::Relaxed);
+            d += b.producer.dropped.load(Ordering::Relaxed);
         }
         p = b.next.load(Ordering::Acquire);
     }

@@ -72,10 +72,7 @@ fn run(mut ring: RingWriter, commit_interval: Duration) {
         }
         strings_done = define_new_strings(&mut ring, strings_done);
         // capture (issue 7): every record that goes into the ring is tallied for the metrics file.
-        let (drained, dropped) = recorder::drain(|r| {
-            crate::counters::observe_written(r);
-            ring.append(r)
-        });
+        let (drained, dropped) = recorder::drain_slices(|recs| write_batch(&mut ring, recs));
         // Strings interned while we drained may be used by what we drained.
         strings_done = define_new_strings(&mut ring, strings_done);
         if dropped != last_dropped {
@@ -92,10 +89,7 @@ fn run(mut ring: RingWriter, commit_interval: Duration) {
         let hang_reported = !stopping && crate::hang::poll();
         if hang_reported {
             PERIODIC_HOOKS.run_all(); // CUPTI: deliver what completed
-            recorder::drain(|r| {
-                crate::counters::observe_written(r);
-                ring.append(r)
-            });
+            recorder::drain_slices(|recs| write_batch(&mut ring, recs));
             strings_done = define_new_strings(&mut ring, strings_done);
         }
         // Commit early enough that the gap never exceeds the interval, whatever the sleep below.
@@ -124,6 +118,16 @@ fn run(mut ring: RingWriter, commit_interval: Duration) {
         };
         std::thread::sleep(pause.min(commit_interval));
     }
+}
+
+/// Records going into the ring, tallied for the metrics file.
+fn write_batch(ring: &mut RingWriter, recs: &[Record]) {
+    for (i, r) in recs.iter().enumerate() {
+        // The records were just written by another core: ask for the lines a few records ahead.
+        recorder::prefetch(recs, i + 8);
+        crate::counters::observe_written(r);
+    }
+    ring.append_all(recs);
 }
 
 fn define_new_strings(ring: &mut RingWriter, since: u32) -> u32 {

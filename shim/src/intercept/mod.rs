@@ -12,13 +12,13 @@
 //! Safety contract of every exported wrapper: that of the CUDA function of the same name.
 #![allow(clippy::missing_safety_doc)]
 
-use std::cell::Cell;
 use std::ffi::{c_void, CStr};
 
 use tprof_format::{ApiDomain, MemOp, MemSpace, Record, StrId, SyncKind};
 
 use crate::guard::{ffi_guard, Reentrancy, ReentrancyGuard};
 use crate::strings::StaticName;
+use crate::thread::ThreadCtx;
 
 pub mod cuda_drv;
 pub mod cuda_rt;
@@ -87,19 +87,14 @@ pub fn kernel_name_for(func: *const c_void) -> StrId {
     names::lookup(func)
 }
 
-thread_local! {
-    /// The device the thread made current through `cudaSetDevice` (CUDA's default: 0).
-    static CURRENT_DEVICE: Cell<u32> = const { Cell::new(0) };
-}
-
-/// The calling thread's current device as tracked from `cudaSetDevice`.
+/// The calling thread's current device as tracked from `cudaSetDevice` (CUDA's default: 0).
 #[inline]
 pub fn current_device() -> u32 {
-    CURRENT_DEVICE.with(|d| d.get())
+    crate::thread::ctx().device.get()
 }
 
 pub(crate) fn set_current_device(dev: u32) {
-    CURRENT_DEVICE.with(|d| d.set(dev));
+    crate::thread::ctx().device.set(dev);
 }
 
 /// What a call does, for the records beyond `Api`.
@@ -131,6 +126,8 @@ pub(crate) struct ApiCall {
     blocking: bool,
     /// False for [`begin_outer`] calls made while the capture window is closed: tracked, not recorded.
     recording: bool,
+    /// The calling thread's context: the call's only TLS lookup.
+    ctx: &'static ThreadCtx,
     _inside: ReentrancyGuard,
 }
 
@@ -146,41 +143,70 @@ pub(crate) struct MemEvent {
 }
 
 /// Starts recording a call, or None (not recording, or already inside tprof on this thread).
-#[inline]
+///
+/// Nothing here can panic (no indexing, no unwrapping, no allocation but the cold registrations), so
+/// no unwind guard is needed; with the window closed the cost is two relaxed loads, one TLS lookup and
+/// a counter increment.
+#[inline(always)]
 pub(crate) fn begin() -> Option<ApiCall> {
-    ffi_guard(None, || {
-        crate::state::ensure_init();
-        let recording = crate::state::is_recording();
-        // capture (issue 7): per-thread call counter, on whether or not the window is open.
-        crate::counters::count_call(recording);
-        if !recording {
-            return None;
-        }
-        let inside = Reentrancy::enter()?;
-        Some(ApiCall {
-            correlation: crate::correlation::next_id(),
-            start: 0,
-            pushed: false,
-            blocking: false,
-            recording: true,
-            _inside: inside,
-        })
+    if !crate::state::is_recording() {
+        return begin_closed();
+    }
+    begin_recording()
+}
+
+/// [`begin`] once the window was seen open: counts the call, enters tprof, takes a correlation id.
+#[inline(always)]
+pub(crate) fn begin_recording() -> Option<ApiCall> {
+    let ctx = crate::thread::ctx();
+    // capture (issue 7): per-thread call counter, on whether or not the window is open.
+    crate::counters::count_call_in(ctx, true);
+    let inside = Reentrancy::enter_in(ctx)?;
+    Some(ApiCall {
+        correlation: crate::correlation::next_id_in(ctx),
+        start: 0,
+        pushed: false,
+        blocking: false,
+        recording: true,
+        ctx,
+        _inside: inside,
     })
+}
+
+/// The window is closed (or tprof not initialised yet): count the call, record nothing.
+#[inline(never)]
+fn begin_closed() -> Option<ApiCall> {
+    if count_closed_call() {
+        return begin_recording();
+    }
+    None
+}
+
+/// Called by a wrapper that found the window closed: initialises tprof on the process's first call,
+/// then counts the call as made with the window closed and returns false, or returns true (counting
+/// nothing) when the window is open after all (initialisation just opened it).
+#[inline(never)]
+pub(crate) fn count_closed_call() -> bool {
+    crate::state::ensure_init();
+    if crate::state::is_recording() {
+        return true;
+    }
+    crate::counters::count_call_in(crate::thread::ctx(), false);
+    false
 }
 
 /// Like [`begin`], but also Some while the capture window is closed (then nothing is recorded): for
 /// calls whose effect tprof must track all the time (allocations), only at the outermost level.
 #[inline]
 pub(crate) fn begin_outer() -> Option<ApiCall> {
-    ffi_guard(None, || {
-        crate::state::ensure_init();
-        let inside = Reentrancy::enter()?;
-        let recording = crate::state::is_recording();
-        // capture (issue 7): per-thread call counter, on whether or not the window is open.
-        crate::counters::count_call(recording);
-        let correlation = if recording { crate::correlation::next_id() } else { 0 };
-        Some(ApiCall { correlation, start: 0, pushed: false, blocking: false, recording, _inside: inside })
-    })
+    crate::state::ensure_init();
+    let ctx = crate::thread::ctx();
+    let inside = Reentrancy::enter_in(ctx)?;
+    let recording = crate::state::is_recording();
+    // capture (issue 7): per-thread call counter, on whether or not the window is open.
+    crate::counters::count_call_in(ctx, recording);
+    let correlation = if recording { crate::correlation::next_id_in(ctx) } else { 0 };
+    Some(ApiCall { correlation, start: 0, pushed: false, blocking: false, recording, ctx, _inside: inside })
 }
 
 /// The API name the hang watchdog reports for a host-blocking synchronization.
@@ -207,7 +233,7 @@ impl ApiCall {
         self.start = crate::clock::now();
         if let Work::Sync { kind, .. } = work {
             if let Some(name) = blocking_name(*kind) {
-                crate::recorder::set_pending(name.id(), self.start);
+                crate::recorder::set_pending_in(self.ctx, name.id(), self.start);
                 self.blocking = true;
             }
         }
@@ -218,7 +244,7 @@ impl ApiCall {
     pub(crate) fn finish(self, domain: ApiDomain, name: &StaticName, result: i32, work: &Work) {
         let end = crate::clock::now();
         if self.blocking {
-            crate::recorder::clear_pending();
+            crate::recorder::clear_pending_in(self.ctx);
         }
         if self.pushed {
             cupti_link::pop_external();
@@ -236,69 +262,82 @@ impl ApiCall {
         }
         ffi_guard((), || {
             self.emit(domain, name, result, work, end);
-            crate::recorder::emit(Record::Memory {
-                op: mem.op,
-                space: mem.space,
-                device: mem.device,
-                address: mem.address,
-                bytes: mem.bytes,
-                reserved: mem.reserved,
-                ts: end,
-                result,
-                correlation: self.correlation,
-                tid: crate::thread::tid(),
-            });
+            crate::recorder::emit_in(
+                self.ctx,
+                Record::Memory {
+                    op: mem.op,
+                    space: mem.space,
+                    device: mem.device,
+                    address: mem.address,
+                    bytes: mem.bytes,
+                    reserved: mem.reserved,
+                    ts: end,
+                    result,
+                    correlation: self.correlation,
+                    tid: self.ctx.tid(),
+                },
+            );
         });
     }
 
     fn emit(&self, domain: ApiDomain, name: &StaticName, result: i32, work: &Work, end: u64) {
-        let tid = crate::thread::tid();
+        let ctx = self.ctx;
+        let tid = ctx.tid();
         let (detail, stream, arg) = match *work {
             Work::Plain { arg } => (StrId::NONE, 0, arg),
             Work::Launch { name, grid, block, stream, .. } => (name, stream, grid.count() * block.count()),
             Work::Gpu { bytes, stream } => (StrId::NONE, stream, bytes),
             Work::Sync { stream, .. } => (StrId::NONE, stream, 0),
         };
-        crate::recorder::emit(Record::Api {
-            tid,
-            domain,
-            name: name.id(),
-            start: self.start,
-            end,
-            result,
-            correlation: self.correlation,
-            detail,
-            stream,
-            arg,
-        });
-        match *work {
-            Work::Launch { name, grid, block, smem, stream } if result == 0 && !cupti_link::active() => {
-                crate::recorder::emit(Record::Kernel {
-                    device: current_device(),
-                    context: 0,
-                    stream: stream as u32,
-                    start: 0,
-                    end: 0,
-                    grid: grid.arr(),
-                    block: block.arr(),
-                    registers: 0,
-                    shared_mem: smem,
-                    correlation: self.correlation,
-                    name,
-                    graph_id: 0,
-                });
-            }
-            Work::Sync { kind, stream, event } => crate::recorder::emit(Record::Sync {
-                kind,
+        crate::recorder::emit_in(
+            ctx,
+            Record::Api {
                 tid,
-                context: 0,
-                stream: stream as u32,
-                event,
+                domain,
+                name: name.id(),
                 start: self.start,
                 end,
-                correlation: self.correlation,
                 result,
-            }),
+                correlation: self.correlation,
+                detail,
+                stream,
+                arg,
+            },
+        );
+        match *work {
+            Work::Launch { name, grid, block, smem, stream } if result == 0 && !cupti_link::active() => {
+                crate::recorder::emit_in(
+                    ctx,
+                    Record::Kernel {
+                        device: ctx.device.get(),
+                        context: 0,
+                        stream: stream as u32,
+                        start: 0,
+                        end: 0,
+                        grid: grid.arr(),
+                        block: block.arr(),
+                        registers: 0,
+                        shared_mem: smem,
+                        correlation: self.correlation,
+                        name,
+                        graph_id: 0,
+                    },
+                );
+            }
+            Work::Sync { kind, stream, event } => crate::recorder::emit_in(
+                ctx,
+                Record::Sync {
+                    kind,
+                    tid,
+                    context: 0,
+                    stream: stream as u32,
+                    event,
+                    start: self.start,
+                    end,
+                    correlation: self.correlation,
+                    result,
+                },
+            ),
             _ => {}
         }
     }
@@ -339,16 +378,28 @@ macro_rules! interpose {
                 let Some(real) = $name::REAL.get() else { return $name::REAL.missing($missing) };
                 // SAFETY: the slot holds the real definition of this symbol, which has this C signature.
                 let real = unsafe { std::mem::transmute::<*mut std::ffi::c_void, Real>(real) };
-                let Some(mut call) = $crate::intercept::begin() else {
+                // Window closed: count the call and forward it, before anything else is set up.
+                if !$crate::state::is_recording() && !$crate::intercept::count_closed_call() {
                     // SAFETY: forwarding the caller's arguments unchanged to the real function.
                     return unsafe { real($($arg),*) };
-                };
-                let work: $crate::intercept::Work = $work;
-                call.start(&work);
-                // SAFETY: forwarding the caller's arguments unchanged to the real function.
-                let result = unsafe { real($($arg),*) };
-                call.finish(tprof_format::ApiDomain::$domain, &$name::NAME, result as i32, &work);
-                result
+                }
+                /// The recorded call, out of line so the closed-window path above stays a few instructions.
+                #[inline(never)]
+                #[allow(clippy::too_many_arguments)]
+                unsafe fn traced(real: Real, $($arg: $ty),*) -> $ret {
+                    let Some(mut call) = $crate::intercept::begin_recording() else {
+                        // SAFETY: forwarding the caller's arguments unchanged to the real function.
+                        return unsafe { real($($arg),*) };
+                    };
+                    let work: $crate::intercept::Work = $work;
+                    call.start(&work);
+                    // SAFETY: forwarding the caller's arguments unchanged to the real function.
+                    let result = unsafe { real($($arg),*) };
+                    call.finish(tprof_format::ApiDomain::$domain, &$name::NAME, result as i32, &work);
+                    result
+                }
+                // SAFETY: the caller's arguments, unchanged, with the real function of this symbol.
+                unsafe { traced(real, $($arg),*) }
             }
         )*
 
