@@ -5,13 +5,13 @@
 //! on the wall clock, and the clock plan's per-host offset refines hosts against each other. NVTX
 //! push/pop and start/end are paired here into completed ranges (memory: open ranges only).
 
-use std::collections::HashMap;
 use std::path::Path;
 
 use tprof_format::{Decoded, FileHeader, Record, RingReader, StrId, TickConverter};
 
 use super::Notes;
 use crate::error::InputError;
+use crate::intervals::FastMap;
 use crate::model::*;
 
 /// Open a ring file, as an input error naming the file.
@@ -60,6 +60,13 @@ impl Names<'_> {
         self.put(i, n.clone());
         n
     }
+    /// True when `n` is the name of `id` (same interned allocation).
+    fn is(&mut self, id: StrId, n: &Name) -> bool {
+        match self.cache.get(id.0 as usize) {
+            Some(Some(c)) => std::sync::Arc::ptr_eq(c, n),
+            _ => std::sync::Arc::ptr_eq(&self.get(id), n),
+        }
+    }
     fn opt(&mut self, id: StrId) -> Option<Name> {
         (id.0 != 0).then(|| self.get(id))
     }
@@ -78,6 +85,27 @@ impl Names<'_> {
     }
 }
 
+/// Event structs reused from one record to the next, one per name (kernels) or per launched kernel
+/// name (API calls): handing a sink `&Kernel` / `&Api` then costs no reference counting on the
+/// names (an atomic read-modify-write per clone and per drop was the decode loop's largest cost).
+#[derive(Default)]
+struct Reused {
+    kernels: Vec<Option<Kernel>>,
+    apis: Vec<Option<Api>>,
+}
+
+/// The reusable slot of string id `id` (None for absurd ids: a corrupt id must not exhaust memory).
+fn reuse_slot<T>(v: &mut Vec<Option<T>>, id: StrId) -> Option<&mut Option<T>> {
+    let i = id.0 as usize;
+    if i >= v.len() {
+        if i > v.len() + (1 << 20) {
+            return None;
+        }
+        v.resize_with(i + 1, || None);
+    }
+    Some(&mut v[i])
+}
+
 struct OpenRange {
     id: RangeId,
     parent: Option<RangeId>,
@@ -93,8 +121,8 @@ struct OpenRange {
 #[derive(Default)]
 struct RangeTracker {
     next_id: u64,
-    stacks: HashMap<u32, Vec<OpenRange>>,
-    started: HashMap<u64, OpenRange>,
+    stacks: FastMap<u32, Vec<OpenRange>>,
+    started: FastMap<u64, OpenRange>,
     unmatched_ends: u64,
 }
 
@@ -184,6 +212,7 @@ pub fn feed(
     sink.handle_process(&info);
 
     let mut ranges = RangeTracker::default();
+    let mut reused = Reused::default();
     let mut last_ts: Ns = 0;
     let mut unknown = 0u64;
     let mut placeholders = 0u64;
@@ -218,20 +247,43 @@ pub fn feed(
             | Record::Overhead { .. }
             | Record::StringRef { .. } => {}
             Record::Api { tid, domain, name, start, end, result, correlation, detail, stream, arg } => {
-                sink.handle_api(&Api {
+                let fresh = |names: &mut Names<'_>| Api {
                     proc: id,
                     tid,
                     domain,
                     name: names.get(name),
-                    start: ns(start),
-                    end: ns(end),
+                    start: 0,
+                    end: 0,
                     result,
-                    correlation: correlation as u64,
+                    correlation: 0,
                     detail: names.opt(detail),
                     stream,
                     arg,
-                    range: ranges.innermost(tid),
-                });
+                    range: None,
+                };
+                let mut spare = None;
+                let slot = match reuse_slot(&mut reused.apis, detail) {
+                    Some(s) => s,
+                    None => &mut spare,
+                };
+                let a = slot.get_or_insert_with(|| fresh(&mut names));
+                // A string id can be redefined inline: check that the reused names are current.
+                if !names.is(name, &a.name) {
+                    a.name = names.get(name);
+                }
+                if a.detail.as_ref().is_some_and(|d| !names.is(detail, d)) {
+                    a.detail = names.opt(detail);
+                }
+                a.tid = tid;
+                a.domain = domain;
+                a.start = ns(start);
+                a.end = ns(end);
+                a.result = result;
+                a.correlation = correlation as u64;
+                a.stream = stream;
+                a.arg = arg;
+                a.range = ranges.innermost(tid);
+                sink.handle_api(a);
             }
             Record::Kernel {
                 device,
@@ -251,22 +303,43 @@ pub fn feed(
                     placeholders += 1;
                     continue;
                 }
-                sink.handle_kernel(&Kernel {
+                let fresh = |names: &mut Names<'_>| Kernel {
                     proc: id,
                     device,
                     context,
                     stream,
-                    start: ns(start),
-                    end: ns(end),
+                    start: 0,
+                    end: 0,
                     name: names.get(name),
                     grid,
                     block,
                     registers,
                     shared_mem,
-                    correlation: correlation as u64,
+                    correlation: 0,
                     graph_id,
                     collective: None,
-                });
+                };
+                let mut spare = None;
+                let slot = match reuse_slot(&mut reused.kernels, name) {
+                    Some(s) => s,
+                    None => &mut spare,
+                };
+                let k = slot.get_or_insert_with(|| fresh(&mut names));
+                if !names.is(name, &k.name) {
+                    k.name = names.get(name);
+                }
+                k.device = device;
+                k.context = context;
+                k.stream = stream;
+                k.start = ns(start);
+                k.end = ns(end);
+                k.grid = grid;
+                k.block = block;
+                k.registers = registers;
+                k.shared_mem = shared_mem;
+                k.correlation = correlation as u64;
+                k.graph_id = graph_id;
+                sink.handle_kernel(k);
             }
             Record::Memcpy { device, context, stream, start, end, bytes, kind, src_kind, dst_kind, correlation } => {
                 if start == 0 && end == 0 {
