@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use tprof_format::{Decoded, FileHeader, Record, RingReader, StrId, TickConverter};
+use tprof_format::{Decoded, FileHeader, MonoCursor, Record, RingReader, StrId, TickConverter};
 
 use super::Notes;
 use crate::error::InputError;
@@ -187,7 +187,13 @@ pub fn feed(
     }
     let tc = reader.tick_converter();
     let base = wall_base(h, &tc, path, notes) + offset_ns;
-    let ns = |ticks: u64| -> Ns { (tc.to_mono_ns(ticks) as i64 + base).max(0) as u64 };
+    let cursor = std::cell::Cell::new(MonoCursor::default());
+    let ns = |ticks: u64| -> Ns {
+        let mut c = cursor.get();
+        let mono = tc.to_mono_ns_near(ticks, &mut c);
+        cursor.set(c);
+        (mono as i64 + base).max(0) as u64
+    };
     let mut names = Names { reader: &reader, cache: Vec::new(), interner: Interner::new() };
     let dropped = stats.dropped_events + stats.cupti_dropped;
     if dropped > 0 {
