@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 
 use super::facts::*;
-use crate::intervals::{intersect_in, measure_in, union, union2};
+use crate::intervals::{intersect_in, measure_in, union, union2, SeqMap};
 use crate::model::*;
 use crate::steps::StepWindow;
 
@@ -179,7 +179,7 @@ pub fn analyse(mut inp: Input) -> Timeline {
     let mut launches = vec![0u64; nsteps];
     let mut sync_calls = vec![0u64; nsteps];
     let mut sync_blocked = vec![0u64; nsteps];
-    let mut corr_step: HashMap<u64, usize> = HashMap::new();
+    let mut corr_step: SeqMap<u64, usize> = SeqMap::default();
     let mut sync_stats: HashMap<u32, SyncCallStat> = HashMap::new();
     for c in &inp.calls {
         let Some(p) = index.pos(c.start) else { continue };
@@ -430,7 +430,7 @@ fn pair_collectives(
     kernels: &[Kernel],
     compute: &[(Ns, Ns)],
     index: &StepIndex,
-    corr_step: &HashMap<u64, usize>,
+    corr_step: &SeqMap<u64, usize>,
 ) -> Vec<CollFact> {
     let exposed = |s: Ns, e: Ns| (e - s) - intersect_in(&[(s, e)], compute, s, e);
     let mut by_corr: HashMap<u64, &Kernel> = HashMap::new();
