@@ -43,7 +43,7 @@ pub struct FactCollector {
     comm_kernels: Vec<Kernel>,
     syncs: Vec<SyncEvent>,
     /// Per family: kernels, GPU ns, and GPU ns by kernel name (slots index `family_names`).
-    families: HashMap<Family, (u64, Ns, HashMap<Name, u32>)>,
+    families: FastMap<Family, (u64, Ns, HashMap<Name, u32>)>,
     family_names: Vec<(Name, Ns)>,
     mem: MemFacts,
     mem_samples: Vec<(Ns, u64)>,
@@ -51,7 +51,7 @@ pub struct FactCollector {
     last_call: Option<(Name, Ns)>,
     last_kernel: Option<(Name, Ns, Ns)>,
     tensor: (f64, u64),
-    devices: HashMap<u32, u64>,
+    devices: FastMap<u32, u64>,
     exited: bool,
     api_count: u64,
     /// Collective ends for clock alignment across hosts.
@@ -77,7 +77,7 @@ impl FactCollector {
             colls: Vec::new(),
             comm_kernels: Vec::new(),
             syncs: Vec::new(),
-            families: HashMap::new(),
+            families: FastMap::default(),
             family_names: Vec::new(),
             mem: MemFacts::default(),
             mem_samples: Vec::new(),
@@ -85,7 +85,7 @@ impl FactCollector {
             last_call: None,
             last_kernel: None,
             tensor: (0.0, 0),
-            devices: HashMap::new(),
+            devices: FastMap::default(),
             exited: false,
             api_count: 0,
             clock: CollectiveEnds::default(),
@@ -172,13 +172,16 @@ impl TraceSink for FactCollector {
 
     fn handle_kernel(&mut self, k: &Kernel) {
         self.seen(k.start, k.end);
-        self.clock.handle_kernel(k);
         if let Some(s) = &mut self.steps {
             s.kernel(k);
         }
         *self.devices.entry(k.device).or_default() += 1;
         let (family, slot) = self.kernel_family(k);
         let kind = if family == Family::Communication { OpKind::Comm } else { OpKind::Compute };
+        if kind == OpKind::Comm {
+            // The clock sink ignores non-communication kernels (the same test as the family's).
+            self.clock.handle_kernel(k);
+        }
         self.ops.push(RawOp { start: k.start, end: k.end, corr: k.correlation, kind, family });
         let f = self.families.entry(family).or_insert_with(|| (0, 0, HashMap::new()));
         f.0 += 1;

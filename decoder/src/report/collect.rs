@@ -101,6 +101,9 @@ impl ReportCollector {
         if let Some(&s) = self.range_stack.get(&r) {
             return Some(s);
         }
+        if complete_only && !self.chain_complete(r) {
+            return None;
+        }
         let mut id = r;
         let mut names: Vec<String> = Vec::new();
         let mut complete = false;
@@ -132,6 +135,19 @@ impl ReportCollector {
         let s = self.stack_id(names.join(";"));
         self.range_stack.insert(r, s);
         Some(s)
+    }
+
+    /// True when every range of `r`'s chain (up to [`MAX_STACK_DEPTH`]) has completed.
+    fn chain_complete(&self, r: RangeId) -> bool {
+        let mut id = r;
+        for _ in 0..MAX_STACK_DEPTH {
+            match self.ranges.get(&id) {
+                Some((_, Some(p))) => id = *p,
+                Some((_, None)) => return true,
+                None => return false,
+            }
+        }
+        true
     }
 
     fn add_kernel_ns(&mut self, stack: u32, name: &Name, ns: u64) {
