@@ -347,11 +347,18 @@ pub fn measure_iter(it: impl Iterator<Item = (Ns, Ns)>) -> Ns {
 /// Length of a sorted disjoint iterator inside each window (windows in any order, may overlap);
 /// one pass over the intervals.
 pub fn measure_windows(it: impl Iterator<Item = (Ns, Ns)>, windows: &[(Ns, Ns)]) -> Vec<Ns> {
+    measure_total_and_windows(it, windows).1
+}
+
+/// [`measure_iter`] and [`measure_windows`] in one pass over the intervals.
+pub fn measure_total_and_windows(it: impl Iterator<Item = (Ns, Ns)>, windows: &[(Ns, Ns)]) -> (Ns, Vec<Ns>) {
     let mut order: Vec<usize> = (0..windows.len()).collect();
     order.sort_by_key(|&i| windows[i].0);
     let mut out = vec![0; windows.len()];
+    let mut total: Ns = 0;
     let mut lo = 0;
     for (s, e) in it {
+        total += e - s;
         while lo < order.len() && windows[order[lo]].1 <= s {
             lo += 1;
         }
@@ -366,7 +373,7 @@ pub fn measure_windows(it: impl Iterator<Item = (Ns, Ns)>, windows: &[(Ns, Ns)])
             }
         }
     }
-    out
+    (total, out)
 }
 
 /// Union of intervals (any order) as a sorted disjoint list.

@@ -209,10 +209,17 @@ pub fn analyse(mut inp: Input) -> Timeline {
 
     // GPU operations, each with its step position.
     inp.ops.sort_by_key(|o| (o.start, o.end));
-    let op_step: Vec<Option<usize>> = inp
+    // u32 positions: half the memory of Option<usize> per operation.
+    let op_step: Vec<Option<u32>> = inp
         .ops
         .iter()
-        .map(|o| (o.corr != 0).then(|| corr_step.get(&o.corr).copied()).flatten().or_else(|| index.pos(o.start)))
+        .map(|o| {
+            (o.corr != 0)
+                .then(|| corr_step.get(&o.corr).copied())
+                .flatten()
+                .or_else(|| index.pos(o.start))
+                .map(|p| p as u32)
+        })
         .collect();
     let pick = |k: OpKind| union(inp.ops.iter().filter(|o| o.kind == k).map(|o| (o.start, o.end)).collect());
     let (compute, comm, mem) = (pick(OpKind::Compute), pick(OpKind::Comm), pick(OpKind::Memory));
@@ -223,7 +230,7 @@ pub fn analyse(mut inp: Input) -> Timeline {
     let mut g_first: Vec<Option<Ns>> = vec![None; nsteps];
     let mut g_last: Ns = 0;
     for (o, s) in inp.ops.iter().zip(&op_step) {
-        if let Some(p) = *s {
+        if let Some(p) = s.map(|p| p as usize) {
             if g_first[p].is_none_or(|f| o.start < f) {
                 g_first[p] = Some(o.start);
             }
@@ -256,7 +263,7 @@ pub fn analyse(mut inp: Input) -> Timeline {
     let mut classify_gap = |a: Ns, b: Ns, split: &mut Split, step_split: &mut [Split]| {
         let gap = b - a;
         let i = inp.ops.partition_point(|o| o.start < b);
-        let owner = op_step.get(i).copied().flatten().or_else(|| index.pos(b));
+        let owner = op_step.get(i).copied().flatten().map(|p| p as usize).or_else(|| index.pos(b));
         let first = owner.is_some_and(|p| g_first[p] == Some(b));
         let mut part = Split::default();
         if let Some(name) = blocking_sync(a) {
@@ -307,7 +314,7 @@ pub fn analyse(mut inp: Input) -> Timeline {
     let mut optim_after: Vec<bool> = vec![false; nsteps];
     let mut optim_name: Option<Family> = None;
     for (o, s) in inp.ops.iter().zip(&op_step) {
-        let Some(p) = *s else { continue };
+        let Some(p) = s.map(|p| p as usize) else { continue };
         if o.kind == OpKind::Compute {
             kdur[p].push(o.end - o.start);
             kspan[p].push((o.start, o.end));
@@ -319,7 +326,7 @@ pub fn analyse(mut inp: Input) -> Timeline {
         }
     }
     for (o, s) in inp.ops.iter().zip(&op_step) {
-        if let (Some(p), Family::Optimizer) = (*s, o.family) {
+        if let (Some(p), Family::Optimizer) = (s.map(|p| p as usize), o.family) {
             if amp_check[p].is_some_and(|t| o.start >= t) {
                 optim_after[p] = true;
             }
