@@ -160,7 +160,10 @@ impl<V> Generations<V> {
     #[inline]
     fn insert(&mut self, k: u64, v: V) {
         if self.young.len() >= GENERATION {
-            self.old = std::mem::take(&mut self.young);
+            // A map that filled a generation will fill the next one: allocate it at full size
+            // once instead of rehashing through every doubling.
+            let next = SeqMap::with_capacity_and_hasher(GENERATION, Default::default());
+            self.old = std::mem::replace(&mut self.young, next);
         }
         self.young.insert(k, v);
     }
