@@ -77,24 +77,36 @@ impl TickConverter {
     /// `cursor` remembers the last segment, so most conversions skip the search. Same results.
     #[inline]
     pub fn to_mono_ns_near(&self, ticks: u64, cursor: &mut MonoCursor) -> u64 {
+        if self.identity {
+            return ticks;
+        }
         if !(cursor.valid && ticks >= cursor.lo && ticks < cursor.hi) {
-            if self.identity || self.points.len() < 2 {
-                return self.to_mono_ns(ticks);
+            if let Some(ns) = self.seek(ticks, cursor) {
+                return ns;
             }
-            let (a, b) = self.segment(ticks).unwrap_or((0, 1));
-            let i = self.points.partition_point(|p| p.0 <= ticks);
-            let (ta, ma, _) = self.points[a];
-            let (tb, mb, _) = self.points[b];
-            *cursor = MonoCursor {
-                valid: true,
-                lo: if i == 0 { 0 } else { self.points[i - 1].0 },
-                hi: self.points.get(i).map_or(u64::MAX, |p| p.0),
-                ta,
-                ma,
-                slope: self.slope(ta, ma, tb, mb),
-            };
         }
         (cursor.ma as f64 + (ticks as f64 - cursor.ta as f64) * cursor.slope).max(0.0) as u64
+    }
+
+    /// Points `cursor` at the segment of `ticks`; or, without segments, converts `ticks` itself.
+    #[inline(never)]
+    fn seek(&self, ticks: u64, cursor: &mut MonoCursor) -> Option<u64> {
+        if self.identity || self.points.len() < 2 {
+            return Some(self.to_mono_ns(ticks));
+        }
+        let (a, b) = self.segment(ticks).unwrap_or((0, 1));
+        let i = self.points.partition_point(|p| p.0 <= ticks);
+        let (ta, ma, _) = self.points[a];
+        let (tb, mb, _) = self.points[b];
+        *cursor = MonoCursor {
+            valid: true,
+            lo: if i == 0 { 0 } else { self.points[i - 1].0 },
+            hi: self.points.get(i).map_or(u64::MAX, |p| p.0),
+            ta,
+            ma,
+            slope: self.slope(ta, ma, tb, mb),
+        };
+        None
     }
 
     #[inline]
