@@ -38,6 +38,21 @@ pub fn write_str<W: Write + ?Sized>(w: &mut W, s: &str) -> io::Result<()> {
     w.write_all(b"\"")
 }
 
+/// Write an unsigned integer in decimal (as `write!(w, "{v}")` does, without the fmt machinery).
+pub fn write_u64<W: Write + ?Sized>(w: &mut W, mut v: u64) -> io::Result<()> {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    w.write_all(&buf[i..])
+}
+
 /// Write nanoseconds as microseconds with three decimals ("12.345", "-0.010"): exact, and small
 /// enough after rebasing that readers parsing doubles keep nanosecond precision.
 pub fn write_us<W: Write + ?Sized>(w: &mut W, ns: i64) -> io::Result<()> {
@@ -200,5 +215,8 @@ mod tests {
             assert_eq!(s(|w| write_us(w, ns)), want);
         }
         assert_eq!(s(|w| write_str(w, "plain name")), "\"plain name\"");
+        for v in [0u64, 7, 10, 99, 12_345, u32::MAX as u64, u64::MAX] {
+            assert_eq!(s(|w| write_u64(w, v)), v.to_string());
+        }
     }
 }
