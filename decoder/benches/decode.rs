@@ -14,6 +14,8 @@
 //!
 //! - `tprof summary --threads 1` (goal: >= 20 M events/s on one core, peak RSS < 500 MB at 100 M),
 //! - `tprof summary` (all cores),
+//! - `tprof diagnose` and `tprof report -o PAGE` (all cores; goal for report: a 100 M-event job in
+//!   under a minute),
 //! - `tprof export --format F` for each format the CLI has (output to a scratch directory that
 //!   is deleted right after; at sizes where the output would not fit `--max-export-bytes`, the
 //!   JSON formats are skipped and said so).
@@ -761,6 +763,18 @@ fn main() {
         rows.push((n, row));
         let r = measure(&bin, &["summary".into(), jobs.clone()], &[]);
         let row = Row { what: format!("summary (--threads 0 = {cores})"), events, run: r, note: String::new() };
+        print_row(&row);
+        rows.push((n, row));
+        let r = measure(&bin, &["diagnose".into(), jobs.clone()], &[]);
+        let row = Row { what: format!("diagnose (--threads 0 = {cores})"), events, run: r, note: String::new() };
+        print_row(&row);
+        rows.push((n, row));
+        let page = o.dir.join("report.html");
+        let r = measure(&bin, &["report".into(), jobs.clone(), "-o".into(), page.display().to_string()], &[]);
+        let size = dir_bytes(&page);
+        let _ = std::fs::remove_file(&page);
+        let note = format!("{:.1} MB page", size as f64 / 1e6);
+        let row = Row { what: format!("report (--threads 0 = {cores})"), events, run: r, note };
         print_row(&row);
         rows.push((n, row));
         for f in &formats {

@@ -10,6 +10,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
+use crate::intervals::FastMap;
 use crate::model::*;
 
 /// A sink that keeps, per process, the GPU end time of each data-moving collective, keyed by
@@ -23,6 +24,9 @@ pub struct CollectiveEnds {
     host: Option<Name>,
     path: Option<PathBuf>,
     rank: Option<u32>,
+    /// Whether a kernel name is an NCCL kernel, by name pointer (the name kept so the pointer
+    /// stays its own): the name test runs once per distinct name.
+    is_comm: FastMap<usize, (Name, bool)>,
 }
 
 impl TraceSink for CollectiveEnds {
@@ -46,7 +50,14 @@ impl TraceSink for CollectiveEnds {
         }
     }
     fn handle_kernel(&mut self, k: &Kernel) {
-        if k.work_kind() != GpuWorkKind::Communication || k.correlation == 0 {
+        if k.correlation == 0 {
+            return;
+        }
+        // Same as `k.work_kind() != Communication`, with the name test cached per name.
+        let key = std::sync::Arc::as_ptr(&k.name) as *const u8 as usize;
+        let comm = k.collective.is_some()
+            || self.is_comm.entry(key).or_insert_with(|| (k.name.clone(), is_comm_kernel(&k.name))).1;
+        if !comm {
             return;
         }
         match self.pending_calls.remove(&k.correlation) {
@@ -64,6 +75,7 @@ impl TraceSink for CollectiveEnds {
             self.ends.entry((comm, seq)).or_insert(end);
         }
         self.kernel_ends.clear();
+        self.is_comm = FastMap::default();
     }
 }
 

@@ -7,7 +7,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use crate::intervals::FastMap;
+use crate::intervals::SeqMap;
 use crate::model::*;
 
 /// One collective with both sides when known.
@@ -131,13 +131,13 @@ const GENERATION: usize = 1 << 18;
 /// is dropped and the young one becomes old.
 #[derive(Debug)]
 struct Generations<V> {
-    young: FastMap<u64, V>,
-    old: FastMap<u64, V>,
+    young: SeqMap<u64, V>,
+    old: SeqMap<u64, V>,
 }
 
 impl<V> Default for Generations<V> {
     fn default() -> Self {
-        Generations { young: FastMap::default(), old: FastMap::default() }
+        Generations { young: SeqMap::default(), old: SeqMap::default() }
     }
 }
 
@@ -160,7 +160,10 @@ impl<V> Generations<V> {
     #[inline]
     fn insert(&mut self, k: u64, v: V) {
         if self.young.len() >= GENERATION {
-            self.old = std::mem::take(&mut self.young);
+            // A map that filled a generation will fill the next one: allocate it at full size
+            // once instead of rehashing through every doubling.
+            let next = SeqMap::with_capacity_and_hasher(GENERATION, Default::default());
+            self.old = std::mem::replace(&mut self.young, next);
         }
         self.young.insert(k, v);
     }
@@ -174,9 +177,9 @@ pub struct RangeProjection {
     /// GPU work that arrived before its launch call.
     early_gpu: Generations<Ns>,
     /// Completed ranges: id -> (name, parent).
-    ranges: FastMap<RangeId, (Name, Option<RangeId>)>,
+    ranges: SeqMap<RangeId, (Name, Option<RangeId>)>,
     /// Direct GPU time per range.
-    direct: FastMap<RangeId, Ns>,
+    direct: SeqMap<RangeId, Ns>,
     stats: HashMap<Name, (u64, u64)>,
 }
 
@@ -252,8 +255,8 @@ impl RangeProjection {
         out.sort_by(|a, b| b.gpu_ns.cmp(&a.gpu_ns).then(b.range_ns.cmp(&a.range_ns)).then(a.name.cmp(&b.name)));
         self.launches = Generations::default();
         self.early_gpu = Generations::default();
-        self.ranges = FastMap::default();
-        self.direct = FastMap::default();
+        self.ranges = SeqMap::default();
+        self.direct = SeqMap::default();
         out
     }
 }

@@ -58,6 +58,46 @@ impl Hasher for FastHasher {
 /// A `HashMap` with [`FastHasher`].
 pub type FastMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<FastHasher>>;
 
+/// A hasher for integer keys that arrive nearly in sequence (correlation ids, range ids): the low
+/// 57 bits of the hash are the key itself, so neighbouring keys land in neighbouring buckets of a
+/// hashbrown table (one cache line serves many lookups, where a mixing hash sends every lookup of
+/// a large table to a different line), and the top 7 bits (hashbrown's tag byte) are mixed so the
+/// tags still tell keys apart. Only for one integer per key.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SeqHasher(u64);
+
+impl SeqHasher {
+    const LOW: u64 = (1 << 57) - 1;
+}
+
+impl Hasher for SeqHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut f = FastHasher(self.0);
+        f.write(bytes);
+        self.0 = f.0;
+    }
+    #[inline]
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(v.into());
+    }
+    #[inline]
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (v & Self::LOW) | (v.wrapping_mul(0x9e37_79b9_7f4a_7c15) & !Self::LOW);
+    }
+    #[inline]
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// A `HashMap` with [`SeqHasher`], for integer keys that arrive nearly in sequence.
+pub type SeqMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<SeqHasher>>;
+
 /// Intervals buffered before a sort + merge into the committed part.
 const PENDING_MAX: usize = 16 * 1024;
 
@@ -307,11 +347,18 @@ pub fn measure_iter(it: impl Iterator<Item = (Ns, Ns)>) -> Ns {
 /// Length of a sorted disjoint iterator inside each window (windows in any order, may overlap);
 /// one pass over the intervals.
 pub fn measure_windows(it: impl Iterator<Item = (Ns, Ns)>, windows: &[(Ns, Ns)]) -> Vec<Ns> {
+    measure_total_and_windows(it, windows).1
+}
+
+/// [`measure_iter`] and [`measure_windows`] in one pass over the intervals.
+pub fn measure_total_and_windows(it: impl Iterator<Item = (Ns, Ns)>, windows: &[(Ns, Ns)]) -> (Ns, Vec<Ns>) {
     let mut order: Vec<usize> = (0..windows.len()).collect();
     order.sort_by_key(|&i| windows[i].0);
     let mut out = vec![0; windows.len()];
+    let mut total: Ns = 0;
     let mut lo = 0;
     for (s, e) in it {
+        total += e - s;
         while lo < order.len() && windows[order[lo]].1 <= s {
             lo += 1;
         }
@@ -326,7 +373,7 @@ pub fn measure_windows(it: impl Iterator<Item = (Ns, Ns)>, windows: &[(Ns, Ns)])
             }
         }
     }
-    out
+    (total, out)
 }
 
 /// Union of intervals (any order) as a sorted disjoint list.

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use regex_lite::Regex;
 
+use crate::intervals::FastMap;
 use crate::model::*;
 
 /// The default step-range pattern.
@@ -46,6 +47,9 @@ pub struct StepFinder {
     /// Capture-window markers (production modes), (ts, is_start): time outside the windows was not
     /// observed, so no step may span it.
     captures: Vec<(Ns, bool)>,
+    /// Whether a range name matches `pattern`, by the name's interned pointer (the name is kept so
+    /// the pointer stays its own): the regex runs once per distinct name, not once per range.
+    is_step: FastMap<usize, (Name, bool)>,
 }
 
 impl StepFinder {
@@ -57,11 +61,15 @@ impl StepFinder {
             ends: Vec::new(),
             kernel_starts: HashMap::new(),
             captures: Vec::new(),
+            is_step: FastMap::default(),
         }
     }
 
     pub fn range(&mut self, r: &NvtxRange) {
-        if self.pattern.is_match(&r.name) {
+        let key = std::sync::Arc::as_ptr(&r.name) as *const u8 as usize;
+        let pattern = &self.pattern;
+        let is_step = self.is_step.entry(key).or_insert_with(|| (r.name.clone(), pattern.is_match(&r.name))).1;
+        if is_step {
             let w = StepWindow { index: 0, name: r.name.to_string(), start: r.start, end: r.end };
             self.ranges.push((r.depth, w));
         }

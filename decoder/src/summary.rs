@@ -13,7 +13,9 @@ use serde::Serialize;
 
 use crate::clock::{ClockPlan, CollectiveEnds};
 use crate::correlate::{CollectiveInstance, CollectiveMatcher, RangeProjection, RangeStat};
-use crate::intervals::{measure_iter, measure_windows, FastMap, Intersect, StreamingUnion, Union2};
+use crate::intervals::{
+    measure_iter, measure_total_and_windows, measure_windows, FastMap, Intersect, StreamingUnion, Union2,
+};
 use crate::model::*;
 use crate::steps::{StepFinder, StepSource, StepWindow};
 
@@ -273,9 +275,22 @@ impl TraceSink for RankAnalysis {
         let [compute, comm, mem] = std::mem::take(&mut self.busy).map(StreamingUnion::finish);
         let cm = || Union2::new(compute.iter(), comm.iter());
         let all = || Union2::new(cm(), mem.iter());
-        let unobserved = self.steps.as_ref().map(|f| f.unobserved(span)).unwrap_or_default();
+        let capture_gaps = self.steps.as_ref().map(|f| f.unobserved(span)).unwrap_or_default();
+        let (step_source, windows) = match self.steps.take() {
+            Some(f) => {
+                let (s, w) = f.finish(span);
+                (Some(s), w)
+            }
+            None => (None, Vec::new()),
+        };
+        let ws: Vec<(Ns, Ns)> = windows.iter().map(|w| (w.start, w.end)).collect();
+        // Each union is walked once: totals and per-step parts together.
+        let (busy, all_in) = measure_total_and_windows(all(), &ws);
+        let (compute_ns, compute_in) = measure_total_and_windows(compute.iter(), &ws);
+        let cm_ns = measure_iter(cm());
+        let unobserved = capture_gaps;
         let (busy, compute_ns, cm_ns, observed_ns) = if unobserved.is_empty() {
-            (measure_iter(all()), measure_iter(compute.iter()), measure_iter(cm()), span.1 - span.0)
+            (busy, compute_ns, cm_ns, span.1 - span.0)
         } else {
             // Capture windows: only the observed time counts (GPU work that ends after a window
             // closed is clipped to it).
@@ -299,16 +314,6 @@ impl TraceSink for RankAnalysis {
             )
         };
         let comm_only = cm_ns - compute_ns;
-        let (step_source, windows) = match self.steps.take() {
-            Some(f) => {
-                let (s, w) = f.finish(span);
-                (Some(s), w)
-            }
-            None => (None, Vec::new()),
-        };
-        let ws: Vec<(Ns, Ns)> = windows.iter().map(|w| (w.start, w.end)).collect();
-        let all_in = measure_windows(all(), &ws);
-        let compute_in = measure_windows(compute.iter(), &ws);
         let comm_in = measure_windows(comm.iter(), &ws);
         let overlap_in = measure_windows(Intersect::new(comm.iter(), compute.iter()), &ws);
         let steps = windows

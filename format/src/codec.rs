@@ -460,42 +460,42 @@ struct PayloadReader<'a> {
 }
 
 impl PayloadReader<'_> {
-    #[inline]
+    #[inline(always)]
     fn u(&mut self) -> Result<u64, CodecError> {
         get_u64(self.buf, &mut self.pos)
             .ok_or(CodecError::BadPayload { code: self.code, what: "field missing or malformed" })
     }
-    #[inline]
+    #[inline(always)]
     fn u32(&mut self) -> Result<u32, CodecError> {
         let v = self.u()?;
         u32::try_from(v).map_err(|_| CodecError::BadPayload { code: self.code, what: "value out of range for u32" })
     }
-    #[inline]
+    #[inline(always)]
     fn u16(&mut self) -> Result<u16, CodecError> {
         let v = self.u()?;
         u16::try_from(v).map_err(|_| CodecError::BadPayload { code: self.code, what: "value out of range for u16" })
     }
-    #[inline]
+    #[inline(always)]
     fn u8(&mut self) -> Result<u8, CodecError> {
         let v = self.u()?;
         u8::try_from(v).map_err(|_| CodecError::BadPayload { code: self.code, what: "value out of range for u8" })
     }
-    #[inline]
+    #[inline(always)]
     fn i32(&mut self) -> Result<i32, CodecError> {
         let v = crate::varint::unzigzag(self.u()?);
         i32::try_from(v).map_err(|_| CodecError::BadPayload { code: self.code, what: "value out of range for i32" })
     }
-    #[inline]
+    #[inline(always)]
     fn ts(&mut self, st: &mut DeltaState) -> Result<u64, CodecError> {
         let v = undelta(self.u()?, st.prev_ts);
         st.prev_ts = v;
         Ok(v)
     }
-    #[inline]
+    #[inline(always)]
     fn end(&mut self, start: u64) -> Result<u64, CodecError> {
         Ok(undelta(self.u()?, start))
     }
-    #[inline]
+    #[inline(always)]
     fn corr(&mut self, st: &mut DeltaState) -> Result<u32, CodecError> {
         let v = undelta(self.u()?, u64::from(st.prev_corr));
         let c = u32::try_from(v)
@@ -503,7 +503,7 @@ impl PayloadReader<'_> {
         st.prev_corr = c;
         Ok(c)
     }
-    #[inline]
+    #[inline(always)]
     fn sid(&mut self) -> Result<StrId, CodecError> {
         Ok(StrId(self.u32()?))
     }

@@ -18,7 +18,7 @@ pub mod strings;
 pub mod varint;
 pub mod writer;
 
-pub use clock::TickConverter;
+pub use clock::{MonoCursor, TickConverter};
 pub use codec::Decoded;
 pub use error::{FileError, FormatError};
 pub use header::{ring_file_name, ClockSource, FileHeader, LiveStats, FORMAT_VERSION};

@@ -34,6 +34,18 @@ pub fn put_u64(out: &mut [u8], pos: &mut usize, mut v: u64) -> bool {
 /// Reads an unsigned LEB128 varint from `buf[*pos..]`. None when truncated or longer than 10 bytes.
 #[inline]
 pub fn get_u64(buf: &[u8], pos: &mut usize) -> Option<u64> {
+    // Most fields (ids, small deltas, flags) are one byte.
+    if let Some(&b) = buf.get(*pos) {
+        if b < 0x80 {
+            *pos += 1;
+            return Some(u64::from(b));
+        }
+    }
+    get_u64_long(buf, pos)
+}
+
+#[inline(never)]
+fn get_u64_long(buf: &[u8], pos: &mut usize) -> Option<u64> {
     let mut v: u64 = 0;
     let mut shift = 0u32;
     let mut p = *pos;

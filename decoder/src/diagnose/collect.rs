@@ -9,6 +9,7 @@ use regex_lite::Regex;
 use super::facts::*;
 use super::timeline::{self, CallClass, OpKind, RawCall, RawOp};
 use crate::clock::CollectiveEnds;
+use crate::intervals::FastMap;
 use crate::model::*;
 use crate::steps::StepFinder;
 
@@ -26,6 +27,13 @@ pub struct FactCollector {
     /// Interned call names, indexed by `RawCall::name`.
     names: Vec<Name>,
     name_ids: HashMap<Name, u32>,
+    /// Call name pointer -> (the name, its id in `names`, its class): the text is hashed and
+    /// classified once per distinct name, not once per call.
+    call_names: FastMap<usize, (Name, u32, CallClass)>,
+    /// Kernel name pointer -> (the name, its family, its slot in the family's by-name times).
+    kernel_names: FastMap<usize, (Name, Family, Option<u32>)>,
+    /// Call names of collectives, per op.
+    coll_names: FastMap<u8, Name>,
     /// Correlations of copies touching pageable memory, with their bytes and GPU time.
     pageable: HashMap<u64, (u64, Ns, Ns)>,
     /// Correlations of small device-to-host copies.
@@ -34,14 +42,16 @@ pub struct FactCollector {
     /// Communication kernels by correlation (with imported collective info).
     comm_kernels: Vec<Kernel>,
     syncs: Vec<SyncEvent>,
-    families: HashMap<Family, (u64, Ns, HashMap<Name, Ns>)>,
+    /// Per family: kernels, GPU ns, and GPU ns by kernel name (slots index `family_names`).
+    families: FastMap<Family, (u64, Ns, HashMap<Name, u32>)>,
+    family_names: Vec<(Name, Ns)>,
     mem: MemFacts,
     mem_samples: Vec<(Ns, u64)>,
     hang_markers: Vec<HangMarker>,
     last_call: Option<(Name, Ns)>,
     last_kernel: Option<(Name, Ns, Ns)>,
     tensor: (f64, u64),
-    devices: HashMap<u32, u64>,
+    devices: FastMap<u32, u64>,
     exited: bool,
     api_count: u64,
     /// Collective ends for clock alignment across hosts.
@@ -59,19 +69,23 @@ impl FactCollector {
             calls: Vec::new(),
             names: Vec::new(),
             name_ids: HashMap::new(),
+            call_names: FastMap::default(),
+            kernel_names: FastMap::default(),
+            coll_names: FastMap::default(),
             pageable: HashMap::new(),
             small_d2h: Vec::new(),
             colls: Vec::new(),
             comm_kernels: Vec::new(),
             syncs: Vec::new(),
-            families: HashMap::new(),
+            families: FastMap::default(),
+            family_names: Vec::new(),
             mem: MemFacts::default(),
             mem_samples: Vec::new(),
             hang_markers: Vec::new(),
             last_call: None,
             last_kernel: None,
             tensor: (0.0, 0),
-            devices: HashMap::new(),
+            devices: FastMap::default(),
             exited: false,
             api_count: 0,
             clock: CollectiveEnds::default(),
@@ -94,12 +108,59 @@ impl FactCollector {
         i
     }
 
-    fn call(&mut self, name: &Name, start: Ns, end: Ns, corr: u64, class: CallClass) {
+    /// Id and class of a call name (`class` None: classify it as a CUDA call).
+    fn call_name(&mut self, name: &Name, class: Option<CallClass>) -> (u32, CallClass) {
+        let key = std::sync::Arc::as_ptr(name) as *const u8 as usize;
+        if let Some(&(_, id, c)) = self.call_names.get(&key) {
+            return (id, class.unwrap_or(c));
+        }
         let id = self.name_id(name);
+        let c = class.unwrap_or_else(|| timeline::classify_call(name));
+        if class.is_none() {
+            self.call_names.insert(key, (name.clone(), id, c));
+        }
+        (id, c)
+    }
+
+    fn call(&mut self, name: &Name, start: Ns, end: Ns, corr: u64, class: Option<CallClass>) {
+        let (id, class) = self.call_name(name, class);
         self.calls.push(RawCall { start, end, corr, class, name: id });
         if self.last_call.as_ref().is_none_or(|l| start >= l.1) {
             self.last_call = Some((name.clone(), start));
         }
+    }
+}
+
+impl FactCollector {
+    /// A kernel's family and its slot in the family's by-name times (None beyond the first 4096
+    /// names of a family), decided once per distinct name.
+    fn kernel_family(&mut self, k: &Kernel) -> (Family, Option<u32>) {
+        if k.collective.is_some() {
+            // Imported collective info makes any kernel communication (imports only: not cached).
+            return (Family::Communication, self.family_slot(Family::Communication, &k.name));
+        }
+        let key = std::sync::Arc::as_ptr(&k.name) as *const u8 as usize;
+        if let Some(&(_, f, s)) = self.kernel_names.get(&key) {
+            return (f, s);
+        }
+        let family = Family::of(&k.name);
+        let slot = self.family_slot(family, &k.name);
+        self.kernel_names.insert(key, (k.name.clone(), family, slot));
+        (family, slot)
+    }
+
+    fn family_slot(&mut self, family: Family, name: &Name) -> Option<u32> {
+        let f = self.families.entry(family).or_insert_with(|| (0, 0, HashMap::new()));
+        if let Some(&i) = f.2.get(name) {
+            return Some(i);
+        }
+        if f.2.len() >= 4096 {
+            return None;
+        }
+        let i = self.family_names.len() as u32;
+        self.family_names.push((name.clone(), 0));
+        f.2.insert(name.clone(), i);
+        Some(i)
     }
 }
 
@@ -111,19 +172,22 @@ impl TraceSink for FactCollector {
 
     fn handle_kernel(&mut self, k: &Kernel) {
         self.seen(k.start, k.end);
-        self.clock.handle_kernel(k);
         if let Some(s) = &mut self.steps {
             s.kernel(k);
         }
         *self.devices.entry(k.device).or_default() += 1;
-        let family = if k.collective.is_some() { Family::Communication } else { Family::of(&k.name) };
+        let (family, slot) = self.kernel_family(k);
         let kind = if family == Family::Communication { OpKind::Comm } else { OpKind::Compute };
+        if kind == OpKind::Comm {
+            // The clock sink ignores non-communication kernels (the same test as the family's).
+            self.clock.handle_kernel(k);
+        }
         self.ops.push(RawOp { start: k.start, end: k.end, corr: k.correlation, kind, family });
         let f = self.families.entry(family).or_insert_with(|| (0, 0, HashMap::new()));
         f.0 += 1;
         f.1 += k.duration();
-        if f.2.len() < 4096 || f.2.contains_key(&k.name) {
-            *f.2.entry(k.name.clone()).or_default() += k.duration();
+        if let Some(i) = slot {
+            self.family_names[i as usize].1 += k.duration();
         }
         if kind == OpKind::Comm {
             self.comm_kernels.push(k.clone());
@@ -167,8 +231,7 @@ impl TraceSink for FactCollector {
     fn handle_api(&mut self, a: &Api) {
         self.seen(a.start, a.end);
         self.api_count += 1;
-        let class = timeline::classify_call(&a.name);
-        self.call(&a.name, a.start, a.end, a.correlation, class);
+        self.call(&a.name, a.start, a.end, a.correlation, None);
     }
 
     fn handle_sync(&mut self, s: &SyncEvent) {
@@ -210,8 +273,8 @@ impl TraceSink for FactCollector {
     fn handle_collective(&mut self, c: &Collective) {
         self.seen(c.start, c.end);
         self.clock.handle_collective(c);
-        let name: Name = format!("nccl{}", c.op.name()).into();
-        self.call(&name, c.start, c.end, c.correlation, CallClass::Other);
+        let name = self.coll_names.entry(c.op as u8).or_insert_with(|| format!("nccl{}", c.op.name()).into()).clone();
+        self.call(&name, c.start, c.end, c.correlation, Some(CallClass::Other));
         if c.op.moves_data() {
             self.colls.push(c.clone());
         }
@@ -288,7 +351,10 @@ impl TraceSink for FactCollector {
             .families
             .drain()
             .map(|(family, (kernels, total_ns, by_name))| {
-                let top = by_name.into_iter().max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)));
+                let top = by_name
+                    .into_iter()
+                    .map(|(n, i)| (n, self.family_names[i as usize].1))
+                    .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)));
                 FamilyStat {
                     family,
                     kernels,

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 
 use super::facts::*;
-use crate::intervals::{intersect_in, measure_in, union, union2};
+use crate::intervals::{intersect_in, measure_in, union, union2, SeqMap};
 use crate::model::*;
 use crate::steps::StepWindow;
 
@@ -98,10 +98,26 @@ impl StepIndex {
         let w = self.windows.get(i.checked_sub(1)?)?;
         (t <= w.end).then_some(i - 1)
     }
+    /// [`StepIndex::pos`] for times that never decrease from one call to the next: `cursor`
+    /// (start at 0) moves forward instead of a binary search per call. Same results.
+    pub fn pos_forward(&self, t: Ns, cursor: &mut usize) -> Option<usize> {
+        let i = forward_partition(&self.windows, cursor, |w| w.start <= t);
+        let w = self.windows.get(i.checked_sub(1)?)?;
+        (t <= w.end).then_some(i - 1)
+    }
     /// Index of the step whose host window holds `t`.
     pub fn at(&self, t: Ns) -> Option<u64> {
         self.pos(t).map(|p| self.windows[p].index)
     }
+}
+
+/// `v.partition_point(pred)` for a predicate that only ever gets more inclusive from one call to
+/// the next (non-decreasing query times): `cursor` moves forward and never searches.
+fn forward_partition<T>(v: &[T], cursor: &mut usize, pred: impl Fn(&T) -> bool) -> usize {
+    while *cursor < v.len() && pred(&v[*cursor]) {
+        *cursor += 1;
+    }
+    *cursor
 }
 
 /// Everything the collector kept of one process.
@@ -197,10 +213,12 @@ pub fn analyse(mut inp: Input) -> Timeline {
     let mut launches = vec![0u64; nsteps];
     let mut sync_calls = vec![0u64; nsteps];
     let mut sync_blocked = vec![0u64; nsteps];
-    let mut corr_step: HashMap<u64, usize> = HashMap::new();
+    let mut corr_step: SeqMap<u64, usize> = SeqMap::default();
     let mut sync_stats: HashMap<u32, SyncCallStat> = HashMap::new();
+    let mut call_cursor = 0;
     for c in &inp.calls {
-        let Some(p) = index.pos(c.start) else { continue };
+        // Calls are sorted by start.
+        let Some(p) = index.pos_forward(c.start, &mut call_cursor) else { continue };
         if c.corr != 0 {
             corr_step.insert(c.corr, p);
         }
@@ -227,10 +245,19 @@ pub fn analyse(mut inp: Input) -> Timeline {
 
     // GPU operations, each with its step position.
     inp.ops.sort_by_key(|o| (o.start, o.end));
-    let op_step: Vec<Option<usize>> = inp
+    // u32 positions: half the memory of Option<usize> per operation.
+    // Operations are sorted by start.
+    let mut op_cursor = 0;
+    let op_step: Vec<Option<u32>> = inp
         .ops
         .iter()
-        .map(|o| (o.corr != 0).then(|| corr_step.get(&o.corr).copied()).flatten().or_else(|| index.pos(o.start)))
+        .map(|o| {
+            (o.corr != 0)
+                .then(|| corr_step.get(&o.corr).copied())
+                .flatten()
+                .or_else(|| index.pos_forward(o.start, &mut op_cursor))
+                .map(|p| p as u32)
+        })
         .collect();
     let pick = |k: OpKind| union(inp.ops.iter().filter(|o| o.kind == k).map(|o| (o.start, o.end)).collect());
     let (compute, comm, mem) = (pick(OpKind::Compute), pick(OpKind::Comm), pick(OpKind::Memory));
@@ -241,7 +268,7 @@ pub fn analyse(mut inp: Input) -> Timeline {
     let mut g_first: Vec<Option<Ns>> = vec![None; nsteps];
     let mut g_last: Ns = 0;
     for (o, s) in inp.ops.iter().zip(&op_step) {
-        if let Some(p) = *s {
+        if let Some(p) = s.map(|p| p as usize) {
             if g_first[p].is_none_or(|f| o.start < f) {
                 g_first[p] = Some(o.start);
             }
@@ -264,17 +291,21 @@ pub fn analyse(mut inp: Input) -> Timeline {
     let host = union(inp.calls.iter().map(|c| (c.start, c.end)).collect());
     let mut sync_list: Vec<&RawCall> = inp.calls.iter().filter(|c| c.class == CallClass::Sync).collect();
     sync_list.sort_by_key(|c| c.start);
-    let blocking_sync = |a: Ns| -> Option<u32> {
-        let i = sync_list.partition_point(|c| c.start <= a);
+    // Gaps are classified in time order, so the searches below only move forward.
+    let mut sync_cursor = 0;
+    let mut blocking_sync = |a: Ns| -> Option<u32> {
+        let i = forward_partition(&sync_list, &mut sync_cursor, |c| c.start <= a);
         sync_list[..i].iter().rev().take(64).find(|c| c.end + SYNC_SLACK_NS >= a).map(|c| c.name)
     };
     let mut step_split = vec![Split::default(); nsteps];
     let mut split = Split::default();
     let mut prev = w0;
+    let (mut gap_op_cursor, mut gap_cursor) = (0, 0);
     let mut classify_gap = |a: Ns, b: Ns, split: &mut Split, step_split: &mut [Split]| {
         let gap = b - a;
-        let i = inp.ops.partition_point(|o| o.start < b);
-        let owner = op_step.get(i).copied().flatten().or_else(|| index.pos(b));
+        let i = forward_partition(&inp.ops, &mut gap_op_cursor, |o| o.start < b);
+        let owner =
+            op_step.get(i).copied().flatten().map(|p| p as usize).or_else(|| index.pos_forward(b, &mut gap_cursor));
         let first = owner.is_some_and(|p| g_first[p] == Some(b));
         let mut part = Split::default();
         if let Some(name) = blocking_sync(a) {
@@ -338,7 +369,7 @@ pub fn analyse(mut inp: Input) -> Timeline {
     let mut optim_after: Vec<bool> = vec![false; nsteps];
     let mut optim_name: Option<Family> = None;
     for (o, s) in inp.ops.iter().zip(&op_step) {
-        let Some(p) = *s else { continue };
+        let Some(p) = s.map(|p| p as usize) else { continue };
         if o.kind == OpKind::Compute {
             kdur[p].push(o.end - o.start);
             kspan[p].push((o.start, o.end));
@@ -350,7 +381,7 @@ pub fn analyse(mut inp: Input) -> Timeline {
         }
     }
     for (o, s) in inp.ops.iter().zip(&op_step) {
-        if let (Some(p), Family::Optimizer) = (*s, o.family) {
+        if let (Some(p), Family::Optimizer) = (s.map(|p| p as usize), o.family) {
             if amp_check[p].is_some_and(|t| o.start >= t) {
                 optim_after[p] = true;
             }
@@ -469,7 +500,7 @@ fn pair_collectives(
     kernels: &[Kernel],
     compute: &[(Ns, Ns)],
     index: &StepIndex,
-    corr_step: &HashMap<u64, usize>,
+    corr_step: &SeqMap<u64, usize>,
 ) -> Vec<CollFact> {
     let exposed = |s: Ns, e: Ns| (e - s) - intersect_in(&[(s, e)], compute, s, e);
     let mut by_corr: HashMap<u64, &Kernel> = HashMap::new();

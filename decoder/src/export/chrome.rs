@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use super::json::{write_str, EventStream};
+use super::json::{write_str, write_u64, EventStream};
 use super::names::{flow_id, launches_gpu_work, memcpy_name, memset_name, process_label, stream_label, DisplayNames};
 use super::{Exporter, Written};
 use crate::model::*;
@@ -102,12 +102,22 @@ impl ChromeExporter {
         let pid = self.pid;
         let s = self.stream()?;
         let w = s.event()?;
-        write!(w, "\"ph\":\"X\",\"cat\":\"{cat}\",\"name\":")?;
+        // Pieces written directly: no fmt machinery per event.
+        w.write_all(b"\"ph\":\"X\",\"cat\":\"")?;
+        w.write_all(cat.as_bytes())?;
+        w.write_all(b"\",\"name\":")?;
         write_str(w, name)?;
-        write!(w, ",\"pid\":{pid},\"tid\":{tid},")?;
+        w.write_all(b",\"pid\":")?;
+        write_u64(w, pid)?;
+        w.write_all(b",\"tid\":")?;
+        write_u64(w, tid)?;
+        w.write_all(b",")?;
         s.ts_dur(start, end)?;
         if !args.is_empty() {
-            write!(s.w(), ",\"args\":{{{args}}}")?;
+            let w = s.w();
+            w.write_all(b",\"args\":{")?;
+            w.write_all(args.as_bytes())?;
+            w.write_all(b"}")?;
         }
         s.end()
     }
@@ -118,7 +128,14 @@ impl ChromeExporter {
         let s = self.stream()?;
         let w = s.meta()?;
         let ph = if start { "\"ph\":\"s\"" } else { "\"ph\":\"f\",\"bp\":\"e\"" };
-        write!(w, "{ph},\"cat\":\"launch\",\"name\":\"launch\",\"id\":{id},\"pid\":{pid},\"tid\":{tid},")?;
+        w.write_all(ph.as_bytes())?;
+        w.write_all(b",\"cat\":\"launch\",\"name\":\"launch\",\"id\":")?;
+        write_u64(w, id)?;
+        w.write_all(b",\"pid\":")?;
+        write_u64(w, pid)?;
+        w.write_all(b",\"tid\":")?;
+        write_u64(w, tid)?;
+        w.write_all(b",")?;
         s.ts(ts)?;
         s.end()
     }

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use super::names::{frame_name, memcpy_name, memset_name, DisplayNames};
 use super::{Exporter, Written};
+use crate::intervals::{FastMap, SeqMap};
 use crate::model::*;
 
 /// What to write.
@@ -29,11 +30,11 @@ pub struct FoldedExporter {
     output: FoldedOutput,
     display: DisplayNames,
     /// Launch correlation -> innermost range open at the launch.
-    launches: HashMap<u64, Option<RangeId>>,
+    launches: SeqMap<u64, Option<RangeId>>,
     /// GPU time whose launch has not been seen yet: correlation -> (frame, ns).
-    early: HashMap<u64, Vec<(Name, Ns)>>,
-    ranges: HashMap<RangeId, (Name, Option<RangeId>)>,
-    direct: HashMap<(Option<RangeId>, Name), Ns>,
+    early: SeqMap<u64, Vec<(Name, Ns)>>,
+    ranges: SeqMap<RangeId, (Name, Option<RangeId>)>,
+    direct: FastMap<(Option<RangeId>, Name), Ns>,
     stacks: BTreeMap<String, u64>,
     activities: u64,
 }
@@ -44,10 +45,10 @@ impl FoldedExporter {
             path: path.to_path_buf(),
             output,
             display: DisplayNames::default(),
-            launches: HashMap::new(),
-            early: HashMap::new(),
-            ranges: HashMap::new(),
-            direct: HashMap::new(),
+            launches: SeqMap::default(),
+            early: SeqMap::default(),
+            ranges: SeqMap::default(),
+            direct: FastMap::default(),
             stacks: BTreeMap::new(),
             activities: 0,
         }

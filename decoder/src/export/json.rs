@@ -8,8 +8,14 @@ use crate::model::Ns;
 
 /// Write `s` as a JSON string literal.
 pub fn write_str<W: Write + ?Sized>(w: &mut W, s: &str) -> io::Result<()> {
-    w.write_all(b"\"")?;
     let bytes = s.as_bytes();
+    if !bytes.iter().any(|&b| b == b'"' || b == b'\\' || b < 0x20) {
+        // Nothing to escape (nearly every name): one copy.
+        w.write_all(b"\"")?;
+        w.write_all(bytes)?;
+        return w.write_all(b"\"");
+    }
+    w.write_all(b"\"")?;
     let mut start = 0;
     for (i, &b) in bytes.iter().enumerate() {
         let esc: Option<&[u8]> = match b {
@@ -32,12 +38,50 @@ pub fn write_str<W: Write + ?Sized>(w: &mut W, s: &str) -> io::Result<()> {
     w.write_all(b"\"")
 }
 
+/// Write an unsigned integer in decimal (as `write!(w, "{v}")` does, without the fmt machinery).
+pub fn write_u64<W: Write + ?Sized>(w: &mut W, mut v: u64) -> io::Result<()> {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    w.write_all(&buf[i..])
+}
+
 /// Write nanoseconds as microseconds with three decimals ("12.345", "-0.010"): exact, and small
 /// enough after rebasing that readers parsing doubles keep nanosecond precision.
 pub fn write_us<W: Write + ?Sized>(w: &mut W, ns: i64) -> io::Result<()> {
-    let sign = if ns < 0 { "-" } else { "" };
+    // Digits written backwards into a stack buffer: no formatting machinery per timestamp.
     let a = ns.unsigned_abs();
-    write!(w, "{sign}{}.{:03}", a / 1000, a % 1000)
+    let mut buf = [0u8; 32];
+    let mut i = buf.len();
+    let mut frac = a % 1000;
+    for _ in 0..3 {
+        i -= 1;
+        buf[i] = b'0' + (frac % 10) as u8;
+        frac /= 10;
+    }
+    i -= 1;
+    buf[i] = b'.';
+    let mut int = a / 1000;
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (int % 10) as u8;
+        int /= 10;
+        if int == 0 {
+            break;
+        }
+    }
+    if ns < 0 {
+        i -= 1;
+        buf[i] = b'-';
+    }
+    w.write_all(&buf[i..])
 }
 
 /// A trace-event JSON file being written: `{<head>"traceEvents":[` event, event, ... `]<tail>}`.
@@ -165,5 +209,14 @@ mod tests {
         assert_eq!(s(|w| write_us(w, 12_345)), "12.345");
         assert_eq!(s(|w| write_us(w, -10)), "-0.010");
         assert_eq!(s(|w| write_us(w, 7)), "0.007");
+        for ns in [0, 1, 999, 1000, 1001, -1, -999_999, 123_456_789_012, i64::MAX, i64::MIN, i64::MIN + 1] {
+            let a = ns.unsigned_abs();
+            let want = format!("{}{}.{:03}", if ns < 0 { "-" } else { "" }, a / 1000, a % 1000);
+            assert_eq!(s(|w| write_us(w, ns)), want);
+        }
+        assert_eq!(s(|w| write_str(w, "plain name")), "\"plain name\"");
+        for v in [0u64, 7, 10, 99, 12_345, u32::MAX as u64, u64::MAX] {
+            assert_eq!(s(|w| write_u64(w, v)), v.to_string());
+        }
     }
 }

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 
 use regex_lite::Regex;
 
-use super::json::{write_str, EventStream};
+use super::json::{write_str, write_u64, EventStream};
 use super::names::{launches_gpu_work, memcpy_name, memset_name, process_file_stem, DisplayNames};
 use super::{Exporter, Written};
 use crate::model::*;
@@ -175,9 +175,16 @@ impl KinetoExporter {
     fn open_slice(&mut self, cat: &str, name: &str, pid: u32, tid: u64, start: Ns, end: Ns) -> io::Result<()> {
         let s = self.stream()?;
         let w = s.event()?;
-        write!(w, "\"ph\":\"X\",\"cat\":\"{cat}\",\"name\":")?;
+        // Pieces written directly: no fmt machinery per event.
+        w.write_all(b"\"ph\":\"X\",\"cat\":\"")?;
+        w.write_all(cat.as_bytes())?;
+        w.write_all(b"\",\"name\":")?;
         write_str(w, name)?;
-        write!(w, ",\"pid\":{pid},\"tid\":{tid},")?;
+        w.write_all(b",\"pid\":")?;
+        write_u64(w, pid.into())?;
+        w.write_all(b",\"tid\":")?;
+        write_u64(w, tid)?;
+        w.write_all(b",")?;
         s.ts_dur(start, end)?;
         s.w().write_all(b",\"args\":{")
     }
@@ -192,7 +199,15 @@ impl KinetoExporter {
         let s = self.stream()?;
         let w = s.meta()?;
         let ph = if start { "s" } else { "f" };
-        write!(w, "\"ph\":\"{ph}\",\"id\":{id},\"pid\":{pid},\"tid\":{tid},")?;
+        w.write_all(b"\"ph\":\"")?;
+        w.write_all(ph.as_bytes())?;
+        w.write_all(b"\",\"id\":")?;
+        write_u64(w, id)?;
+        w.write_all(b",\"pid\":")?;
+        write_u64(w, pid.into())?;
+        w.write_all(b",\"tid\":")?;
+        write_u64(w, tid)?;
+        w.write_all(b",")?;
         s.ts(ts)?;
         s.w().write_all(b",\"cat\":\"ac2g\",\"name\":\"ac2g\"")?;
         if !start {

@@ -1,16 +1,16 @@
 //! Naming shared by the exporters: display names (demangled, cached per name), labels for ranks,
 //! streams and threads, flow ids, and which API calls launch GPU work.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::intervals::FastMap;
 use crate::model::*;
 
 /// Demangles kernel names once per distinct name. Keys are the interned `Arc`s (by address); the
 /// cache keeps each key alive, so an address cannot be reused while it is cached. Memory: names.
 #[derive(Debug, Default)]
 pub struct DisplayNames {
-    cache: HashMap<usize, (Name, Name)>,
+    cache: FastMap<usize, (Name, Name)>,
 }
 
 impl DisplayNames {

@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use super::names::{flow_id, launches_gpu_work, memcpy_name, memset_name, process_label, stream_label, DisplayNames};
 use super::proto::{put_varint, Msg};
 use super::{Exporter, Written};
+use crate::intervals::FastMap;
 use crate::model::*;
 
 // TracePacket
@@ -112,13 +113,13 @@ pub struct PerfettoExporter {
     error: Option<io::Error>,
     events: u64,
     started: bool,
-    iids: HashMap<Name, u64>,
+    iids: FastMap<Name, u64>,
     display: DisplayNames,
-    tracks: HashMap<TrackKey, u64>,
+    tracks: FastMap<TrackKey, u64>,
     next_uuid: u64,
     proc: ProcId,
     pid: i64,
-    thread_names: HashMap<u32, Name>,
+    thread_names: FastMap<u32, Name>,
     held: HashMap<u32, Vec<HeldRange>>,
     pkt: Msg,
     skipped_no_gpu_time: u64,
@@ -135,13 +136,13 @@ impl PerfettoExporter {
             error: None,
             events: 0,
             started: false,
-            iids: HashMap::new(),
+            iids: FastMap::default(),
             display: DisplayNames::default(),
-            tracks: HashMap::new(),
+            tracks: FastMap::default(),
             next_uuid: 1,
             proc: ProcId(0),
             pid: 0,
-            thread_names: HashMap::new(),
+            thread_names: FastMap::default(),
             held: HashMap::new(),
             pkt: Msg::new(),
             skipped_no_gpu_time: 0,

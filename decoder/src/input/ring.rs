@@ -5,13 +5,13 @@
 //! on the wall clock, and the clock plan's per-host offset refines hosts against each other. NVTX
 //! push/pop and start/end are paired here into completed ranges (memory: open ranges only).
 
-use std::collections::HashMap;
 use std::path::Path;
 
-use tprof_format::{Decoded, FileHeader, Record, RingReader, StrId, TickConverter};
+use tprof_format::{Decoded, FileHeader, MonoCursor, Record, RingReader, StrId, TickConverter};
 
 use super::Notes;
 use crate::error::InputError;
+use crate::intervals::FastMap;
 use crate::model::*;
 
 /// Open a ring file, as an input error naming the file.
@@ -60,6 +60,13 @@ impl Names<'_> {
         self.put(i, n.clone());
         n
     }
+    /// True when `n` is the name of `id` (same interned allocation).
+    fn is(&mut self, id: StrId, n: &Name) -> bool {
+        match self.cache.get(id.0 as usize) {
+            Some(Some(c)) => std::sync::Arc::ptr_eq(c, n),
+            _ => std::sync::Arc::ptr_eq(&self.get(id), n),
+        }
+    }
     fn opt(&mut self, id: StrId) -> Option<Name> {
         (id.0 != 0).then(|| self.get(id))
     }
@@ -78,6 +85,27 @@ impl Names<'_> {
     }
 }
 
+/// Event structs reused from one record to the next, one per name (kernels) or per launched kernel
+/// name (API calls): handing a sink `&Kernel` / `&Api` then costs no reference counting on the
+/// names (an atomic read-modify-write per clone and per drop was the decode loop's largest cost).
+#[derive(Default)]
+struct Reused {
+    kernels: Vec<Option<Kernel>>,
+    apis: Vec<Option<Api>>,
+}
+
+/// The reusable slot of string id `id` (None for absurd ids: a corrupt id must not exhaust memory).
+fn reuse_slot<T>(v: &mut Vec<Option<T>>, id: StrId) -> Option<&mut Option<T>> {
+    let i = id.0 as usize;
+    if i >= v.len() {
+        if i > v.len() + (1 << 20) {
+            return None;
+        }
+        v.resize_with(i + 1, || None);
+    }
+    Some(&mut v[i])
+}
+
 struct OpenRange {
     id: RangeId,
     parent: Option<RangeId>,
@@ -93,8 +121,8 @@ struct OpenRange {
 #[derive(Default)]
 struct RangeTracker {
     next_id: u64,
-    stacks: HashMap<u32, Vec<OpenRange>>,
-    started: HashMap<u64, OpenRange>,
+    stacks: FastMap<u32, Vec<OpenRange>>,
+    started: FastMap<u64, OpenRange>,
     unmatched_ends: u64,
 }
 
@@ -159,7 +187,8 @@ pub fn feed(
     }
     let tc = reader.tick_converter();
     let base = wall_base(h, &tc, path, notes) + offset_ns;
-    let ns = |ticks: u64| -> Ns { (tc.to_mono_ns(ticks) as i64 + base).max(0) as u64 };
+    let mut cursor = MonoCursor::default();
+    let mut ns = |ticks: u64| -> Ns { (tc.to_mono_ns_near(ticks, &mut cursor) as i64 + base).max(0) as u64 };
     let mut names = Names { reader: &reader, cache: Vec::new(), interner: Interner::new() };
     let dropped = stats.dropped_events + stats.cupti_dropped;
     if dropped > 0 {
@@ -184,180 +213,219 @@ pub fn feed(
     sink.handle_process(&info);
 
     let mut ranges = RangeTracker::default();
+    let mut reused = Reused::default();
     let mut last_ts: Ns = 0;
     let mut unknown = 0u64;
     let mut placeholders = 0u64;
     let mut decode_damage = 0usize;
-    for item in reader.records() {
-        let rec = match item {
-            Ok(Decoded::Record(r)) => r,
-            Ok(Decoded::String { id, bytes }) => {
-                names.define(id, bytes);
-                continue;
-            }
-            Ok(Decoded::Unknown { .. }) => {
-                unknown += 1;
-                continue;
-            }
-            Err(d) => {
-                decode_damage += 1;
-                if decode_damage <= 20 {
-                    notes.add(Some(path), format!("damage at offset {}: {}", d.offset, d.what));
-                }
-                continue;
-            }
-        };
-        if let Some(t) = rec.timestamp() {
-            if !matches!(rec, Record::ClockSync { .. }) {
-                last_ts = last_ts.max(ns(t));
-            }
-        }
-        match rec {
-            Record::ClockSync { .. }
-            | Record::ExternalCorrelation { .. }
-            | Record::Overhead { .. }
-            | Record::StringRef { .. } => {}
-            Record::Api { tid, domain, name, start, end, result, correlation, detail, stream, arg } => {
-                sink.handle_api(&Api {
-                    proc: id,
-                    tid,
-                    domain,
-                    name: names.get(name),
-                    start: ns(start),
-                    end: ns(end),
-                    result,
-                    correlation: correlation as u64,
-                    detail: names.opt(detail),
-                    stream,
-                    arg,
-                    range: ranges.innermost(tid),
-                });
-            }
-            Record::Kernel {
-                device,
-                context,
-                stream,
-                start,
-                end,
-                grid,
-                block,
-                registers,
-                shared_mem,
-                correlation,
-                name,
-                graph_id,
-            } => {
-                if start == 0 && end == 0 {
-                    placeholders += 1;
+    // Chunk by chunk (the same order as `reader.records()`, without the flattening adapter).
+    for chunk in reader.chunks() {
+        for item in reader.chunk_records(chunk) {
+            let rec = match item {
+                Ok(Decoded::Record(r)) => r,
+                Ok(Decoded::String { id, bytes }) => {
+                    names.define(id, bytes);
                     continue;
                 }
-                sink.handle_kernel(&Kernel {
-                    proc: id,
+                Ok(Decoded::Unknown { .. }) => {
+                    unknown += 1;
+                    continue;
+                }
+                Err(d) => {
+                    decode_damage += 1;
+                    if decode_damage <= 20 {
+                        notes.add(Some(path), format!("damage at offset {}: {}", d.offset, d.what));
+                    }
+                    continue;
+                }
+            };
+            if let Some(t) = rec.timestamp() {
+                if !matches!(rec, Record::ClockSync { .. }) {
+                    last_ts = last_ts.max(ns(t));
+                }
+            }
+            match rec {
+                Record::ClockSync { .. }
+                | Record::ExternalCorrelation { .. }
+                | Record::Overhead { .. }
+                | Record::StringRef { .. } => {}
+                Record::Api { tid, domain, name, start, end, result, correlation, detail, stream, arg } => {
+                    let fresh = |names: &mut Names<'_>| Api {
+                        proc: id,
+                        tid,
+                        domain,
+                        name: names.get(name),
+                        start: 0,
+                        end: 0,
+                        result,
+                        correlation: 0,
+                        detail: names.opt(detail),
+                        stream,
+                        arg,
+                        range: None,
+                    };
+                    let mut spare = None;
+                    let slot = match reuse_slot(&mut reused.apis, detail) {
+                        Some(s) => s,
+                        None => &mut spare,
+                    };
+                    let a = slot.get_or_insert_with(|| fresh(&mut names));
+                    // A string id can be redefined inline: check that the reused names are current.
+                    if !names.is(name, &a.name) {
+                        a.name = names.get(name);
+                    }
+                    if a.detail.as_ref().is_some_and(|d| !names.is(detail, d)) {
+                        a.detail = names.opt(detail);
+                    }
+                    a.tid = tid;
+                    a.domain = domain;
+                    a.start = ns(start);
+                    a.end = ns(end);
+                    a.result = result;
+                    a.correlation = correlation as u64;
+                    a.stream = stream;
+                    a.arg = arg;
+                    a.range = ranges.innermost(tid);
+                    sink.handle_api(a);
+                }
+                Record::Kernel {
                     device,
                     context,
                     stream,
-                    start: ns(start),
-                    end: ns(end),
-                    name: names.get(name),
+                    start,
+                    end,
                     grid,
                     block,
                     registers,
                     shared_mem,
-                    correlation: correlation as u64,
+                    correlation,
+                    name,
                     graph_id,
-                    collective: None,
-                });
-            }
-            Record::Memcpy { device, context, stream, start, end, bytes, kind, src_kind, dst_kind, correlation } => {
-                if start == 0 && end == 0 {
-                    placeholders += 1;
-                    continue;
+                } => {
+                    if start == 0 && end == 0 {
+                        placeholders += 1;
+                        continue;
+                    }
+                    let fresh = |names: &mut Names<'_>| Kernel {
+                        proc: id,
+                        device,
+                        context,
+                        stream,
+                        start: 0,
+                        end: 0,
+                        name: names.get(name),
+                        grid,
+                        block,
+                        registers,
+                        shared_mem,
+                        correlation: 0,
+                        graph_id,
+                        collective: None,
+                    };
+                    let mut spare = None;
+                    let slot = match reuse_slot(&mut reused.kernels, name) {
+                        Some(s) => s,
+                        None => &mut spare,
+                    };
+                    let k = slot.get_or_insert_with(|| fresh(&mut names));
+                    if !names.is(name, &k.name) {
+                        k.name = names.get(name);
+                    }
+                    k.device = device;
+                    k.context = context;
+                    k.stream = stream;
+                    k.start = ns(start);
+                    k.end = ns(end);
+                    k.grid = grid;
+                    k.block = block;
+                    k.registers = registers;
+                    k.shared_mem = shared_mem;
+                    k.correlation = correlation as u64;
+                    k.graph_id = graph_id;
+                    sink.handle_kernel(k);
                 }
-                sink.handle_memcpy(&Memcpy {
-                    proc: id,
+                Record::Memcpy {
                     device,
                     context,
                     stream,
-                    start: ns(start),
-                    end: ns(end),
+                    start,
+                    end,
                     bytes,
                     kind,
                     src_kind,
                     dst_kind,
-                    correlation: correlation as u64,
-                });
-            }
-            Record::Memset { device, context, stream, start, end, bytes, value, dst_kind, correlation } => {
-                if start == 0 && end == 0 {
-                    placeholders += 1;
-                    continue;
+                    correlation,
+                } => {
+                    if start == 0 && end == 0 {
+                        placeholders += 1;
+                        continue;
+                    }
+                    sink.handle_memcpy(&Memcpy {
+                        proc: id,
+                        device,
+                        context,
+                        stream,
+                        start: ns(start),
+                        end: ns(end),
+                        bytes,
+                        kind,
+                        src_kind,
+                        dst_kind,
+                        correlation: correlation as u64,
+                    });
                 }
-                sink.handle_memset(&Memset {
-                    proc: id,
-                    device,
-                    context,
-                    stream,
-                    start: ns(start),
-                    end: ns(end),
-                    bytes,
-                    value,
-                    dst_kind,
-                    correlation: correlation as u64,
-                });
-            }
-            Record::Sync { kind, tid, context, stream, event, start, end, correlation, result } => {
-                sink.handle_sync(&SyncEvent {
-                    proc: id,
-                    kind,
-                    tid,
-                    context,
-                    stream,
-                    event,
-                    start: ns(start),
-                    end: ns(end),
-                    correlation: correlation as u64,
-                    result,
-                });
-            }
-            Record::Memory { op, space, device, address, bytes, reserved, ts, result, correlation, tid } => {
-                sink.handle_memory(&MemoryEvent {
-                    proc: id,
-                    op,
-                    space,
-                    device,
-                    address,
-                    bytes,
-                    reserved,
-                    ts: ns(ts),
-                    result,
-                    correlation: correlation as u64,
-                    tid,
-                });
-            }
-            Record::Collective {
-                tid,
-                op,
-                start,
-                end,
-                comm,
-                rank,
-                nranks,
-                count,
-                datatype,
-                bytes,
-                peer,
-                stream,
-                seq,
-                result,
-                correlation,
-                device,
-            } => {
-                sink.handle_collective(&Collective {
-                    proc: id,
+                Record::Memset { device, context, stream, start, end, bytes, value, dst_kind, correlation } => {
+                    if start == 0 && end == 0 {
+                        placeholders += 1;
+                        continue;
+                    }
+                    sink.handle_memset(&Memset {
+                        proc: id,
+                        device,
+                        context,
+                        stream,
+                        start: ns(start),
+                        end: ns(end),
+                        bytes,
+                        value,
+                        dst_kind,
+                        correlation: correlation as u64,
+                    });
+                }
+                Record::Sync { kind, tid, context, stream, event, start, end, correlation, result } => {
+                    sink.handle_sync(&SyncEvent {
+                        proc: id,
+                        kind,
+                        tid,
+                        context,
+                        stream,
+                        event,
+                        start: ns(start),
+                        end: ns(end),
+                        correlation: correlation as u64,
+                        result,
+                    });
+                }
+                Record::Memory { op, space, device, address, bytes, reserved, ts, result, correlation, tid } => {
+                    sink.handle_memory(&MemoryEvent {
+                        proc: id,
+                        op,
+                        space,
+                        device,
+                        address,
+                        bytes,
+                        reserved,
+                        ts: ns(ts),
+                        result,
+                        correlation: correlation as u64,
+                        tid,
+                    });
+                }
+                Record::Collective {
                     tid,
                     op,
-                    start: ns(start),
-                    end: ns(end),
+                    start,
+                    end,
                     comm,
                     rank,
                     nranks,
@@ -368,44 +436,64 @@ pub fn feed(
                     stream,
                     seq,
                     result,
-                    correlation: correlation as u64,
+                    correlation,
                     device,
-                    range: ranges.innermost(tid),
-                });
-            }
-            Record::NvtxPush { tid, domain, name, ts } => ranges.push(tid, domain, name, ns(ts)),
-            Record::NvtxPop { tid, domain, ts } => match ranges.pop(tid, domain) {
-                Some(r) => emit_range(sink, &mut names, id, r, ns(ts)),
-                None => ranges.unmatched_ends += 1,
-            },
-            Record::NvtxStart { tid, domain, name, id: rid, ts } => ranges.start(tid, domain, name, rid, ns(ts)),
-            Record::NvtxEnd { id: rid, ts, .. } => match ranges.started.remove(&rid) {
-                Some(r) => emit_range(sink, &mut names, id, r, ns(ts)),
-                None => ranges.unmatched_ends += 1,
-            },
-            Record::NvtxMark { tid, domain, name, ts } => {
-                sink.handle_nvtx_mark(&NvtxMark {
-                    proc: id,
-                    tid,
-                    domain: names.opt(domain),
-                    name: names.get(name),
-                    ts: ns(ts),
-                });
-            }
-            Record::ThreadName { tid, name } => {
-                sink.handle_thread_name(&ThreadName { proc: id, tid, name: names.get(name) });
-            }
-            Record::Counter { name, device, ts, value } => {
-                sink.handle_counter(&CounterSample {
-                    proc: id,
-                    name: names.get(name),
-                    device: (device != u32::MAX).then_some(device),
-                    ts: ns(ts),
-                    value,
-                });
-            }
-            Record::Marker { kind, ts, value, name } => {
-                sink.handle_marker(&Marker { proc: id, kind, ts: ns(ts), value, name: names.opt(name) });
+                } => {
+                    sink.handle_collective(&Collective {
+                        proc: id,
+                        tid,
+                        op,
+                        start: ns(start),
+                        end: ns(end),
+                        comm,
+                        rank,
+                        nranks,
+                        count,
+                        datatype,
+                        bytes,
+                        peer,
+                        stream,
+                        seq,
+                        result,
+                        correlation: correlation as u64,
+                        device,
+                        range: ranges.innermost(tid),
+                    });
+                }
+                Record::NvtxPush { tid, domain, name, ts } => ranges.push(tid, domain, name, ns(ts)),
+                Record::NvtxPop { tid, domain, ts } => match ranges.pop(tid, domain) {
+                    Some(r) => emit_range(sink, &mut names, id, r, ns(ts)),
+                    None => ranges.unmatched_ends += 1,
+                },
+                Record::NvtxStart { tid, domain, name, id: rid, ts } => ranges.start(tid, domain, name, rid, ns(ts)),
+                Record::NvtxEnd { id: rid, ts, .. } => match ranges.started.remove(&rid) {
+                    Some(r) => emit_range(sink, &mut names, id, r, ns(ts)),
+                    None => ranges.unmatched_ends += 1,
+                },
+                Record::NvtxMark { tid, domain, name, ts } => {
+                    sink.handle_nvtx_mark(&NvtxMark {
+                        proc: id,
+                        tid,
+                        domain: names.opt(domain),
+                        name: names.get(name),
+                        ts: ns(ts),
+                    });
+                }
+                Record::ThreadName { tid, name } => {
+                    sink.handle_thread_name(&ThreadName { proc: id, tid, name: names.get(name) });
+                }
+                Record::Counter { name, device, ts, value } => {
+                    sink.handle_counter(&CounterSample {
+                        proc: id,
+                        name: names.get(name),
+                        device: (device != u32::MAX).then_some(device),
+                        ts: ns(ts),
+                        value,
+                    });
+                }
+                Record::Marker { kind, ts, value, name } => {
+                    sink.handle_marker(&Marker { proc: id, kind, ts: ns(ts), value, name: names.opt(name) });
+                }
             }
         }
     }

@@ -6,10 +6,13 @@
 use std::collections::{HashMap, VecDeque};
 
 use crate::counters::CounterSet;
+use crate::intervals::{FastMap, SeqMap};
 use crate::model::*;
 
 /// Launch correlations remembered while waiting for their GPU records (FIFO beyond this).
 const MAX_PENDING_LAUNCHES: usize = 1 << 20;
+/// The stack of kernels launched outside any NVTX range.
+const NO_RANGE: &str = "(no NVTX range)";
 
 /// One process's share of the report.
 #[derive(Debug, Default)]
@@ -24,16 +27,41 @@ pub struct ProcReport {
 }
 
 /// The per-process collecting sink.
+///
+/// Kernel GPU time is folded as kernels arrive into (NVTX stack, kernel name) sums as soon as the
+/// stack of the launching range is known (its whole chain of ranges has completed), so memory is
+/// bounded by distinct stacks and kernel names plus the kernels of ranges still open, not by the
+/// number of range instances.
 #[derive(Debug, Default)]
 pub struct ReportCollector {
     info: Option<ProcessInfo>,
-    launch_range: HashMap<u64, RangeId>,
+    launch_range: SeqMap<u64, RangeId>,
     launch_order: VecDeque<u64>,
-    ranges: HashMap<RangeId, (Name, Option<RangeId>)>,
-    kernel_ns: HashMap<(Option<RangeId>, Name), u64>,
+    ranges: SeqMap<RangeId, (Name, Option<RangeId>)>,
+    /// Stack id of a range whose chain is complete.
+    range_stack: SeqMap<RangeId, u32>,
+    /// Distinct stacks ("range;range"), by id.
+    stacks: Vec<String>,
+    stack_ids: HashMap<String, u32>,
+    /// GPU ns per (stack id, kernel name pointer); the name is kept so the pointer stays its own.
+    kernel_ns: FastMap<(u32, usize), (Name, u64)>,
+    /// GPU ns per (range, kernel name pointer) of kernels whose range chain is not complete yet.
+    pending: FastMap<(RangeId, usize), (Name, u64)>,
+    /// Pending entries left by the last sweep (chains under ranges still open): the next sweep
+    /// waits until as many new ones arrived, so sweeping stays linear overall.
+    pending_stuck: usize,
+    /// Whether an API name contains "Launch", by name pointer.
+    is_launch: FastMap<usize, (Name, bool)>,
     memory: HashMap<u32, Vec<(Ns, u64)>>,
     counters: CounterSet,
     pub result: Option<ProcReport>,
+}
+
+/// Most ranges walked up from a kernel's range to name its stack.
+const MAX_STACK_DEPTH: usize = 64;
+
+fn name_key(n: &Name) -> usize {
+    std::sync::Arc::as_ptr(n) as *const u8 as usize
 }
 
 impl ReportCollector {
@@ -56,32 +84,74 @@ impl ReportCollector {
         }
     }
 
-    fn stack_of(&self, r: Option<RangeId>, memo: &mut HashMap<RangeId, String>) -> String {
-        let Some(mut id) = r else { return "(no NVTX range)".into() };
-        if let Some(s) = memo.get(&id) {
-            return s.clone();
+    fn stack_id(&mut self, stack: String) -> u32 {
+        if let Some(&i) = self.stack_ids.get(&stack) {
+            return i;
         }
-        let start = id;
+        let i = self.stacks.len() as u32;
+        self.stacks.push(stack.clone());
+        self.stack_ids.insert(stack, i);
+        i
+    }
+
+    /// The stack of range `r` ("outer;inner"). With `complete_only`, None while a range of the
+    /// chain has not completed yet (its name and parent are still unknown); at the end, a missing
+    /// range ends the chain.
+    fn stack_of(&mut self, r: RangeId, complete_only: bool) -> Option<u32> {
+        if let Some(&s) = self.range_stack.get(&r) {
+            return Some(s);
+        }
+        if complete_only && !self.chain_complete(r) {
+            return None;
+        }
+        let mut id = r;
         let mut names: Vec<String> = Vec::new();
-        for _ in 0..64 {
+        let mut complete = false;
+        for _ in 0..MAX_STACK_DEPTH {
             match self.ranges.get(&id) {
                 Some((n, parent)) => {
                     names.push(frame_name(n));
                     match parent {
                         Some(p) => id = *p,
-                        None => break,
+                        None => {
+                            complete = true;
+                            break;
+                        }
                     }
                 }
                 None => break,
             }
         }
+        if names.len() == MAX_STACK_DEPTH {
+            complete = true;
+        }
+        if complete_only && !complete {
+            return None;
+        }
         if names.is_empty() {
             names.push("(unfinished range)".into());
         }
         names.reverse();
-        let s = names.join(";");
-        memo.insert(start, s.clone());
-        s
+        let s = self.stack_id(names.join(";"));
+        self.range_stack.insert(r, s);
+        Some(s)
+    }
+
+    /// True when every range of `r`'s chain (up to [`MAX_STACK_DEPTH`]) has completed.
+    fn chain_complete(&self, r: RangeId) -> bool {
+        let mut id = r;
+        for _ in 0..MAX_STACK_DEPTH {
+            match self.ranges.get(&id) {
+                Some((_, Some(p))) => id = *p,
+                Some((_, None)) => return true,
+                None => return false,
+            }
+        }
+        true
+    }
+
+    fn add_kernel_ns(&mut self, stack: u32, name: &Name, ns: u64) {
+        self.kernel_ns.entry((stack, name_key(name))).or_insert_with(|| (name.clone(), 0)).1 += ns;
     }
 }
 
@@ -114,7 +184,9 @@ impl TraceSink for ReportCollector {
         self.info = Some(info.clone());
     }
     fn handle_api(&mut self, a: &Api) {
-        if a.detail.is_some() || a.name.contains("Launch") {
+        let launch = a.detail.is_some()
+            || self.is_launch.entry(name_key(&a.name)).or_insert_with(|| (a.name.clone(), a.name.contains("Launch"))).1;
+        if launch {
             self.launch(a.correlation, a.range);
         }
     }
@@ -126,11 +198,33 @@ impl TraceSink for ReportCollector {
         if d == 0 {
             return;
         }
-        let r = self.launch_range.get(&k.correlation).copied();
-        *self.kernel_ns.entry((r, k.name.clone())).or_default() += d;
+        let stack = match self.launch_range.get(&k.correlation).copied() {
+            None => Some(self.stack_id(NO_RANGE.into())),
+            Some(r) => match self.stack_of(r, true) {
+                Some(s) => Some(s),
+                None => {
+                    self.pending.entry((r, name_key(&k.name))).or_insert_with(|| (k.name.clone(), 0)).1 += d;
+                    None
+                }
+            },
+        };
+        if let Some(s) = stack {
+            self.add_kernel_ns(s, &k.name, d);
+        }
     }
     fn handle_nvtx_range(&mut self, r: &NvtxRange) {
         self.ranges.insert(r.id, (r.name.clone(), r.parent));
+        // A root range completes after everything inside it: fold what waited for it.
+        if r.parent.is_none() && !self.pending.is_empty() && self.pending.len() >= 2 * self.pending_stuck {
+            let pending: Vec<((RangeId, usize), (Name, u64))> = self.pending.drain().collect();
+            for ((rid, key), (name, ns)) in pending {
+                match self.stack_of(rid, true) {
+                    Some(s) => self.add_kernel_ns(s, &name, ns),
+                    None => self.pending.entry((rid, key)).or_insert_with(|| (name, 0)).1 += ns,
+                }
+            }
+            self.pending_stuck = self.pending.len();
+        }
     }
     fn handle_memory(&mut self, m: &MemoryEvent) {
         if m.space == MemSpace::Device {
@@ -142,13 +236,16 @@ impl TraceSink for ReportCollector {
     }
     fn handle_process_end(&mut self, _p: ProcId) {
         let info = self.info.take();
-        let mut memo = HashMap::new();
-        let mut names: HashMap<Name, String> = HashMap::new();
+        for ((rid, _), (name, ns)) in std::mem::take(&mut self.pending) {
+            if let Some(s) = self.stack_of(rid, false) {
+                self.add_kernel_ns(s, &name, ns);
+            }
+        }
+        let mut frames: FastMap<usize, String> = FastMap::default();
         let mut folded: HashMap<String, u64> = HashMap::new();
-        let kernel_ns = std::mem::take(&mut self.kernel_ns);
-        for ((r, k), ns) in kernel_ns {
-            let kf = names.entry(k.clone()).or_insert_with(|| kernel_frame(&k)).clone();
-            let line = format!("{};{kf}", self.stack_of(r, &mut memo));
+        for ((stack, key), (k, ns)) in std::mem::take(&mut self.kernel_ns) {
+            let kf = frames.entry(key).or_insert_with(|| kernel_frame(&k));
+            let line = format!("{};{kf}", self.stacks[stack as usize]);
             *folded.entry(line).or_default() += ns;
         }
         let mut memory: Vec<(u32, Vec<(Ns, u64)>)> = std::mem::take(&mut self.memory).into_iter().collect();
@@ -158,9 +255,13 @@ impl TraceSink for ReportCollector {
         memory.sort_by_key(|m| m.0);
         let mut counters = std::mem::take(&mut self.counters);
         counters.sort();
-        self.launch_range.clear();
-        self.launch_order.clear();
-        self.ranges.clear();
+        self.launch_range = SeqMap::default();
+        self.launch_order = VecDeque::new();
+        self.ranges = SeqMap::default();
+        self.range_stack = SeqMap::default();
+        self.stacks = Vec::new();
+        self.stack_ids = HashMap::new();
+        self.is_launch = FastMap::default();
         self.result = Some(ProcReport {
             rank: info.as_ref().and_then(|i| i.rank),
             label: info.as_ref().map(|i| i.label()).unwrap_or_default(),
