@@ -39,6 +39,12 @@ pub const CUPTI_ERROR_INVALID_KIND: CUptiResult = 21;
 pub const CUPTI_ERROR_NOT_COMPATIBLE: CUptiResult = 26;
 pub const CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED: CUptiResult = 39;
 pub const CUPTI_ERROR_INSUFFICIENT_PRIVILEGES: CUptiResult = 35;
+pub const CUPTI_ERROR_UNKNOWN: CUptiResult = 999;
+
+/// True when `cuptiActivityEnable` refused one kind as unavailable here (the others may still work).
+pub fn kind_unavailable(r: CUptiResult) -> bool {
+    r == CUPTI_ERROR_NOT_COMPATIBLE || r == CUPTI_ERROR_INVALID_KIND
+}
 
 /// A short name for a CUPTI result code (for the one-line warnings).
 pub fn result_name(r: CUptiResult) -> &'static str {

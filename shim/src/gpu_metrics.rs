@@ -318,12 +318,20 @@ extern "C" fn constructor() {
     // Only in libtprof.so itself: test executables linking the rlib start the sampler explicitly.
     guard::ffi_guard((), || {
         if crate::nvtx::own_library_path().is_some() {
-            state::register_init_hook(start);
+            state::register_init_hook(start_when_ready);
+            crate::driver::on_ready(start_when_ready);
         }
     })
 }
 
-/// Starts the sampler when tprof initialises.
+/// NVML is part of the driver: the sampler starts once tprof is enabled and the driver works.
+fn start_when_ready() {
+    if state::state() == state::ENABLED && crate::driver::works() {
+        start();
+    }
+}
+
+/// Starts the sampler when tprof is enabled and the driver works.
 #[used]
 #[link_section = ".init_array"]
 static REGISTER_START: extern "C" fn() = constructor;

@@ -32,8 +32,9 @@ pub extern "C" fn InitializeInjection() -> c_int {
     crate::guard::ffi_guard(1, || {
         let first = !INJECTED.swap(true, Ordering::AcqRel);
         crate::state::ensure_init();
-        // The driver is initialising us: the moment NVIDIA's injection samples subscribe to CUPTI.
-        crate::cupti::start();
+        // The driver is initialising us: it exists, and this is the moment NVIDIA's injection
+        // samples subscribe to CUPTI (the driver-ready hooks start CUPTI and the NVML sampler).
+        crate::driver::mark_working();
         if first && crate::state::is_recording() && !interposers_bound() {
             crate::recorder::emit(tprof_format::Record::Marker {
                 kind: tprof_format::MarkerKind::Note,

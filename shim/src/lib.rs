@@ -10,6 +10,7 @@ pub mod control;
 pub mod correlation;
 pub mod counters;
 pub mod cupti;
+pub mod driver;
 pub mod fork;
 pub mod gpu_metrics;
 pub mod guard;

@@ -268,7 +268,7 @@ fn record(
         return real();
     }
     let Some(_inside) = Reentrancy::enter() else { return real() };
-    cupti::start();
+    cupti::start_when_ready();
     let call = ffi_guard(None, || Some(begin(op, comm, count, datatype, peer, stream)));
     let Some(call) = call else { return real() };
     cupti::push_external(call.correlation);
@@ -360,7 +360,7 @@ fn comm_event(op: CollOp, info: CommInfo, start: u64, end: u64, result: R) {
 fn create(real: impl FnOnce() -> R, register: impl FnOnce(R)) -> R {
     state::ensure_init();
     let Some(_inside) = Reentrancy::enter() else { return real() };
-    cupti::start();
+    cupti::start_when_ready();
     let result = real();
     ffi_guard((), || register(result));
     result

@@ -44,16 +44,17 @@ impl HookTable {
         HookTable { slots: [const { AtomicUsize::new(0) }; 16] }
     }
 
-    /// Adds `f` unless present; silently ignores a 17th hook.
-    pub fn add(&self, f: fn()) {
+    /// Adds `f` unless present; silently ignores a 17th hook. True when `f` was added now.
+    pub fn add(&self, f: fn()) -> bool {
         let v = f as usize;
         for s in &self.slots {
             match s.compare_exchange(0, v, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return,
-                Err(existing) if existing == v => return,
+                Ok(_) => return true,
+                Err(existing) if existing == v => return false,
                 Err(_) => {}
             }
         }
+        false
     }
 
     pub fn run_all(&self) {
@@ -117,7 +118,7 @@ pub fn ring_path() -> Option<&'static PathBuf> {
 
 /// Registers a function called at exit before the final ring flush (e.g. a forced CUPTI flush).
 pub fn register_flush_hook(f: fn()) {
-    FLUSH_HOOKS.add(f);
+    let _ = FLUSH_HOOKS.add(f);
 }
 
 /// Runs the exit flush hooks (called by the writer thread when it is asked to stop).
@@ -127,8 +128,7 @@ pub(crate) fn run_flush_hooks() {
 
 /// Registers a function called once tprof is enabled (e.g. starting CUPTI).
 pub fn register_init_hook(f: fn()) {
-    INIT_HOOKS.add(f);
-    if STATE.load(Ordering::Acquire) == ENABLED {
+    if INIT_HOOKS.add(f) && STATE.load(Ordering::Acquire) == ENABLED {
         f();
     }
 }

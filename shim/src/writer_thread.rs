@@ -21,7 +21,7 @@ static PERIODIC_HOOKS: crate::state::HookTable = crate::state::HookTable::new();
 
 /// Registers a function the writer thread calls about every commit interval (idempotent).
 pub fn register_periodic_hook(f: fn()) {
-    PERIODIC_HOOKS.add(f);
+    let _ = PERIODIC_HOOKS.add(f);
 }
 
 fn clock_sync() -> Record {

@@ -1,10 +1,12 @@
 //! Finding and loading `libcupti` at run time (never linked), and resolving its entry points.
 //!
-//! Search order: `TPROF_CUPTI_PATH`; beside the loaded `libcudart` (and its toolkit's
+//! Search order: `TPROF_CUPTI_PATH`; a libcupti the program already loaded (tprof then shares that
+//! object); then, for the CUPTI major of the loaded `libcudart` first (CUPTI must come from the
+//! runtime's toolkit) and the other majors after: beside the loaded `libcudart` (and its toolkit's
 //! `extras/CUPTI/lib64`); the pip wheel folders (`<site-packages>/nvidia/cuda_cupti/lib`,
 //! `<site-packages>/nvidia/cu13/lib`) of every loaded library under a `site-packages`;
 //! `$CUDA_HOME`/`$CUDA_PATH` (`extras/CUPTI/lib64`, `lib64`), `/usr/local/cuda`; then the loader's
-//! default search for `libcupti.so.12`, `libcupti.so.13`, `libcupti.so`.
+//! default search for `libcupti.so.<major>` and `libcupti.so`.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::path::{Path, PathBuf};
@@ -15,6 +17,8 @@ use cupti_sys as sys;
 pub struct CuptiApi {
     pub path: String,
     pub version: u32,
+    /// What `cuptiGetVersion` returned (`version` means something only on success).
+    pub version_result: sys::CUptiResult,
     pub subscribe: sys::FnSubscribe,
     pub unsubscribe: sys::FnUnsubscribe,
     pub enable: sys::FnActivityEnable,
@@ -28,7 +32,6 @@ pub struct CuptiApi {
     pub pop_external_id: sys::FnActivityPopExternalCorrelationId,
     pub flush_period: Option<sys::FnActivityFlushPeriod>,
     pub get_callback_name: Option<sys::FnGetCallbackName>,
-    pub get_result_string: Option<sys::FnGetResultString>,
     pub set_thread_id_type: Option<sys::FnSetThreadIdType>,
     pub get_timestamp: Option<sys::FnGetTimestamp>,
 }
@@ -40,16 +43,9 @@ unsafe impl Sync for CuptiApi {}
 unsafe impl Send for CuptiApi {}
 
 impl CuptiApi {
-    /// The name of a result code (CUPTI's own string when available).
+    /// The name of a result code, from cupti-sys's table: never `cuptiGetResultString`, which
+    /// CUPTI 13.2 without a driver recurses in until the stack overflows.
     pub fn result_name(&self, r: sys::CUptiResult) -> String {
-        if let Some(f) = self.get_result_string {
-            let mut s: *const c_char = std::ptr::null();
-            // SAFETY: cuptiGetResultString writes a pointer to a static string into `s`.
-            if unsafe { f(r, &mut s) } == sys::CUPTI_SUCCESS && !s.is_null() {
-                // SAFETY: CUPTI returns a NUL-terminated static string.
-                return unsafe { CStr::from_ptr(s) }.to_string_lossy().into_owned();
-            }
-        }
         sys::result_name(r).to_string()
     }
 }
@@ -106,9 +102,40 @@ pub(crate) fn loaded_objects() -> Vec<PathBuf> {
     out
 }
 
-const NAMES: [&str; 3] = ["libcupti.so.12", "libcupti.so.13", "libcupti.so"];
+/// The CUPTI major versions tprof can use, newest first.
+const MAJORS: [u32; 2] = [13, 12];
 
-/// Candidate files, most specific first.
+/// The major version in a `lib<name>.so.<major>[.…]` file name.
+fn soname_major(file: &str, stem: &str) -> Option<u32> {
+    file.strip_prefix(stem)?.split('.').next()?.parse().ok()
+}
+
+/// Which CUPTI major to prefer: that of the loaded `libcudart` (CUPTI must match the runtime's
+/// toolkit), else the newest.
+fn preferred_major(loaded: &[PathBuf]) -> u32 {
+    loaded
+        .iter()
+        .filter_map(|p| p.file_name()?.to_str().and_then(|f| soname_major(f, "libcudart.so.")))
+        .find(|m| MAJORS.contains(m))
+        .unwrap_or(MAJORS[0])
+}
+
+/// File names to try, the preferred major first, then the others, then the unversioned name.
+fn names(preferred: u32) -> Vec<String> {
+    let mut out = vec![format!("libcupti.so.{preferred}")];
+    out.extend(MAJORS.iter().filter(|&&m| m != preferred).map(|m| format!("libcupti.so.{m}")));
+    out.push("libcupti.so".into());
+    out
+}
+
+/// A libcupti the program already loaded (Kineto links it): tprof must use that very object, never a
+/// second copy.
+pub(crate) fn already_loaded(loaded: &[PathBuf]) -> Option<PathBuf> {
+    loaded.iter().find(|p| p.file_name().and_then(|f| f.to_str()).is_some_and(|f| f.starts_with("libcupti.so"))).cloned()
+}
+
+/// Candidate files, most specific first: every folder with the preferred major's name before any
+/// other major's.
 fn candidates() -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = Vec::new();
     let loaded = loaded_objects();
@@ -142,9 +169,9 @@ fn candidates() -> Vec<PathBuf> {
     dirs.push(PathBuf::from("/usr/local/cuda/extras/CUPTI/lib64"));
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::new();
-    for d in dirs {
-        for n in NAMES {
-            let p = d.join(n);
+    for n in names(preferred_major(&loaded)) {
+        for d in &dirs {
+            let p = d.join(&n);
             if seen.insert(p.clone()) {
                 out.push(p);
             }
@@ -171,6 +198,12 @@ pub fn load() -> Result<CuptiApi, String> {
         handle = open(&p).map(|h| (h, p));
     }
     if handle.is_none() && explicit.is_none() {
+        if let Some(p) = already_loaded(&loaded_objects()) {
+            tried.push(p.display().to_string());
+            handle = open(&p).map(|h| (h, p));
+        }
+    }
+    if handle.is_none() && explicit.is_none() {
         for p in candidates() {
             if !p.exists() {
                 continue;
@@ -182,9 +215,9 @@ pub fn load() -> Result<CuptiApi, String> {
             }
         }
         if handle.is_none() {
-            for n in NAMES {
-                tried.push(n.to_string());
-                if let Some(h) = open(Path::new(n)) {
+            for n in names(preferred_major(&loaded_objects())) {
+                tried.push(n.clone());
+                if let Some(h) = open(Path::new(&n)) {
                     handle = Some((h, PathBuf::from(n)));
                     break;
                 }
@@ -220,8 +253,9 @@ fn resolve(h: *mut c_void, path: String) -> Result<CuptiApi, String> {
     let get_version: sys::FnGetVersion = req!(c"cuptiGetVersion", sys::FnGetVersion);
     let mut version = 0u32;
     // SAFETY: cuptiGetVersion writes one u32 into our variable.
-    unsafe { get_version(&mut version) };
+    let version_result = unsafe { get_version(&mut version) };
     Ok(CuptiApi {
+        version_result,
         version,
         subscribe: req!(c"cuptiSubscribe", sys::FnSubscribe),
         unsubscribe: req!(c"cuptiUnsubscribe", sys::FnUnsubscribe),
@@ -239,7 +273,6 @@ fn resolve(h: *mut c_void, path: String) -> Result<CuptiApi, String> {
         pop_external_id: req!(c"cuptiActivityPopExternalCorrelationId", sys::FnActivityPopExternalCorrelationId),
         flush_period: opt!(c"cuptiActivityFlushPeriod", sys::FnActivityFlushPeriod),
         get_callback_name: opt!(c"cuptiGetCallbackName", sys::FnGetCallbackName),
-        get_result_string: opt!(c"cuptiGetResultString", sys::FnGetResultString),
         set_thread_id_type: opt!(c"cuptiSetThreadIdType", sys::FnSetThreadIdType),
         get_timestamp: opt!(c"cuptiGetTimestamp", sys::FnGetTimestamp),
         path,
@@ -259,5 +292,20 @@ mod tests {
     fn candidates_end_with_the_default_names_in_known_folders() {
         let c = candidates();
         assert!(c.iter().any(|p| p.ends_with("extras/CUPTI/lib64/libcupti.so.12")));
+    }
+
+    #[test]
+    fn the_runtime_major_decides_which_cupti_comes_first() {
+        let loaded = |names: &[&str]| names.iter().map(PathBuf::from).collect::<Vec<_>>();
+        let rt13 = loaded(&["/x/libc.so.6", "/sp/nvidia/cu13/lib/libcudart.so.13", "/sp/nvidia/cuda_cupti/lib/libz.so"]);
+        assert_eq!(preferred_major(&rt13), 13);
+        assert_eq!(names(13), ["libcupti.so.13", "libcupti.so.12", "libcupti.so"]);
+        let rt12 = loaded(&["/sp/nvidia/cuda_runtime/lib/libcudart.so.12.9.79"]);
+        assert_eq!(preferred_major(&rt12), 12);
+        assert_eq!(names(12)[0], "libcupti.so.12");
+        assert_eq!(preferred_major(&loaded(&["/a/libcudart.so"])), 13, "unknown major: newest first");
+        let with_cupti = loaded(&["/a/libcudart.so.12", "/b/libcupti.so.12.9.1"]);
+        assert_eq!(already_loaded(&with_cupti), Some(PathBuf::from("/b/libcupti.so.12.9.1")));
+        assert_eq!(already_loaded(&rt12), None);
     }
 }

@@ -16,6 +16,7 @@ mod buffers;
 mod corrmap;
 mod loader;
 mod parse;
+pub mod sharing;
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
@@ -33,6 +34,8 @@ const STARTING: u8 = 1;
 const ACTIVE: u8 = 2;
 const UNAVAILABLE: u8 = 3;
 const STOPPED: u8 = 4;
+/// The program runs its own CUPTI client: tprof handed CUPTI over (or never took it).
+const YIELDED: u8 = 5;
 
 static STATE: AtomicU8 = AtomicU8::new(UNSTARTED);
 static API: OnceLock<CuptiApi> = OnceLock::new();
@@ -249,7 +252,7 @@ impl Refusal {
 
 fn describe(api: &CuptiApi, call: &str, r: sys::CUptiResult) -> String {
     let hint = match r {
-        sys::CUPTI_ERROR_NOT_INITIALIZED => ": no usable CUDA driver",
+        sys::CUPTI_ERROR_NOT_INITIALIZED | sys::CUPTI_ERROR_UNKNOWN => ": CUPTI cannot run here (no usable CUDA driver?)",
         sys::CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED => {
             ": another tool (Nsight Systems/Compute, a debugger or an in-process profiler) owns CUPTI"
         }
@@ -280,21 +283,128 @@ unsafe extern "C" fn no_op_callback(
 ) {
 }
 
+/// GPU timestamps in tprof's ticks. Once tprof has yielded CUPTI to the program's own profiler
+/// (which did not register a timestamp callback of its own), CUPTI's default timebase instead:
+/// wall-clock nanoseconds, which Kineto and other clients expect.
 unsafe extern "C" fn timestamp_callback() -> u64 {
+    if STATE.load(Ordering::Relaxed) == YIELDED {
+        return clock::wall_ns();
+    }
     clock::now()
 }
+
+/// How long a program's CUPTI claim waits for tprof's own start to finish on another thread.
+const YIELD_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The program claims CUPTI (`call`, see [`sharing`]): tprof hands it over, once. Returns after
+/// tprof's subscription, callbacks and activity kinds are released (or were never taken).
+pub(crate) fn yield_to_program(call: &str) {
+    let started = std::time::Instant::now();
+    loop {
+        match STATE.load(Ordering::Acquire) {
+            UNSTARTED => {
+                if STATE.compare_exchange(UNSTARTED, YIELDED, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                    say_yielded(call, false);
+                    return;
+                }
+            }
+            STARTING => {
+                if started.elapsed() > YIELD_WAIT {
+                    return;
+                }
+                std::thread::yield_now();
+            }
+            ACTIVE => {
+                if STATE.compare_exchange(ACTIVE, STOPPED, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                    release_for_program();
+                    STATE.store(YIELDED, Ordering::Release);
+                    say_yielded(call, true);
+                    return;
+                }
+            }
+            _ => return,
+        }
+    }
+}
+
+/// Gives back what tprof holds in CUPTI: its activity kinds, the records CUPTI still holds for it
+/// (flushed and parsed into the ring now), and its subscription.
+fn release_for_program() {
+    let Some(api) = API.get() else { return };
+    let _inside = guard::Reentrancy::enter();
+    DISABLE_AT.store(0, Ordering::Release);
+    // Flush before disabling: the work tprof saw launched is delivered to tprof, not lost.
+    // SAFETY: cuptiActivityFlushAll with its C signature; no tprof lock is held, so the completion
+    // callback (which may run on this thread) can take what it needs.
+    let r = unsafe { (api.flush_all)(sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) };
+    note_if_failed("cuptiActivityFlushAll while yielding CUPTI to the program", r);
+    let n = ENABLED_KINDS_COUNT.load(Ordering::Acquire);
+    for slot in &ENABLED_KINDS[..n.min(ENABLED_KINDS.len())] {
+        // SAFETY: cuptiActivityDisable with a kind `start` enabled.
+        let r = unsafe { (api.disable)(slot.load(Ordering::Relaxed)) };
+        note_if_failed("cuptiActivityDisable while yielding CUPTI to the program", r);
+    }
+    ACTIVITY_ON.store(false, Ordering::Release);
+    // What completed between the flush and the disable.
+    // SAFETY: as above.
+    let r = unsafe { (api.flush_all)(sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) };
+    note_if_failed("cuptiActivityFlushAll while yielding CUPTI to the program", r);
+    parse::flush_pending();
+    report_dropped(api);
+    let sub = SUBSCRIBER.swap(0, Ordering::AcqRel);
+    if sub != 0 {
+        // SAFETY: the subscriber handle `start` obtained from cuptiSubscribe, released once.
+        let r = unsafe { (api.unsubscribe)(sub as sys::CUpti_SubscriberHandle) };
+        note_if_failed("cuptiUnsubscribe while yielding CUPTI to the program", r);
+    }
+}
+
+fn say_yielded(call: &str, was_active: bool) {
+    let reason = format!(
+        "the program uses CUPTI itself ({call}: its own profiler, e.g. torch.profiler or jax.profiler); tprof {} CUPTI to it and records CUDA calls by interposition (kernels without GPU times)",
+        if was_active { "handed" } else { "leaves" }
+    );
+    if config::config().cupti {
+        state::warn_line(&reason);
+    }
+    if state::state() == state::ENABLED {
+        recorder::emit(Record::Marker {
+            kind: MarkerKind::CuptiUnavailable,
+            ts: clock::now(),
+            value: 0,
+            name: strings::intern(&reason),
+        });
+    }
+}
+
+/// tprof's CUPTI subscriber handle while it holds one (0: none).
+static SUBSCRIBER: AtomicUsize = AtomicUsize::new(0);
 
 fn start_inner() -> Result<(), Refusal> {
     if !config::config().cupti {
         return Err(Refusal::quiet("disabled by TPROF_CUPTI=0"));
     }
     INTERPOSERS_BOUND.store(crate::injection::interposers_bound(), Ordering::Relaxed);
+    if !sharing::exports_bound() {
+        if let Some(own) = loader::already_loaded(&loader::loaded_objects()) {
+            return Err(Refusal::warn(
+                format!(
+                    "the program loaded {} itself and tprof is not preloaded, so it could not hand CUPTI over to the program's own profiler; GPU activity is not traced (preload libtprof.so to trace it)",
+                    own.display()
+                ),
+                0,
+            ));
+        }
+    }
     let api = match loader::load() {
         Ok(api) => API.get_or_init(|| api),
         Err(searched) => {
             return Err(Refusal::warn(format!("libcupti not found (looked in {searched}; set TPROF_CUPTI_PATH)"), 0))
         }
     };
+    if api.version_result != sys::CUPTI_SUCCESS {
+        return Err(Refusal::warn(describe(api, "cuptiGetVersion", api.version_result), api.version_result));
+    }
     if !sys::cupti_version_has(api.version, 13) {
         return Err(Refusal::warn(format!("{} reports API version {} (CUDA < 11), too old", api.path, api.version), 0));
     }
@@ -305,14 +415,18 @@ fn start_inner() -> Result<(), Refusal> {
     if r != sys::CUPTI_SUCCESS {
         return Err(Refusal::warn(describe(api, "cuptiSubscribe", r), r));
     }
+    SUBSCRIBER.store(subscriber as usize, Ordering::Release);
     let fail = |what: &str, r: sys::CUptiResult| {
+        SUBSCRIBER.store(0, Ordering::Release);
         // SAFETY: releases the subscription taken above, so another tool may use CUPTI.
-        unsafe { (api.unsubscribe)(subscriber) };
-        Refusal::warn(describe(api, what, r), r)
+        let u = unsafe { (api.unsubscribe)(subscriber) };
+        let also = if u == sys::CUPTI_SUCCESS { String::new() } else { format!("; cuptiUnsubscribe returned {u}") };
+        Refusal::warn(format!("{}{also}", describe(api, what, r)), r)
     };
     if let Some(set_tid_type) = api.set_thread_id_type {
         // SAFETY: cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM): API records carry gettid().
-        unsafe { set_tid_type(1) };
+        let r = unsafe { set_tid_type(1) };
+        note_if_failed("cuptiSetThreadIdType(SYSTEM): CUPTI API records carry CUPTI's thread ids", r);
     }
     // SAFETY: registering an extern "C" fn returning u64, as CUpti_TimestampCallbackFunc requires.
     let r = unsafe { (api.register_timestamp_callback)(timestamp_callback) };
@@ -340,7 +454,9 @@ fn start_inner() -> Result<(), Refusal> {
             }
         } else if i == 0 {
             return Err(fail("cuptiActivityEnable(CONCURRENT_KERNEL)", r));
-        } else if r != sys::CUPTI_ERROR_NOT_COMPATIBLE && r != sys::CUPTI_ERROR_INVALID_KIND {
+        } else if sys::kind_unavailable(r) {
+            note_if_failed(&format!("cuptiActivityEnable({name}): that kind is not recorded"), r);
+        } else {
             for &k in &enabled {
                 // SAFETY: disabling a kind we enabled above.
                 unsafe { (api.disable)(k) };
@@ -350,9 +466,24 @@ fn start_inner() -> Result<(), Refusal> {
     }
     if let Some(period) = api.flush_period {
         // SAFETY: cuptiActivityFlushPeriod(ms) with its C signature.
-        unsafe { period(FLUSH_PERIOD_MS) };
+        let r = unsafe { period(FLUSH_PERIOD_MS) };
+        note_if_failed("cuptiActivityFlushPeriod: buffers come with tprof's periodic flush only", r);
     }
     Ok(())
+}
+
+/// A CUPTI call that tprof can do without failed: a `Note` marker in the ring says which and what
+/// it costs (no stderr line: the profile is still complete in what matters).
+fn note_if_failed(what: &str, r: sys::CUptiResult) {
+    if r == sys::CUPTI_SUCCESS {
+        return;
+    }
+    recorder::emit(Record::Marker {
+        kind: MarkerKind::Note,
+        ts: clock::now(),
+        value: r as u64,
+        name: strings::intern(&format!("{what} (returned {} {r})", sys::result_name(r))),
+    });
 }
 
 /// The timestamp callback was refused: GPU times stay in CUPTI's clock. Record the offset between the
@@ -391,16 +522,27 @@ fn report_dropped(api: &CuptiApi) {
     }
 }
 
+/// Starts CUPTI once tprof is enabled and the driver has been shown to work, whichever comes last.
+/// Cheap after the first call.
+#[inline]
+pub fn start_when_ready() {
+    if state::state() == state::ENABLED && crate::driver::works() {
+        start();
+    }
+}
+
 extern "C" fn constructor() {
     // Only in libtprof.so itself: test executables linking the rlib keep CUPTI out of their way.
     guard::ffi_guard((), || {
         if crate::nvtx::own_library_path().is_some() {
-            state::register_init_hook(start);
+            state::register_init_hook(start_when_ready);
+            crate::driver::on_ready(start_when_ready);
+            crate::intercept::dlsym::register_hooks(sharing::HOOKS);
         }
     })
 }
 
-/// Starts CUPTI when tprof initialises (first intercepted call, or `InitializeInjection`).
+/// Starts CUPTI when tprof is enabled and the driver works (never from NVTX initialisation alone).
 #[used]
 #[link_section = ".init_array"]
 static REGISTER_START: extern "C" fn() = constructor;
@@ -412,6 +554,7 @@ pub fn state_name() -> &'static str {
         STARTING => "starting",
         ACTIVE => "active",
         UNAVAILABLE => "unavailable",
+        YIELDED => "yielded",
         _ => "stopped",
     }
 }

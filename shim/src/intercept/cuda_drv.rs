@@ -81,7 +81,7 @@ const NONE: Handle = std::ptr::null_mut();
 interpose! {
     domain = Driver, missing = DRV_ERR_NOT_FOUND;
     extra_hooks = [
-        cuModuleGetFunction, cuLibraryGetKernel, cuKernelGetFunction,
+        cuInit, cuModuleGetFunction, cuLibraryGetKernel, cuKernelGetFunction,
         cuMemAlloc_v2, cuMemAllocAsync, cuMemAllocAsync_ptsz, cuMemAllocManaged, cuMemAllocHost_v2, cuMemHostAlloc,
         cuMemFree_v2, cuMemFreeAsync, cuMemFreeAsync_ptsz, cuMemFreeHost,
     ];
@@ -186,6 +186,28 @@ pub unsafe extern "C" fn cuLibraryGetKernel(out: *mut Handle, library: Handle, n
         // SAFETY: as in cuModuleGetFunction.
         unsafe { names::register_id(*out, crate::strings::intern_cstr(name)) };
     }
+    r
+}
+
+slots!(cuInit);
+
+/// `cuInit`: recorded like any driver call, and always (also inside the runtime's implicit
+/// initialisation, or with the capture window closed) tells [`crate::driver`] whether the driver
+/// works: CUPTI and the NVML sampler start only after it returned `CUDA_SUCCESS`.
+#[no_mangle]
+pub unsafe extern "C" fn cuInit(flags: c_uint) -> c_int {
+    let real = real_or!(cuInit, fn(c_uint) -> c_int; DRV_ERR_NOT_FOUND);
+    let work = Work::Plain { arg: u64::from(flags) };
+    let call = super::begin().map(|mut call| {
+        call.start(&work);
+        call
+    });
+    // SAFETY: forwarding the caller's argument unchanged to the real function.
+    let r = unsafe { real(flags) };
+    if let Some(call) = call {
+        call.finish(ApiDomain::Driver, &cuInit::NAME, r, &work);
+    }
+    crate::guard::ffi_guard((), || crate::driver::note_init_result(r));
     r
 }
 

@@ -209,6 +209,28 @@ pub(crate) fn begin_outer() -> Option<ApiCall> {
     Some(ApiCall { correlation, start: 0, pushed: false, blocking: false, recording, ctx, _inside: inside })
 }
 
+/// What a call's result says about the driver (see `crate::driver`): one relaxed load and a branch
+/// once the driver is known to work and the call succeeded.
+#[inline(always)]
+fn note_driver_state(domain: ApiDomain, name: &StaticName, result: i32, work: &Work) {
+    if result != 0 || !crate::driver::works() {
+        note_driver_state_slow(domain, name, result, work);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn note_driver_state_slow(domain: ApiDomain, name: &StaticName, result: i32, work: &Work) {
+    match domain {
+        ApiDomain::Driver => crate::driver::note_driver_result(name.text(), result),
+        ApiDomain::Nccl | ApiDomain::CuptiRuntime | ApiDomain::CuptiDriver => {}
+        ApiDomain::Runtime => {
+            let needs_driver = matches!(work, Work::Launch { .. } | Work::Gpu { .. } | Work::Sync { .. });
+            crate::driver::note_runtime_result(name.text(), result, needs_driver)
+        }
+    }
+}
+
 /// The API name the hang watchdog reports for a host-blocking synchronization.
 fn blocking_name(kind: SyncKind) -> Option<&'static StaticName> {
     static STREAM: StaticName = StaticName::new("cudaStreamSynchronize");
@@ -243,6 +265,7 @@ impl ApiCall {
     #[inline]
     pub(crate) fn finish(self, domain: ApiDomain, name: &StaticName, result: i32, work: &Work) {
         let end = crate::clock::now();
+        note_driver_state(domain, name, result, work);
         if self.blocking {
             crate::recorder::clear_pending_in(self.ctx);
         }
@@ -257,6 +280,7 @@ impl ApiCall {
     /// Ends an allocation / free: the `Api` record plus the `Memory` record.
     pub(crate) fn finish_memory(self, domain: ApiDomain, name: &StaticName, result: i32, work: &Work, mem: MemEvent) {
         let end = crate::clock::now();
+        note_driver_state(domain, name, result, &Work::Gpu { bytes: 0, stream: 0 });
         if !self.recording {
             return;
         }

@@ -35,6 +35,7 @@ const fn e(base: &'static [u8], min_version: c_int, legacy: &'static [u8], per_t
 static ENTRIES: &[Entry] = &[
     e(b"cuGetProcAddress", 12000, b"cuGetProcAddress_v2", None),
     e(b"cuGetProcAddress", 11030, b"cuGetProcAddress", None),
+    e(b"cuInit", 2000, b"cuInit", None),
     e(b"cuLaunchKernel", 4000, b"cuLaunchKernel", Some(b"cuLaunchKernel_ptsz")),
     e(b"cuLaunchKernelEx", 11060, b"cuLaunchKernelEx", Some(b"cuLaunchKernelEx_ptsz")),
     e(b"cuLaunchCooperativeKernel", 9000, b"cuLaunchCooperativeKernel", Some(b"cuLaunchCooperativeKernel_ptsz")),

@@ -71,6 +71,44 @@ pub unsafe fn symbol_in(handle: *mut c_void, name: &CStr) -> *mut c_void {
     }
 }
 
+/// The definition of `name` in a loaded object outside the global scope: libraries loaded with
+/// `RTLD_LOCAL` (a Python extension module's CUDA dependencies) call our exports, which are global,
+/// but `RTLD_NEXT` does not search them. Tries the loaded objects in load order, skipping libtprof.
+/// Slow (allocates, takes the loader lock per object): only for a slot's first resolution.
+fn in_local_objects(name: &CStr) -> *mut c_void {
+    unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _size: usize, data: *mut c_void) -> c_int {
+        // SAFETY: dl_iterate_phdr passes a valid info pointer and our Vec as `data`.
+        let (info, out) = unsafe { (&*info, &mut *(data as *mut Vec<std::ffi::CString>)) };
+        if !info.dlpi_name.is_null() {
+            // SAFETY: dlpi_name is a NUL-terminated string owned by the loader.
+            let path = unsafe { CStr::from_ptr(info.dlpi_name) };
+            if !path.to_bytes().is_empty() {
+                out.push(path.to_owned());
+            }
+        }
+        0
+    }
+    let mut paths: Vec<std::ffi::CString> = Vec::new();
+    // SAFETY: the callback only copies names into the Vec we pass. Nothing is opened while the
+    // iteration holds the loader's lock (dlopen there could deadlock against another thread's dlopen).
+    unsafe { libc::dl_iterate_phdr(Some(each), (&mut paths as *mut Vec<std::ffi::CString>).cast()) };
+    for path in &paths {
+        // SAFETY: RTLD_NOLOAD only takes a reference to an object that is already loaded.
+        let h = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD) };
+        if h.is_null() {
+            continue;
+        }
+        // SAFETY: `h` is a live handle from dlopen.
+        let p = unsafe { dlsym_real(h, name) };
+        // SAFETY: dropping the reference RTLD_NOLOAD took; the object stays loaded.
+        unsafe { libc::dlclose(h) };
+        if !p.is_null() && !is_own(p) {
+            return p;
+        }
+    }
+    null_mut()
+}
+
 /// Load address of libtprof (0 until first asked).
 static OWN_BASE: AtomicUsize = AtomicUsize::new(0);
 
@@ -130,7 +168,10 @@ impl RealFn {
 
     #[cold]
     fn resolve(&self) -> Option<*mut c_void> {
-        let p = next(self.name);
+        let mut p = next(self.name);
+        if p.is_null() || is_own(p) {
+            p = in_local_objects(self.name);
+        }
         if p.is_null() || is_own(p) {
             return None;
         }

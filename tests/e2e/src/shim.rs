@@ -72,6 +72,8 @@ pub enum Link {
     SimCudart,
     /// The simulated libcuda.so.1.
     SimDriver,
+    /// The simulated libcudart.so.12 and libcupti.so.12 (a program with its own CUPTI client).
+    SimCudartCupti,
     /// NVIDIA's libcudart.so.12.
     RealCudart,
 }
@@ -89,6 +91,9 @@ pub fn compile(name: &str, dir: &Path, link: Link) -> PathBuf {
         }
         Link::SimDriver => {
             cmd.arg("-L").arg(simgpu_dir()).arg("-l:libcuda.so.1");
+        }
+        Link::SimCudartCupti => {
+            cmd.arg("-L").arg(simgpu_dir()).arg("-l:libcudart.so.12").arg("-l:libcupti.so.12");
         }
         Link::RealCudart => {
             cmd.arg("-L").arg(real_cudart_dir()).arg("-l:libcudart.so.12");

@@ -421,7 +421,8 @@ static void *self_handle(void)
     static void *h;
     if (!h) {
         Dl_info info;
-        if (dladdr((void *)cuInit, &info) && info.dli_fname) h = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+        /* The address of a static function: an exported one (cuInit) may be interposed by a preload. */
+        if (dladdr((void *)self_handle, &info) && info.dli_fname) h = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
     }
     return h;
 }
