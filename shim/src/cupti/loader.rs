@@ -131,7 +131,10 @@ fn names(preferred: u32) -> Vec<String> {
 /// A libcupti the program already loaded (Kineto links it): tprof must use that very object, never a
 /// second copy.
 pub(crate) fn already_loaded(loaded: &[PathBuf]) -> Option<PathBuf> {
-    loaded.iter().find(|p| p.file_name().and_then(|f| f.to_str()).is_some_and(|f| f.starts_with("libcupti.so"))).cloned()
+    loaded
+        .iter()
+        .find(|p| p.file_name().and_then(|f| f.to_str()).is_some_and(|f| f.starts_with("libcupti.so")))
+        .cloned()
 }
 
 /// Candidate files, most specific first: every folder with the preferred major's name before any
@@ -297,7 +300,8 @@ mod tests {
     #[test]
     fn the_runtime_major_decides_which_cupti_comes_first() {
         let loaded = |names: &[&str]| names.iter().map(PathBuf::from).collect::<Vec<_>>();
-        let rt13 = loaded(&["/x/libc.so.6", "/sp/nvidia/cu13/lib/libcudart.so.13", "/sp/nvidia/cuda_cupti/lib/libz.so"]);
+        let rt13 =
+            loaded(&["/x/libc.so.6", "/sp/nvidia/cu13/lib/libcudart.so.13", "/sp/nvidia/cuda_cupti/lib/libz.so"]);
         assert_eq!(preferred_major(&rt13), 13);
         assert_eq!(names(13), ["libcupti.so.13", "libcupti.so.12", "libcupti.so"]);
         let rt12 = loaded(&["/sp/nvidia/cuda_runtime/lib/libcudart.so.12.9.79"]);

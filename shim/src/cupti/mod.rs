@@ -117,10 +117,19 @@ pub fn flush() {
     }
     if let Some(api) = API.get() {
         // SAFETY: cuptiActivityFlushAll with its C signature; no tprof lock is held here.
-        unsafe { (api.flush_all)(0) };
+        let r = unsafe { (api.flush_all)(0) };
+        if r != sys::CUPTI_SUCCESS && !FLUSH_FAILURE_NOTED.swap(true, Ordering::Relaxed) {
+            note_if_failed(
+                "periodic cuptiActivityFlushAll (noted once; records arrive at the next flush that works)",
+                r,
+            );
+        }
     }
     apply_scheduled_disable();
 }
+
+/// A periodic flush failed and a note says so (once per process).
+static FLUSH_FAILURE_NOTED: AtomicBool = AtomicBool::new(false);
 
 /// Exit flush: forced (also returns partially filled buffers), without synchronising the device.
 /// Registered with `state::register_flush_hook`.
@@ -131,7 +140,8 @@ fn flush_at_exit() {
     if let Some(api) = API.get() {
         // SAFETY: cuptiActivityFlushAll with its C signature; no tprof lock is held here, so the
         // completion callback (which may run on this thread) cannot deadlock on us.
-        unsafe { (api.flush_all)(sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) };
+        let r = unsafe { (api.flush_all)(sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) };
+        note_if_failed("cuptiActivityFlushAll at exit: records CUPTI still held are lost", r);
         parse::flush_pending();
         report_dropped(api);
     }
@@ -185,13 +195,21 @@ fn switch_kinds(on: bool) {
         for slot in &ENABLED_KINDS[..n.min(ENABLED_KINDS.len())] {
             let kind: sys::CUpti_ActivityKind = slot.load(Ordering::Relaxed);
             // SAFETY: cuptiActivityEnable/Disable with a kind that `start` enabled successfully.
-            unsafe {
+            let r = unsafe {
                 if on {
-                    (api.enable)(kind);
+                    (api.enable)(kind)
                 } else {
-                    (api.disable)(kind);
+                    (api.disable)(kind)
                 }
-            }
+            };
+            note_if_failed(
+                if on {
+                    "cuptiActivityEnable as a capture window opened"
+                } else {
+                    "cuptiActivityDisable as a capture window closed"
+                },
+                r,
+            );
         }
     });
 }
@@ -252,7 +270,9 @@ impl Refusal {
 
 fn describe(api: &CuptiApi, call: &str, r: sys::CUptiResult) -> String {
     let hint = match r {
-        sys::CUPTI_ERROR_NOT_INITIALIZED | sys::CUPTI_ERROR_UNKNOWN => ": CUPTI cannot run here (no usable CUDA driver?)",
+        sys::CUPTI_ERROR_NOT_INITIALIZED | sys::CUPTI_ERROR_UNKNOWN => {
+            ": CUPTI cannot run here (no usable CUDA driver?)"
+        }
         sys::CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED => {
             ": another tool (Nsight Systems/Compute, a debugger or an in-process profiler) owns CUPTI"
         }
@@ -492,7 +512,8 @@ fn note_timebase_offset(api: &CuptiApi, r: sys::CUptiResult) {
     let mut cupti_ns = 0u64;
     if let Some(get_ts) = api.get_timestamp {
         // SAFETY: cuptiGetTimestamp writes one u64 into our variable.
-        unsafe { get_ts(&mut cupti_ns) };
+        let r = unsafe { get_ts(&mut cupti_ns) };
+        note_if_failed("cuptiGetTimestamp: GPU times cannot be shifted into tprof's clock", r);
     }
     let now = clock::now();
     recorder::emit(Record::Marker {

@@ -575,6 +575,9 @@ static void start_worker_locked(void);
 static void enqueue_locked(sg_stream *s, sg_op *op)
 {
     op->enqueue_ns = sg_now_ns();
+    /* As real CUPTI: work is traced when its activity kind is enabled at launch, whatever the state
+     * when it completes or when buffers are delivered. */
+    op->cupti_traced = sgc_op_traced(op->kind);
     add_dep_locked(op, s->tail);
     sg_device *dev = &g_dev[s->device];
     if (s->legacy) {

@@ -34,6 +34,7 @@ struct sg_op {
     uint64_t bytes;
     /* deferred */
     int deferred;
+    int cupti_traced; /* its CUPTI activity kind was enabled when it was launched */
     sg_end_poll_fn poll;
     void *poll_arg;
     int has_push;
@@ -98,6 +99,7 @@ SG_EXPORT void sg_mem_unreserve(int device, uint64_t bytes);
 
 /* cupti_core.c (emission side) */
 SG_HIDDEN void sgc_emit_op(const sg_op *op);
+SG_HIDDEN int sgc_op_traced(int op_kind);
 SG_HIDDEN void sgc_deliver(int flush_partial, int forced);
 SG_HIDDEN int sgc_worker_has_period(uint64_t *period_ns);
 SG_HIDDEN void sgc_atfork_child(void);

@@ -244,8 +244,20 @@ static size_t record_size(uint32_t kind)
 
 /* ---------------------------------------------------------------- GPU records */
 
+int sgc_op_traced(int op_kind)
+{
+    switch (op_kind) {
+    case SG_OP_KERNEL:
+        return sgc_kind_enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) || sgc_kind_enabled(CUPTI_ACTIVITY_KIND_KERNEL);
+    case SG_OP_MEMCPY: return sgc_kind_enabled(CUPTI_ACTIVITY_KIND_MEMCPY);
+    case SG_OP_MEMSET: return sgc_kind_enabled(CUPTI_ACTIVITY_KIND_MEMSET);
+    default: return 0;
+    }
+}
+
 void sgc_emit_op(const sg_op *op)
 {
+    if (!op->cupti_traced) return;
     if (op->kind == SG_OP_KERNEL) {
         int kind = sgc_kind_enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) ? CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL
                    : sgc_kind_enabled(CUPTI_ACTIVITY_KIND_KERNEL)          ? CUPTI_ACTIVITY_KIND_KERNEL
