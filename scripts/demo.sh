@@ -21,7 +21,8 @@ make -s -C tests/programs -j2 >/dev/null
 cargo build --release -q -p tprof-shim -p tprof-decoder
 TPROF=target/release/tprof
 [ -n "${CARGO_TARGET_DIR:-}" ] && TPROF=$CARGO_TARGET_DIR/release/tprof
-LIB=$(dirname "$TPROF")/libtprof.so
+# Absolute: LD_PRELOAD reaches every process of the job, some of them in other working directories.
+LIB=$(realpath "$(dirname "$TPROF")/libtprof.so")
 
 rm -rf "$OUT"
 mkdir -p "$OUT"
