@@ -138,7 +138,7 @@ fn judge(what: &str, program: &Path, args: &[&str], libs: &Path, env: &[(&str, &
 }
 
 #[test]
-fn real_cuda_12_and_13_programs_with_every_real_cupti() {
+fn conformance_cuda_12_and_13_programs_with_every_real_cupti() {
     if skipped() {
         return;
     }
@@ -175,7 +175,7 @@ fn real_cuda_12_and_13_programs_with_every_real_cupti() {
 }
 
 #[test]
-fn real_nvtx_cpu_loop_with_every_real_cupti_beside_it() {
+fn conformance_nvtx_cpu_loop_with_every_real_cupti_beside_it() {
     if skipped() {
         return;
     }
@@ -208,7 +208,7 @@ fn real_nvtx_cpu_loop_with_every_real_cupti_beside_it() {
 }
 
 #[test]
-fn real_nccl_first_calls_are_unchanged() {
+fn conformance_nccl_first_calls_are_unchanged() {
     if skipped() {
         return;
     }
