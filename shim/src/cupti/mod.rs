@@ -340,7 +340,7 @@ fn start_inner() -> Result<(), Refusal> {
             }
         } else if i == 0 {
             return Err(fail("cuptiActivityEnable(CONCURRENT_KERNEL)", r));
-        } else if r != sys::CUPTI_ERROR_NOT_COMPATIBLE && r != sys::CUPTI_ERROR_INVALID_KIND {
+        } else if !sys::kind_unavailable(r) {
             for &k in &enabled {
                 // SAFETY: disabling a kind we enabled above.
                 unsafe { (api.disable)(k) };
