@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command (README): builds everything a fresh machine needs and runs every test.
 #   bash scripts/test.sh
-# Steps: Python wheels (NVIDIA headers/libs, nvcc, validators) -> system packages (Chromium for the
+# Steps: Python wheels (NVIDIA headers/libs, nvcc, validators) -> NVIDIA's libraries of every
+# version for the conformance tests -> system packages (Chromium for the
 # report test) -> the simulated GPU stack and the test programs -> the Rust workspace -> all tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,6 +10,8 @@ export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
 
 echo "== setup: python wheels =="
 bash scripts/setup-python.sh
+echo "== setup: NVIDIA's real libraries, one folder per version (conformance judges) =="
+bash scripts/setup-conformance.sh
 echo "== setup: system packages =="
 bash scripts/setup-system.sh
 echo "== build: simulated GPU stack and test programs =="
