@@ -51,12 +51,17 @@ Configuration (environment variables the mocks read):
                               (another tool holds CUPTI)
   SIMGPU_CUPTI_DROP_EVERY=N   the CUPTI mock drops every Nth activity record (counted as dropped)
   SIMGPU_CUPTI_VERSION=N      value of cuptiGetVersion (default 28, CUDA 12.9)
+  SIMGPU_CUPTI_REFUSE_KIND=K[:R],...  cuptiActivityEnable(K) returns R (default 14,
+                              CUPTI_ERROR_NOT_COMPATIBLE): a CUPTI that cannot record kind K
+  SIMGPU_NO_DRIVER=1          no driver: the runtimes return cudaErrorInsufficientDriver (35) and
+                              CUPTI answers as NVIDIA's of SIMGPU_CUPTI_VERSION does without one
+                              (docs/conformance.md)
   CUDA_INJECTION64_PATH=LIB   as with NVIDIA's driver: the first cuInit (the runtime's implicit
                               initialisation too) dlopens LIB and calls its InitializeInjection
 EOF
   # Variables the mock sources read that the list above does not describe yet.
   if [ -d "$SRC" ]; then
-    local known=" SIMGPU_LAUNCH_NS SIMGPU_CUPTI_VERSION SIMGPU_DEVICES SIMGPU_MEM_GB SIMGPU_KERNEL_NS SIMGPU_LINK_GBPS SIMGPU_LINK_LATENCY_US SIMGPU_TRUTH SIMGPU_SESSION SIMGPU_CUPTI SIMGPU_CUPTI_BUSY SIMGPU_CUPTI_DROP_EVERY SIMGPU_LIB_DIR SIMGPU_NO_BUILD "
+    local known=" SIMGPU_LAUNCH_NS SIMGPU_CUPTI_VERSION SIMGPU_DEVICES SIMGPU_MEM_GB SIMGPU_KERNEL_NS SIMGPU_LINK_GBPS SIMGPU_LINK_LATENCY_US SIMGPU_TRUTH SIMGPU_SESSION SIMGPU_CUPTI SIMGPU_CUPTI_BUSY SIMGPU_CUPTI_DROP_EVERY SIMGPU_CUPTI_REFUSE_KIND SIMGPU_NO_DRIVER SIMGPU_LIB_DIR SIMGPU_NO_BUILD "
     local extra=""
     local v
     for v in $(grep -rhoE 'getenv\("SIMGPU_[A-Z0-9_]+"\)|env_[a-z0-9]+\("SIMGPU_[A-Z0-9_]+"' "$SRC" 2>/dev/null \

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command (README): builds everything a fresh machine needs and runs every test.
 #   bash scripts/test.sh
-# Steps: Python wheels (NVIDIA headers/libs, nvcc, validators) -> system packages (Chromium for the
+# Steps: Python wheels (NVIDIA headers/libs, nvcc, validators) -> NVIDIA's libraries of every
+# version for the conformance tests -> system packages (Chromium for the
 # report test) -> the simulated GPU stack and the test programs -> the Rust workspace -> all tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -47,7 +47,9 @@ pub fn traced_command(program: &Path, args: &[&str], truth: &Path, out: &Path, a
     {
         cmd.env_remove(var);
     }
-    for var in ["SIMGPU_CUPTI", "SIMGPU_CUPTI_BUSY", "SIMGPU_CUPTI_DROP_EVERY"] {
+    for var in
+        ["SIMGPU_CUPTI", "SIMGPU_CUPTI_BUSY", "SIMGPU_CUPTI_DROP_EVERY", "SIMGPU_CUPTI_REFUSE_KIND", "SIMGPU_NO_DRIVER"]
+    {
         cmd.env_remove(var);
     }
     cmd

@@ -193,6 +193,18 @@ static double env_double(const char *name, double dflt)
     return end == v ? dflt : x;
 }
 
+int sg_no_driver(void)
+{
+    static int no_driver = -1;
+    int v = __atomic_load_n(&no_driver, __ATOMIC_RELAXED);
+    if (v < 0) {
+        const char *e = getenv("SIMGPU_NO_DRIVER");
+        v = e && strcmp(e, "1") == 0;
+        __atomic_store_n(&no_driver, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
 static void parse_kernel_ns(void)
 {
     const char *v = getenv("SIMGPU_KERNEL_NS");

@@ -16,9 +16,15 @@
 
 static __thread cudaError_t t_last_error;
 
+/* Set by rt_init() (the call needs the driver) and rt_init_light() (it does not) at the start of
+ * every entry point; read by API() of the same call. */
+static __thread int t_call_needs_driver;
+/* Without a driver (SIMGPU_NO_DRIVER=1) every call that needs it fails with
+ * cudaErrorInsufficientDriver and leaves its outputs untouched, as NVIDIA's runtime does. */
 #define API(name, sym)                                                                                         \
     sg_api_call _c;                                                                                            \
-    sg_api_enter(&_c, SG_DOMAIN_RUNTIME, name, sym, NULL)
+    sg_api_enter(&_c, SG_DOMAIN_RUNTIME, name, sym, NULL);                                                     \
+    if (t_call_needs_driver && sg_no_driver()) RET(cudaErrorInsufficientDriver)
 #define RET(err)                                                                                               \
     do {                                                                                                       \
         cudaError_t _e = (err);                                                                                \
@@ -39,6 +45,7 @@ static void rt_init_light(void)
 {
     sg_init();
     pthread_once(&g_rt_once, rt_init_once);
+    t_call_needs_driver = 0;
 }
 /* The runtime's implicit initialisation reaches the driver's cuInit, as NVIDIA's does (through
  * libcuda.so.1, so CUDA_INJECTION64_PATH is honoured there). Recursive lock: calls the injected
@@ -51,7 +58,7 @@ static void rt_driver_init(void)
     pthread_mutex_lock(&g_drv_lock);
     if (g_drv_state == 0) {
         g_drv_state = 1;
-        void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+        void *h = sg_no_driver() ? NULL : dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
         if (h) {
             int (*cu_init)(unsigned) = (int (*)(unsigned))dlsym(h, "cuInit");
             if (cu_init) (void)cu_init(0);
@@ -66,6 +73,7 @@ static void rt_init(void)
 {
     rt_init_light();
     rt_driver_init();
+    t_call_needs_driver = 1;
 }
 
 static void launch_overhead(void)
@@ -432,10 +440,12 @@ cudaError_t cudaRuntimeGetVersion(int *v)
 }
 cudaError_t cudaDriverGetVersion(int *v)
 {
-    rt_init();
+    /* Without a driver NVIDIA's runtime reports version 0 (success), not an error. */
+    if (sg_no_driver()) rt_init_light();
+    else rt_init();
     API("cudaDriverGetVersion", NULL);
     if (!v) RET(cudaErrorInvalidValue);
-    *v = 13000;
+    *v = sg_no_driver() ? 0 : 13000;
     RET(cudaSuccess);
 }
 cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device)
@@ -1269,7 +1279,8 @@ cudaError_t cudaGetLastError(void)
 {
     rt_init_light();
     API("cudaGetLastError", NULL);
-    cudaError_t e = t_last_error;
+    /* The failed driver initialisation is sticky: reading it does not reset it. */
+    cudaError_t e = sg_no_driver() ? cudaErrorInsufficientDriver : t_last_error;
     t_last_error = cudaSuccess;
     sg_api_exit(&_c, (int)e);
     return e;
@@ -1278,7 +1289,7 @@ cudaError_t cudaPeekAtLastError(void)
 {
     rt_init_light();
     API("cudaPeekAtLastError", NULL);
-    cudaError_t e = t_last_error;
+    cudaError_t e = sg_no_driver() ? cudaErrorInsufficientDriver : t_last_error;
     sg_api_exit(&_c, (int)e);
     return e;
 }

@@ -19,6 +19,9 @@
 static uint8_t g_kind_on[CUPTI_ACTIVITY_KIND_COUNT];
 static int g_cupti_off = -1; /* SIMGPU_CUPTI=0 */
 static int g_cupti_busy;     /* SIMGPU_CUPTI_BUSY=1 */
+/* SIMGPU_CUPTI_REFUSE_KIND=<kind>[:<result>],...: cuptiActivityEnable(kind) returns result
+ * (default CUPTI_ERROR_NOT_COMPATIBLE), as a CUPTI or device that cannot record that kind does. */
+static CUptiResult g_kind_refusal[CUPTI_ACTIVITY_KIND_COUNT];
 static uint64_t g_drop_every;
 static uint64_t g_record_count;
 
@@ -73,6 +76,15 @@ static void env_init(void)
     g_cupti_busy = v && strcmp(v, "1") == 0;
     v = getenv("SIMGPU_CUPTI_DROP_EVERY");
     g_drop_every = v ? strtoull(v, NULL, 10) : 0;
+    for (v = getenv("SIMGPU_CUPTI_REFUSE_KIND"); v && *v;) {
+        char *end;
+        unsigned long kind = strtoul(v, &end, 10);
+        CUptiResult result = CUPTI_ERROR_NOT_COMPATIBLE;
+        if (*end == ':') result = (CUptiResult)strtoul(end + 1, &end, 10);
+        if (end != v && kind > 0 && kind < CUPTI_ACTIVITY_KIND_COUNT) g_kind_refusal[kind] = result;
+        v = strchr(end, ',');
+        if (v) v++;
+    }
 }
 
 int sgc_kind_enabled(int kind)
@@ -678,6 +690,7 @@ CUptiResult sgc_cuptiActivityEnable(CUpti_ActivityKind kind)
     env_init();
     if (g_cupti_off) return CUPTI_ERROR_NOT_INITIALIZED;
     if ((int)kind <= 0 || kind >= CUPTI_ACTIVITY_KIND_COUNT) return CUPTI_ERROR_INVALID_KIND;
+    if (g_kind_refusal[kind]) return g_kind_refusal[kind];
     if (!record_size(kind) && kind != CUPTI_ACTIVITY_KIND_GRAPH_TRACE) return CUPTI_ERROR_NOT_COMPATIBLE;
     __atomic_store_n(&g_kind_on[kind], 1, __ATOMIC_RELAXED);
     sg_worker_kick();

@@ -52,6 +52,9 @@ SG_EXPORT double sg_link_gbps(void);
 SG_EXPORT double sg_link_latency_us(void);
 /* RANK from the environment, -1 if unset. */
 SG_EXPORT int sg_rank(void);
+/* SIMGPU_NO_DRIVER=1: no driver is installed. The runtime and CUPTI mocks then answer as NVIDIA's do
+ * on a machine without libcuda.so.1 (docs/conformance.md); the driver mock is not loaded. */
+SG_EXPORT int sg_no_driver(void);
 
 /* ---------------------------------------------------------------- streams */
 
