@@ -535,7 +535,8 @@ pub enum Record {
     Counter { name: StrId, device: u32, ts: u64, value: f64 },
     /// A marker (steps, capture windows, hang, drops...).
     Marker { kind: MarkerKind, ts: u64, value: u64, name: StrId },
-    /// CUPTI overhead record.
+    /// CUPTI overhead record. `kind`: `CUpti_ActivityOverheadKind` in one byte: the driver's kinds
+    /// (below 2^16) as they are, CUPTI's own (`n << 16`) as `0x80 | n`.
     Overhead { kind: u8, start: u64, end: u64, tid: u32 },
     /// A string-table entry carried in the ring (used when the dictionary region is full).
     /// The bytes live in the record payload; decoders see it through [`crate::Decoded::String`].

@@ -425,7 +425,7 @@ fn start_inner() -> Result<(), Refusal> {
     if api.version_result != sys::CUPTI_SUCCESS {
         return Err(Refusal::warn(describe(api, "cuptiGetVersion", api.version_result), api.version_result));
     }
-    if !sys::cupti_version_has(api.version, 13) {
+    if !sys::cupti_version_has(api.version, sys::CUPTI_API_VERSION_11_0) {
         return Err(Refusal::warn(format!("{} reports API version {} (CUDA < 11), too old", api.path, api.version), 0));
     }
     let mut subscriber: sys::CUpti_SubscriberHandle = std::ptr::null_mut();
@@ -445,7 +445,7 @@ fn start_inner() -> Result<(), Refusal> {
     };
     if let Some(set_tid_type) = api.set_thread_id_type {
         // SAFETY: cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM): API records carry gettid().
-        let r = unsafe { set_tid_type(1) };
+        let r = unsafe { set_tid_type(sys::CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM) };
         note_if_failed("cuptiSetThreadIdType(SYSTEM): CUPTI API records carry CUPTI's thread ids", r);
     }
     // SAFETY: registering an extern "C" fn returning u64, as CUpti_TimestampCallbackFunc requires.

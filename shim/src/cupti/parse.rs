@@ -238,7 +238,7 @@ unsafe fn convert(api: &CuptiApi, p: *const u8, kind: u32) -> Option<(Record, u3
         sys::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION => {
             // SAFETY: caller contract.
             let s = unsafe { read_unaligned(p as *const sys::ActivitySynchronizationPrefix) };
-            let result = if sys::cupti_version_has(api.version, 26) {
+            let result = if sys::cupti_version_has(api.version, sys::CUPTI_API_VERSION_12_8) {
                 // SAFETY: CUPTI 12.8+ (API 26+) writes Synchronization2, which has returnValue at this
                 // offset; GetNextRecord stepped by that size, so it is inside the buffer.
                 unsafe { read_unaligned(p.add(sys::SYNCHRONIZATION2_RETURN_VALUE_OFFSET) as *const u32) as i32 }
@@ -288,9 +288,8 @@ unsafe fn convert(api: &CuptiApi, p: *const u8, kind: u32) -> Option<(Record, u3
         sys::CUPTI_ACTIVITY_KIND_OVERHEAD => {
             // SAFETY: caller contract.
             let o = unsafe { read_unaligned(p as *const sys::ActivityOverheadPrefix) };
-            const OBJECT_THREAD: u32 = 2;
-            let tid = if o.object_kind == OBJECT_THREAD { o.object_id[1] } else { 0 };
-            out(Record::Overhead { kind: o.overhead_kind as u8, start: o.start, end: o.end, tid });
+            let tid = if o.object_kind == sys::CUPTI_ACTIVITY_OBJECT_THREAD { o.object_id[1] } else { 0 };
+            out(Record::Overhead { kind: overhead_code(o.overhead_kind), start: o.start, end: o.end, tid });
             None
         }
         sys::CUPTI_ACTIVITY_KIND_RUNTIME | sys::CUPTI_ACTIVITY_KIND_DRIVER => {
@@ -378,8 +377,27 @@ fn callback_info(api: &CuptiApi, domain: sys::CUpti_CallbackDomain, cbid: u32) -
     (id, duplicate)
 }
 
+/// `CUpti_ActivityOverheadKind` in one byte (the ring's `Overhead.kind`): the driver's kinds (below
+/// 2^16) as they are, CUPTI's own (`n << 16`) as `0x80 | n`.
+fn overhead_code(kind: u32) -> u8 {
+    if kind < 1 << 16 {
+        kind.min(0x7f) as u8
+    } else {
+        0x80 | ((kind >> 16).min(0x7f) as u8)
+    }
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn overhead_kinds_keep_their_identity_in_one_byte() {
+        assert_eq!(overhead_code(sys::CUPTI_ACTIVITY_OVERHEAD_UNKNOWN), 0);
+        assert_eq!(overhead_code(sys::CUPTI_ACTIVITY_OVERHEAD_DRIVER_COMPILER), 1);
+        assert_eq!(overhead_code(sys::CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH), 0x81);
+        assert_eq!(overhead_code(sys::CUPTI_ACTIVITY_OVERHEAD_ACTIVITY_BUFFER_REQUEST), 0x87);
+    }
+
     use super::*;
 
     #[test]
