@@ -29,6 +29,8 @@ pub mod dlsym;
 pub mod memtrack;
 pub mod names;
 pub mod proc_address;
+#[cfg(test)]
+mod proc_address_typedefs;
 pub mod real;
 
 /// `cudaStream_t` / `CUstream` / events / graphs: opaque handles.

@@ -18,63 +18,110 @@ const PER_THREAD: u64 = 2;
 /// `CU_GET_PROC_ADDRESS_LEGACY_STREAM` / `cudaEnableLegacyStream`.
 const LEGACY: u64 = 1;
 
-/// One wrapped driver entry point: base name as given to `cuGetProcAddress`, the lowest CUDA
-/// version whose ABI our wrapper has, and the exported names of the legacy and per-thread variants.
-struct Entry {
-    base: &'static [u8],
-    min_version: c_int,
-    legacy: &'static [u8],
-    per_thread: Option<&'static [u8]>,
+/// One wrapped driver entry point: one ABI of a base name as given to `cuGetProcAddress`.
+///
+/// `cudaTypedefs.h` names each ABI `PFN_<base>_v<version>`: an ABI is valid from its version up to
+/// the next `PFN_<base>_v…` version (`cuCtxSynchronize`: `(void)` from 2000, `(CUcontext)` from 13000),
+/// and each ABI has its own exported function and so its own wrapper and real slot.
+pub(crate) struct Entry {
+    pub base: &'static [u8],
+    /// First CUDA version (1000 * major + 10 * minor) with this ABI.
+    pub min_version: c_int,
+    /// First version with the next ABI of `base` (exclusive bound), None while this one is the newest.
+    pub until_version: Option<c_int>,
+    /// Exported name of the legacy-stream function (and of our wrapper).
+    pub legacy: &'static [u8],
+    /// Exported name of the per-thread default stream twin (`_ptsz` / `_ptds`), if it has one.
+    pub per_thread: Option<&'static [u8]>,
+    /// Parameter count of the ABI; both wrappers have it (checked when this table compiles), and the
+    /// header check compares it with the PFN typedef's.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub arity: usize,
 }
 
-const fn e(base: &'static [u8], min_version: c_int, legacy: &'static [u8], per_thread: Option<&'static [u8]>) -> Entry {
-    Entry { base, min_version, legacy, per_thread }
+impl Entry {
+    fn covers(&self, version: c_int) -> bool {
+        version >= self.min_version && self.until_version.is_none_or(|u| version < u)
+    }
 }
 
-/// Ordered: for a base name the first entry whose `min_version` the caller's version reaches wins.
-static ENTRIES: &[Entry] = &[
-    e(b"cuGetProcAddress", 12000, b"cuGetProcAddress_v2", None),
-    e(b"cuGetProcAddress", 11030, b"cuGetProcAddress", None),
-    e(b"cuLaunchKernel", 4000, b"cuLaunchKernel", Some(b"cuLaunchKernel_ptsz")),
-    e(b"cuLaunchKernelEx", 11060, b"cuLaunchKernelEx", Some(b"cuLaunchKernelEx_ptsz")),
-    e(b"cuLaunchCooperativeKernel", 9000, b"cuLaunchCooperativeKernel", Some(b"cuLaunchCooperativeKernel_ptsz")),
-    e(b"cuGraphLaunch", 10000, b"cuGraphLaunch", Some(b"cuGraphLaunch_ptsz")),
-    e(b"cuModuleGetFunction", 2000, b"cuModuleGetFunction", None),
-    e(b"cuLibraryGetKernel", 12000, b"cuLibraryGetKernel", None),
-    e(b"cuKernelGetFunction", 12000, b"cuKernelGetFunction", None),
-    e(b"cuMemAlloc", 3020, b"cuMemAlloc_v2", None),
-    e(b"cuMemFree", 3020, b"cuMemFree_v2", None),
-    e(b"cuMemAllocHost", 3020, b"cuMemAllocHost_v2", None),
-    e(b"cuMemHostAlloc", 2020, b"cuMemHostAlloc", None),
-    e(b"cuMemFreeHost", 2000, b"cuMemFreeHost", None),
-    e(b"cuMemAllocManaged", 6000, b"cuMemAllocManaged", None),
-    e(b"cuMemAllocAsync", 11020, b"cuMemAllocAsync", Some(b"cuMemAllocAsync_ptsz")),
-    e(b"cuMemFreeAsync", 11020, b"cuMemFreeAsync", Some(b"cuMemFreeAsync_ptsz")),
-    e(b"cuMemcpy", 4000, b"cuMemcpy", Some(b"cuMemcpy_ptds")),
-    e(b"cuMemcpyAsync", 4000, b"cuMemcpyAsync", Some(b"cuMemcpyAsync_ptsz")),
-    e(b"cuMemcpyHtoD", 3020, b"cuMemcpyHtoD_v2", Some(b"cuMemcpyHtoD_v2_ptds")),
-    e(b"cuMemcpyDtoH", 3020, b"cuMemcpyDtoH_v2", Some(b"cuMemcpyDtoH_v2_ptds")),
-    e(b"cuMemcpyDtoD", 3020, b"cuMemcpyDtoD_v2", Some(b"cuMemcpyDtoD_v2_ptds")),
-    e(b"cuMemcpyHtoDAsync", 3020, b"cuMemcpyHtoDAsync_v2", Some(b"cuMemcpyHtoDAsync_v2_ptsz")),
-    e(b"cuMemcpyDtoHAsync", 3020, b"cuMemcpyDtoHAsync_v2", Some(b"cuMemcpyDtoHAsync_v2_ptsz")),
-    e(b"cuMemcpyDtoDAsync", 3020, b"cuMemcpyDtoDAsync_v2", Some(b"cuMemcpyDtoDAsync_v2_ptsz")),
-    e(b"cuMemcpyPeer", 4000, b"cuMemcpyPeer", Some(b"cuMemcpyPeer_ptds")),
-    e(b"cuMemcpyPeerAsync", 4000, b"cuMemcpyPeerAsync", Some(b"cuMemcpyPeerAsync_ptsz")),
-    e(b"cuMemsetD8", 3020, b"cuMemsetD8_v2", Some(b"cuMemsetD8_v2_ptds")),
-    e(b"cuMemsetD16", 3020, b"cuMemsetD16_v2", Some(b"cuMemsetD16_v2_ptds")),
-    e(b"cuMemsetD32", 3020, b"cuMemsetD32_v2", Some(b"cuMemsetD32_v2_ptds")),
-    e(b"cuMemsetD8Async", 3020, b"cuMemsetD8Async", Some(b"cuMemsetD8Async_ptsz")),
-    e(b"cuMemsetD16Async", 3020, b"cuMemsetD16Async", Some(b"cuMemsetD16Async_ptsz")),
-    e(b"cuMemsetD32Async", 3020, b"cuMemsetD32Async", Some(b"cuMemsetD32Async_ptsz")),
-    e(b"cuCtxSynchronize", 2000, b"cuCtxSynchronize", None),
-    e(b"cuStreamSynchronize", 2000, b"cuStreamSynchronize", Some(b"cuStreamSynchronize_ptsz")),
-    e(b"cuEventSynchronize", 2000, b"cuEventSynchronize", None),
-    e(b"cuStreamWaitEvent", 2000, b"cuStreamWaitEvent", Some(b"cuStreamWaitEvent_ptsz")),
-];
+/// The type of an `extern "C"` wrapper with `n` parameters returning `CUresult`.
+macro_rules! c_fn {
+    (0) => { unsafe extern "C" fn() -> c_int };
+    (1) => { unsafe extern "C" fn(_) -> c_int };
+    (2) => { unsafe extern "C" fn(_, _) -> c_int };
+    (3) => { unsafe extern "C" fn(_, _, _) -> c_int };
+    (4) => { unsafe extern "C" fn(_, _, _, _) -> c_int };
+    (5) => { unsafe extern "C" fn(_, _, _, _, _) -> c_int };
+    (6) => { unsafe extern "C" fn(_, _, _, _, _, _) -> c_int };
+    (10) => { unsafe extern "C" fn(_, _, _, _, _, _, _, _, _, _) -> c_int };
+    (11) => { unsafe extern "C" fn(_, _, _, _, _, _, _, _, _, _, _) -> c_int };
+}
+
+/// `base min..[until] (arity) => module::legacy_wrapper [| per_thread_wrapper];`
+macro_rules! entries {
+    ($($base:ident $min:literal .. $($until:literal)? ($arity:tt) => $module:ident :: $legacy:ident $(| $pt:ident)?;)*) => {
+        pub(crate) static ENTRIES: &[Entry] = &[$(Entry {
+            base: stringify!($base).as_bytes(),
+            min_version: $min,
+            until_version: entries!(@opt $($until)?),
+            legacy: stringify!($legacy).as_bytes(),
+            per_thread: entries!(@opt $(stringify!($pt).as_bytes())?),
+            arity: $arity,
+        }),*];
+        // Every wrapper takes the number of parameters its entry claims: a wrong count does not compile.
+        const _: () = {$(
+            let _: c_fn!($arity) = super::$module::$legacy;
+            $(let _: c_fn!($arity) = super::$module::$pt;)?
+        )*};
+    };
+    (@opt) => { None };
+    (@opt $v:expr) => { Some($v) };
+}
+
+entries! {
+    cuGetProcAddress 11030..12000 (4) => proc_address::cuGetProcAddress;
+    cuGetProcAddress 12000.. (5) => proc_address::cuGetProcAddress_v2;
+    cuLaunchKernel 4000.. (11) => cuda_drv::cuLaunchKernel | cuLaunchKernel_ptsz;
+    cuLaunchKernelEx 11060.. (4) => cuda_drv::cuLaunchKernelEx | cuLaunchKernelEx_ptsz;
+    cuLaunchCooperativeKernel 9000.. (10) => cuda_drv::cuLaunchCooperativeKernel | cuLaunchCooperativeKernel_ptsz;
+    cuGraphLaunch 10000.. (2) => cuda_drv::cuGraphLaunch | cuGraphLaunch_ptsz;
+    cuModuleGetFunction 2000.. (3) => cuda_drv::cuModuleGetFunction;
+    cuLibraryGetKernel 12000.. (3) => cuda_drv::cuLibraryGetKernel;
+    cuKernelGetFunction 12000.. (2) => cuda_drv::cuKernelGetFunction;
+    cuMemAlloc 3020.. (2) => cuda_drv::cuMemAlloc_v2;
+    cuMemFree 3020.. (1) => cuda_drv::cuMemFree_v2;
+    cuMemAllocHost 3020.. (2) => cuda_drv::cuMemAllocHost_v2;
+    cuMemHostAlloc 2020.. (3) => cuda_drv::cuMemHostAlloc;
+    cuMemFreeHost 2000.. (1) => cuda_drv::cuMemFreeHost;
+    cuMemAllocManaged 6000.. (3) => cuda_drv::cuMemAllocManaged;
+    cuMemAllocAsync 11020.. (3) => cuda_drv::cuMemAllocAsync | cuMemAllocAsync_ptsz;
+    cuMemFreeAsync 11020.. (2) => cuda_drv::cuMemFreeAsync | cuMemFreeAsync_ptsz;
+    cuMemcpy 4000.. (3) => cuda_drv::cuMemcpy | cuMemcpy_ptds;
+    cuMemcpyAsync 4000.. (4) => cuda_drv::cuMemcpyAsync | cuMemcpyAsync_ptsz;
+    cuMemcpyHtoD 3020.. (3) => cuda_drv::cuMemcpyHtoD_v2 | cuMemcpyHtoD_v2_ptds;
+    cuMemcpyDtoH 3020.. (3) => cuda_drv::cuMemcpyDtoH_v2 | cuMemcpyDtoH_v2_ptds;
+    cuMemcpyDtoD 3020.. (3) => cuda_drv::cuMemcpyDtoD_v2 | cuMemcpyDtoD_v2_ptds;
+    cuMemcpyHtoDAsync 3020.. (4) => cuda_drv::cuMemcpyHtoDAsync_v2 | cuMemcpyHtoDAsync_v2_ptsz;
+    cuMemcpyDtoHAsync 3020.. (4) => cuda_drv::cuMemcpyDtoHAsync_v2 | cuMemcpyDtoHAsync_v2_ptsz;
+    cuMemcpyDtoDAsync 3020.. (4) => cuda_drv::cuMemcpyDtoDAsync_v2 | cuMemcpyDtoDAsync_v2_ptsz;
+    cuMemcpyPeer 4000.. (5) => cuda_drv::cuMemcpyPeer | cuMemcpyPeer_ptds;
+    cuMemcpyPeerAsync 4000.. (6) => cuda_drv::cuMemcpyPeerAsync | cuMemcpyPeerAsync_ptsz;
+    cuMemsetD8 3020.. (3) => cuda_drv::cuMemsetD8_v2 | cuMemsetD8_v2_ptds;
+    cuMemsetD16 3020.. (3) => cuda_drv::cuMemsetD16_v2 | cuMemsetD16_v2_ptds;
+    cuMemsetD32 3020.. (3) => cuda_drv::cuMemsetD32_v2 | cuMemsetD32_v2_ptds;
+    cuMemsetD8Async 3020.. (4) => cuda_drv::cuMemsetD8Async | cuMemsetD8Async_ptsz;
+    cuMemsetD16Async 3020.. (4) => cuda_drv::cuMemsetD16Async | cuMemsetD16Async_ptsz;
+    cuMemsetD32Async 3020.. (4) => cuda_drv::cuMemsetD32Async | cuMemsetD32Async_ptsz;
+    cuCtxSynchronize 2000.. (0) => cuda_drv::cuCtxSynchronize;
+    cuStreamSynchronize 2000.. (1) => cuda_drv::cuStreamSynchronize | cuStreamSynchronize_ptsz;
+    cuEventSynchronize 2000.. (1) => cuda_drv::cuEventSynchronize;
+    cuStreamWaitEvent 2000.. (3) => cuda_drv::cuStreamWaitEvent | cuStreamWaitEvent_ptsz;
+}
 
 /// The wrapper to hand out for a resolved driver symbol, or None to hand back the real pointer.
 fn select(symbol: &[u8], version: c_int, flags: u64, real_ptr: *mut c_void) -> Option<&'static Hook> {
-    let entry = ENTRIES.iter().find(|e| e.base == symbol && version >= e.min_version)?;
+    let entry = ENTRIES.iter().find(|e| e.base == symbol && e.covers(version))?;
     let per_thread = match entry.per_thread {
         None => false,
         Some(pt) => {
