@@ -3,12 +3,15 @@
 //! driver functions this way, never through the dynamic linker.
 //!
 //! Pattern (CUDA_FACTS §5): call the real resolver; if it returned a function we wrap, give the real
-//! pointer to that wrapper's slot and hand back the wrapper. Which wrapper depends on the ABI the
-//! caller asked for: the symbol's version (`cuMemAlloc` below 3020 is the old 32-bit one: not ours)
-//! and the stream flavour (`_ptsz` / `_ptds` when `CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM`,
-//! or when the returned pointer is the driver's exported per-thread twin).
+//! pointer to that wrapper's slot and hand back the wrapper. Each ABI of a base name has its own
+//! wrapper and slot (`cuCtxSynchronize(void)` up to 13.0, `cuCtxSynchronize_v2(CUcontext)` from it):
+//! the returned pointer's identity with a driver export decides which, else the version the caller
+//! asked for (`cuMemAlloc` below 3020 is the old 32-bit one: not ours; `cudaGetDriverEntryPoint`
+//! asks for the runtime's version) and the stream flavour (`_ptsz` / `_ptds` when
+//! `CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM`).
 
 use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void, CStr};
+use std::sync::atomic::{AtomicI32, Ordering};
 
 use super::real::{self, DRV_ERR_NOT_FOUND, RT_ERR_NO_DRIVER};
 use super::{hook_named, Hook};
@@ -113,35 +116,40 @@ entries! {
     cuMemsetD8Async 3020.. (4) => cuda_drv::cuMemsetD8Async | cuMemsetD8Async_ptsz;
     cuMemsetD16Async 3020.. (4) => cuda_drv::cuMemsetD16Async | cuMemsetD16Async_ptsz;
     cuMemsetD32Async 3020.. (4) => cuda_drv::cuMemsetD32Async | cuMemsetD32Async_ptsz;
-    cuCtxSynchronize 2000.. (0) => cuda_drv::cuCtxSynchronize;
+    cuCtxSynchronize 2000..13000 (0) => cuda_drv::cuCtxSynchronize;
+    cuCtxSynchronize 13000.. (1) => cuda_drv::cuCtxSynchronize_v2;
     cuStreamSynchronize 2000.. (1) => cuda_drv::cuStreamSynchronize | cuStreamSynchronize_ptsz;
     cuEventSynchronize 2000.. (1) => cuda_drv::cuEventSynchronize;
-    cuStreamWaitEvent 2000.. (3) => cuda_drv::cuStreamWaitEvent | cuStreamWaitEvent_ptsz;
+    cuStreamWaitEvent 3020.. (3) => cuda_drv::cuStreamWaitEvent | cuStreamWaitEvent_ptsz;
 }
 
 /// The wrapper to hand out for a resolved driver symbol, or None to hand back the real pointer.
-fn select(symbol: &[u8], version: c_int, flags: u64, real_ptr: *mut c_void) -> Option<&'static Hook> {
-    let entry = ENTRIES.iter().find(|e| e.base == symbol && e.covers(version))?;
-    let per_thread = match entry.per_thread {
-        None => false,
-        Some(pt) => {
-            // Prefer identity with the driver's exported twins; fall back to the flags.
-            let hook_pt = hook_named(pt);
-            let hook_legacy = hook_named(entry.legacy);
-            let is_export_of = |h: Option<&'static Hook>| {
-                let p = h.map(|h| real::next(h.name)).unwrap_or(std::ptr::null_mut());
-                !p.is_null() && p == real_ptr
-            };
-            if is_export_of(hook_pt) {
-                true
-            } else if is_export_of(hook_legacy) {
-                false
-            } else {
-                flags & PER_THREAD != 0 && flags & LEGACY == 0
+///
+/// The pointer itself decides first: when it is the driver's export of one of the names we wrap for
+/// `symbol` (`cuCtxSynchronize_v2`, `cuLaunchKernel_ptsz`), that name's wrapper has its ABI, whatever
+/// version the caller gave. Otherwise the caller's version (asked for only then) picks the ABI and
+/// the flags the flavour.
+fn select(symbol: &[u8], version: impl FnOnce() -> c_int, flags: u64, real_ptr: *mut c_void) -> Option<&'static Hook> {
+    let mut candidates = ENTRIES.iter().filter(|e| e.base == symbol).peekable();
+    candidates.peek()?;
+    if let Some(object) = real::DefiningObject::of(real_ptr) {
+        for e in candidates {
+            for name in std::iter::once(e.legacy).chain(e.per_thread) {
+                if let Some(hook) = hook_named(name) {
+                    if object.symbol(hook.name) == real_ptr {
+                        return Some(hook);
+                    }
+                }
             }
         }
+    }
+    let version = version();
+    let entry = ENTRIES.iter().find(|e| e.base == symbol && e.covers(version))?;
+    let per_thread = flags & PER_THREAD != 0 && flags & LEGACY == 0;
+    let name = match entry.per_thread {
+        Some(pt) if per_thread => pt,
+        _ => entry.legacy,
     };
-    let name = if per_thread { entry.per_thread? } else { entry.legacy };
     hook_named(name)
 }
 
@@ -149,7 +157,7 @@ fn select(symbol: &[u8], version: c_int, flags: u64, real_ptr: *mut c_void) -> O
 ///
 /// # Safety
 /// `symbol` NULL or NUL-terminated; `pfn` NULL or the caller's out-pointer the resolver just filled.
-unsafe fn substitute(symbol: *const c_char, pfn: *mut *mut c_void, version: c_int, flags: u64) {
+unsafe fn substitute(symbol: *const c_char, pfn: *mut *mut c_void, version: impl FnOnce() -> c_int, flags: u64) {
     if symbol.is_null() || pfn.is_null() {
         return;
     }
@@ -196,9 +204,36 @@ hooks!(
     cudaGetDriverEntryPointByVersion_ptsz
 );
 
-/// CUDA's own version for runtime entry-point queries that carry none (cudaGetDriverEntryPoint
-/// resolves for the runtime's version; every runtime that has it is >= 11.3).
+/// The version assumed for `cudaGetDriverEntryPoint` when the runtime's own cannot be asked (every
+/// runtime that has the call is >= 11.3; 12.0 is the oldest we support).
 const RUNTIME_VERSION_FLOOR: c_int = 12000;
+
+/// The CUDA version `cudaGetDriverEntryPoint` resolves symbols for: that of the runtime defining it
+/// (its `cudaRuntimeGetVersion`), asked once per wrapper and kept in `cache`.
+fn runtime_version(cache: &AtomicI32, real_fn: *mut c_void) -> c_int {
+    let v = cache.load(Ordering::Relaxed);
+    if v != 0 {
+        return v;
+    }
+    let v = query_runtime_version(real_fn).unwrap_or(RUNTIME_VERSION_FLOOR);
+    cache.store(v, Ordering::Relaxed);
+    v
+}
+
+fn query_runtime_version(real_fn: *mut c_void) -> Option<c_int> {
+    let object = real::DefiningObject::of(real_fn)?;
+    let f = object.symbol(c"cudaRuntimeGetVersion");
+    if f.is_null() || real::is_own(f) {
+        return None;
+    }
+    type GetVersion = unsafe extern "C" fn(*mut c_int) -> c_int;
+    // SAFETY: the runtime's own cudaRuntimeGetVersion, whose C signature is GetVersion.
+    let f = unsafe { std::mem::transmute::<*mut c_void, GetVersion>(f) };
+    let mut v: c_int = 0;
+    // SAFETY: writes the version into our local; needs no initialisation of the runtime.
+    let r = unsafe { f(&mut v) };
+    (r == 0 && v > 0).then_some(v)
+}
 
 /// `cuGetProcAddress` (CUDA 11.3 ABI, 4 arguments).
 #[no_mangle]
@@ -214,7 +249,7 @@ pub unsafe extern "C" fn cuGetProcAddress(
     let r = unsafe { real(symbol, pfn, version, flags) };
     if r == 0 {
         // SAFETY: the resolver succeeded with these caller pointers.
-        crate::guard::ffi_guard((), || unsafe { substitute(symbol, pfn, version, flags) });
+        crate::guard::ffi_guard((), || unsafe { substitute(symbol, pfn, || version, flags) });
     }
     r
 }
@@ -234,24 +269,26 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(
     let r = unsafe { real(symbol, pfn, version, flags, status) };
     if r == 0 {
         // SAFETY: the resolver succeeded with these caller pointers.
-        crate::guard::ffi_guard((), || unsafe { substitute(symbol, pfn, version, flags) });
+        crate::guard::ffi_guard((), || unsafe { substitute(symbol, pfn, || version, flags) });
     }
     r
 }
 
 macro_rules! rt_entry_point {
     ($name:ident, default_flags = $default:expr) => {
-        /// Runtime query for a driver entry point (CUDA 12 ABI: flags, status).
+        /// Runtime query for a driver entry point (CUDA 12 ABI: flags, status), for the runtime's version.
         #[no_mangle]
         pub unsafe extern "C" fn $name(symbol: *const c_char, pfn: *mut *mut c_void, flags: c_ulonglong, status: *mut c_int) -> c_int {
+            static VERSION: AtomicI32 = AtomicI32::new(0);
             let real = super::real_or!($name, fn(*const c_char, *mut *mut c_void, c_ulonglong, *mut c_int) -> c_int;
                 RT_ERR_NO_DRIVER);
             // SAFETY: forwarding the caller's arguments unchanged to the real function.
             let r = unsafe { real(symbol, pfn, flags, status) };
             if r == 0 {
                 let flags = if flags == 0 { $default } else { flags };
+                let version = || runtime_version(&VERSION, real as *mut c_void);
                 // SAFETY: the query succeeded with these caller pointers.
-                crate::guard::ffi_guard((), || unsafe { substitute(symbol, pfn, RUNTIME_VERSION_FLOOR, flags) });
+                crate::guard::ffi_guard((), || unsafe { substitute(symbol, pfn, version, flags) });
             }
             r
         }
@@ -276,7 +313,7 @@ macro_rules! rt_entry_point_by_version {
             if r == 0 {
                 let flags = if flags == 0 { $default } else { flags };
                 // SAFETY: the query succeeded with these caller pointers.
-                crate::guard::ffi_guard((), || unsafe { substitute(symbol, pfn, version as c_int, flags) });
+                crate::guard::ffi_guard((), || unsafe { substitute(symbol, pfn, || version as c_int, flags) });
             }
             r
         }
@@ -295,14 +332,28 @@ mod tests {
     #[test]
     fn versions_and_flavours_pick_the_right_wrapper() {
         let null = std::ptr::null_mut();
-        assert!(select(b"cuMemAlloc", 2000, 0, null).is_none(), "pre-3.2 ABI is not ours");
-        assert_eq!(select(b"cuMemAlloc", 12000, 0, null).unwrap().name, c"cuMemAlloc_v2");
-        assert_eq!(select(b"cuLaunchKernel", 12000, PER_THREAD, null).unwrap().name, c"cuLaunchKernel_ptsz");
-        assert_eq!(select(b"cuLaunchKernel", 12000, LEGACY, null).unwrap().name, c"cuLaunchKernel");
-        assert_eq!(select(b"cuMemcpyHtoD", 12000, PER_THREAD, null).unwrap().name, c"cuMemcpyHtoD_v2_ptds");
-        assert_eq!(select(b"cuGetProcAddress", 12000, 0, null).unwrap().name, c"cuGetProcAddress_v2");
-        assert_eq!(select(b"cuGetProcAddress", 11080, 0, null).unwrap().name, c"cuGetProcAddress");
-        assert!(select(b"cuStreamCreate", 12000, 0, null).is_none());
+        assert!(select(b"cuMemAlloc", || 2000, 0, null).is_none(), "pre-3.2 ABI is not ours");
+        assert_eq!(select(b"cuMemAlloc", || 12000, 0, null).unwrap().name, c"cuMemAlloc_v2");
+        assert_eq!(select(b"cuLaunchKernel", || 12000, PER_THREAD, null).unwrap().name, c"cuLaunchKernel_ptsz");
+        assert_eq!(select(b"cuLaunchKernel", || 12000, LEGACY, null).unwrap().name, c"cuLaunchKernel");
+        assert_eq!(select(b"cuMemcpyHtoD", || 12000, PER_THREAD, null).unwrap().name, c"cuMemcpyHtoD_v2_ptds");
+        assert_eq!(select(b"cuGetProcAddress", || 12000, 0, null).unwrap().name, c"cuGetProcAddress_v2");
+        assert_eq!(select(b"cuGetProcAddress", || 11080, 0, null).unwrap().name, c"cuGetProcAddress");
+        assert!(select(b"cuStreamCreate", || 12000, 0, null).is_none());
+        assert_eq!(select(b"cuCtxSynchronize", || 12080, 0, null).unwrap().name, c"cuCtxSynchronize");
+        assert_eq!(select(b"cuCtxSynchronize", || 13000, 0, null).unwrap().name, c"cuCtxSynchronize_v2");
+        assert!(select(b"cuStreamWaitEvent", || 2000, 0, null).is_none(), "no cuStreamWaitEvent before 3.2");
+    }
+
+    #[test]
+    fn ranges_of_one_base_name_do_not_overlap() {
+        for (i, a) in ENTRIES.iter().enumerate() {
+            for b in ENTRIES[i + 1..].iter().filter(|b| b.base == a.base) {
+                let disjoint = a.until_version.is_some_and(|u| u <= b.min_version)
+                    || b.until_version.is_some_and(|u| u <= a.min_version);
+                assert!(disjoint, "{:?}: overlapping version ranges", std::str::from_utf8(a.base));
+            }
+        }
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::Value;
 use tprof_e2e::shim::*;
-use tprof_format::{MemOp, Record};
+use tprof_format::{MemOp, Record, SyncKind};
 
 /// Every kernel, copy and memset of the ground truth has the `Api` record that launched it.
 fn assert_truth_covered(what: &str, rings: &[Ring], truth: &[Value]) {
@@ -157,6 +157,35 @@ fn cu_get_proc_address_launches_are_recorded() {
     for n in ["cuMemAlloc_v2", "cuMemcpyHtoD_v2", "cuCtxSynchronize"] {
         assert!(apis.iter().any(|a| a.0 == n), "{n} resolved through cuGetProcAddress not recorded");
     }
+}
+
+/// CUDA 13's two ABIs of `cuCtxSynchronize`, resolved by version through `cuGetProcAddress` and the
+/// runtime's entry-point calls: each caller gets the wrapper of the ABI it asked for, the CUcontext
+/// one forwards its context (a bogus one fails with 201 in the driver, recorded as such).
+#[test]
+fn each_abi_of_a_driver_function_gets_its_own_wrapper() {
+    let dir = temp_dir("bin");
+    let prog = compile("drv_abi_versions", &dir, Link::SimDriver);
+    let r = sim_run(&prog, &[], "abi-versions");
+    assert!(r.stdout().ends_with("drv_abi_versions: ok\n"), "stdout:\n{}", r.stdout());
+    let rings = read_rings(&r.out_dir);
+    let syncs: Vec<(String, i32)> =
+        rings[0].apis().into_iter().filter(|a| a.0.starts_with("cuCtxSynchronize")).map(|a| (a.0, a.3)).collect();
+    let old = || ("cuCtxSynchronize".to_string(), 0);
+    let ctx_calls = || [0, 201, 0].map(|res| ("cuCtxSynchronize_v2".to_string(), res));
+    let mut expected = vec![old()];
+    expected.extend(ctx_calls()); // cuGetProcAddress 13000
+    expected.extend(ctx_calls()); // cudaGetDriverEntryPointByVersion 13000
+    expected.push(old()); // cudaGetDriverEntryPointByVersion 12000
+    expected.extend(ctx_calls()); // cudaGetDriverEntryPoint of libcudart 13
+    assert_eq!(syncs, expected, "driver calls recorded (name, result)");
+    let sync_records = rings[0]
+        .records
+        .iter()
+        .filter(|r| matches!(r, Record::Sync { kind: SyncKind::ContextSynchronize, .. }))
+        .count();
+    assert_eq!(sync_records, expected.len(), "one Sync record per context synchronisation");
+    let _ = std::fs::remove_dir_all(r.out_dir.parent().unwrap());
 }
 
 #[test]
