@@ -121,6 +121,14 @@ entries! {
     cuStreamSynchronize 2000.. (1) => cuda_drv::cuStreamSynchronize | cuStreamSynchronize_ptsz;
     cuEventSynchronize 2000.. (1) => cuda_drv::cuEventSynchronize;
     cuStreamWaitEvent 3020.. (3) => cuda_drv::cuStreamWaitEvent | cuStreamWaitEvent_ptsz;
+    cuMemAddressReserve 10020.. (5) => cuda_vmm::cuMemAddressReserve;
+    cuMemAddressFree 10020.. (2) => cuda_vmm::cuMemAddressFree;
+    cuMemCreate 10020.. (4) => cuda_vmm::cuMemCreate;
+    cuMemRelease 10020.. (1) => cuda_vmm::cuMemRelease;
+    cuMemMap 10020.. (5) => cuda_vmm::cuMemMap;
+    cuMemUnmap 10020.. (2) => cuda_vmm::cuMemUnmap;
+    cuMemSetAccess 10020.. (4) => cuda_vmm::cuMemSetAccess;
+    cuMemRetainAllocationHandle 11000.. (2) => cuda_vmm::cuMemRetainAllocationHandle;
 }
 
 /// The wrapper to hand out for a resolved driver symbol, or None to hand back the real pointer.

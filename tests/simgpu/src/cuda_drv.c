@@ -351,7 +351,8 @@ CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
 static int classify_ptr(CUdeviceptr p)
 {
     mem_ent e;
-    return sg_mem_find((const void *)(uintptr_t)p, &e) && (e.kind == SG_MEM_DEVICE || e.kind == SG_MEM_MANAGED);
+    return sg_mem_find((const void *)(uintptr_t)p, &e) &&
+           (e.kind == SG_MEM_DEVICE || e.kind == SG_MEM_MANAGED || e.kind == SG_MEM_MAPPED);
 }
 static int unified_kind(CUdeviceptr dst, CUdeviceptr src)
 {
