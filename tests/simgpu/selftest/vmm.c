@@ -115,6 +115,6 @@ int main(void)
     CHECK(used() == base_used, "all freed (used %zu)", used() - base_used);
     CHECK(cuMemRelease(h[2]) == CUDA_ERROR_INVALID_VALUE, "released twice");
     CK(cuMemAddressFree(va, 64 * MB));
-    printf("vmm: granularity=%zu MiB failures=%d\n", g / MB, st_failures);
+    printf("vmm: granularity_mib=%zu failures=%d\n", g / MB, st_failures);
     return st_failures ? 1 : 0;
 }
