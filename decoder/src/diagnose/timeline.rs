@@ -67,11 +67,19 @@ pub fn classify_call(name: &str) -> CallClass {
         }
     } else if has("Memset") {
         CallClass::Copy
-    } else if has("Malloc") || has("Free") || has("MemAlloc") || has("MemFree") {
+    } else if has("Malloc") || has("Free") || has("MemAlloc") || has("MemFree") || is_vmm_call(name) {
         CallClass::Alloc
     } else {
         CallClass::Other
     }
+}
+
+/// The driver's virtual memory management calls (PyTorch's expandable segments, NCCL): allocation
+/// calls like `cudaMalloc`, with reserving, mapping and access setup as part of them.
+fn is_vmm_call(name: &str) -> bool {
+    ["cuMemCreate", "cuMemRelease", "cuMemMap", "cuMemUnmap", "cuMemSetAccess", "cuMemAddressReserve"]
+        .iter()
+        .any(|p| name.starts_with(p))
 }
 
 /// How long after the GPU ran dry a blocked host may return and still count as the cause (ns).
@@ -581,6 +589,15 @@ mod tests {
     }
     fn call(start: Ns, end: Ns, corr: u64, class: CallClass) -> RawCall {
         RawCall { start, end, corr, class, name: 0 }
+    }
+
+    #[test]
+    fn driver_vmm_calls_are_allocation_calls() {
+        for n in ["cuMemCreate", "cuMemMap", "cuMemUnmap", "cuMemRelease", "cuMemSetAccess", "cuMemAddressReserve"] {
+            assert!(matches!(classify_call(n), CallClass::Alloc), "{n}");
+        }
+        assert!(matches!(classify_call("cuMemAlloc_v2"), CallClass::Alloc));
+        assert!(matches!(classify_call("cuMemGetInfo_v2"), CallClass::Other));
     }
 
     #[test]

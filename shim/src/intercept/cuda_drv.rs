@@ -137,6 +137,9 @@ interpose! {
     fn cuMemsetD32Async_ptsz(dst: DevPtr, v: c_uint, n: usize, stream: Handle) -> c_int => gpu(4 * n as u64, stream);
 
     fn cuCtxSynchronize() -> c_int => sync(SyncKind::ContextSynchronize, NONE, NONE);
+    /// CUDA 13's ABI of `cuCtxSynchronize` (`PFN_cuCtxSynchronize_v13000`): the context to wait for,
+    /// NULL for the current one.
+    fn cuCtxSynchronize_v2(ctx: Handle) -> c_int => sync(SyncKind::ContextSynchronize, NONE, NONE);
     fn cuStreamSynchronize(stream: Handle) -> c_int => sync(SyncKind::StreamSynchronize, stream, NONE);
     fn cuStreamSynchronize_ptsz(stream: Handle) -> c_int => sync(SyncKind::StreamSynchronize, stream, NONE);
     fn cuEventSynchronize(event: Handle) -> c_int => sync(SyncKind::EventSynchronize, NONE, event);

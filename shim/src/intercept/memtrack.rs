@@ -1,5 +1,6 @@
-//! Per-device reservation totals: what this process holds from `cudaMalloc*` / `cuMemAlloc*`, so an
-//! allocation failure can be recorded with the requested size and the reservation at that moment.
+//! Per-device reservation totals: what this process holds from `cudaMalloc*` / `cuMemAlloc*` and the
+//! driver's `cuMemCreate` (see `vmmtrack`), so an allocation failure can be recorded with the
+//! requested size and the reservation at that moment.
 //!
 //! Live allocations sit in a fixed open-addressing table (address -> device and size) of atomics:
 //! no lock, no allocation. Pinned host memory is kept under the pseudo-device [`HOST`].
@@ -40,9 +41,27 @@ pub fn reserved(device: u32) -> u64 {
     counter(device).load(Ordering::Relaxed)
 }
 
+/// Adds `bytes` to what this process holds on `device` (no address kept); returns the new total.
+pub fn add(device: u32, bytes: u64) -> u64 {
+    counter(device).fetch_add(bytes, Ordering::Relaxed) + bytes
+}
+
+/// Takes `bytes` off what this process holds on `device` (never below 0); returns the new total.
+pub fn sub(device: u32, bytes: u64) -> u64 {
+    let c = counter(device);
+    let mut cur = c.load(Ordering::Relaxed);
+    loop {
+        let new = cur.saturating_sub(bytes);
+        match c.compare_exchange_weak(cur, new, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return new,
+            Err(v) => cur = v,
+        }
+    }
+}
+
 /// Records a successful allocation; returns the reservation after it.
 pub fn on_alloc(device: u32, addr: u64, bytes: u64) -> u64 {
-    let total = counter(device).fetch_add(bytes, Ordering::Relaxed) + bytes;
+    let total = add(device, bytes);
     if addr == 0 || addr == TOMBSTONE {
         return total;
     }
@@ -87,15 +106,7 @@ pub fn on_free(addr: u64) -> Option<(u32, u64, u64)> {
             let tag = val >> 56;
             let device = if tag == 0xff { HOST } else { tag as u32 };
             let bytes = val & BYTES_MASK;
-            let c = counter(device);
-            let mut cur = c.load(Ordering::Relaxed);
-            loop {
-                let new = cur.saturating_sub(bytes);
-                match c.compare_exchange_weak(cur, new, Ordering::Relaxed, Ordering::Relaxed) {
-                    Ok(_) => return Some((device, bytes, new)),
-                    Err(v) => cur = v,
-                }
-            }
+            return Some((device, bytes, sub(device, bytes)));
         }
         i = (i + 1) & (SIZE - 1);
     }

@@ -24,12 +24,16 @@ pub mod cuda_drv;
 pub mod cuda_rt;
 pub mod cuda_rt_mem;
 pub mod cuda_rt_sync;
+pub mod cuda_vmm;
 pub mod cupti_link;
 pub mod dlsym;
 pub mod memtrack;
 pub mod names;
 pub mod proc_address;
+#[cfg(test)]
+mod proc_address_typedefs;
 pub mod real;
+pub mod vmmtrack;
 
 /// `cudaStream_t` / `CUstream` / events / graphs: opaque handles.
 pub type Handle = *mut c_void;
@@ -72,7 +76,7 @@ pub const fn cstr(bytes: &'static [u8]) -> &'static CStr {
 
 /// Every wrapper table (runtime and driver); the hooks search these.
 pub fn all_hooks() -> impl Iterator<Item = &'static Hook> {
-    [cuda_rt::HOOKS, cuda_rt_mem::HOOKS, cuda_rt_sync::HOOKS, cuda_drv::HOOKS, proc_address::HOOKS]
+    [cuda_rt::HOOKS, cuda_rt_mem::HOOKS, cuda_rt_sync::HOOKS, cuda_drv::HOOKS, cuda_vmm::HOOKS, proc_address::HOOKS]
         .into_iter()
         .flatten()
 }
@@ -279,6 +283,19 @@ impl ApiCall {
 
     /// Ends an allocation / free: the `Api` record plus the `Memory` record.
     pub(crate) fn finish_memory(self, domain: ApiDomain, name: &StaticName, result: i32, work: &Work, mem: MemEvent) {
+        self.finish_memory_events(domain, name, result, work, std::slice::from_ref(&mem));
+    }
+
+    /// Ends a call with any number of memory events (none, or one per device an unmap freed memory
+    /// on): the `Api` record plus a `Memory` record for each.
+    pub(crate) fn finish_memory_events(
+        self,
+        domain: ApiDomain,
+        name: &StaticName,
+        result: i32,
+        work: &Work,
+        mems: &[MemEvent],
+    ) {
         let end = crate::clock::now();
         note_driver_state(domain, name, result, &Work::Gpu { bytes: 0, stream: 0 });
         if !self.recording {
@@ -286,21 +303,23 @@ impl ApiCall {
         }
         ffi_guard((), || {
             self.emit(domain, name, result, work, end);
-            crate::recorder::emit_in(
-                self.ctx,
-                Record::Memory {
-                    op: mem.op,
-                    space: mem.space,
-                    device: mem.device,
-                    address: mem.address,
-                    bytes: mem.bytes,
-                    reserved: mem.reserved,
-                    ts: end,
-                    result,
-                    correlation: self.correlation,
-                    tid: self.ctx.tid(),
-                },
-            );
+            for mem in mems {
+                crate::recorder::emit_in(
+                    self.ctx,
+                    Record::Memory {
+                        op: mem.op,
+                        space: mem.space,
+                        device: mem.device,
+                        address: mem.address,
+                        bytes: mem.bytes,
+                        reserved: mem.reserved,
+                        ts: end,
+                        result,
+                        correlation: self.correlation,
+                        tid: self.ctx.tid(),
+                    },
+                );
+            }
         });
     }
 

@@ -3,12 +3,15 @@
 //! driver functions this way, never through the dynamic linker.
 //!
 //! Pattern (CUDA_FACTS §5): call the real resolver; if it returned a function we wrap, give the real
-//! pointer to that wrapper's slot and hand back the wrapper. Which wrapper depends on the ABI the
-//! caller asked for: the symbol's version (`cuMemAlloc` below 3020 is the old 32-bit one: not ours)
-//! and the stream flavour (`_ptsz` / `_ptds` when `CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM`,
-//! or when the returned pointer is the driver's exported per-thread twin).
+//! pointer to that wrapper's slot and hand back the wrapper. Each ABI of a base name has its own
+//! wrapper and slot (`cuCtxSynchronize(void)` up to 13.0, `cuCtxSynchronize_v2(CUcontext)` from it):
+//! the returned pointer's identity with a driver export decides which, else the version the caller
+//! asked for (`cuMemAlloc` below 3020 is the old 32-bit one: not ours; `cudaGetDriverEntryPoint`
+//! asks for the runtime's version) and the stream flavour (`_ptsz` / `_ptds` when
+//! `CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM`).
 
 use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void, CStr};
+use std::sync::atomic::{AtomicI32, Ordering};
 
 use super::real::{self, DRV_ERR_NOT_FOUND, RT_ERR_NO_DRIVER};
 use super::{hook_named, Hook};
@@ -18,84 +21,144 @@ const PER_THREAD: u64 = 2;
 /// `CU_GET_PROC_ADDRESS_LEGACY_STREAM` / `cudaEnableLegacyStream`.
 const LEGACY: u64 = 1;
 
-/// One wrapped driver entry point: base name as given to `cuGetProcAddress`, the lowest CUDA
-/// version whose ABI our wrapper has, and the exported names of the legacy and per-thread variants.
-struct Entry {
-    base: &'static [u8],
-    min_version: c_int,
-    legacy: &'static [u8],
-    per_thread: Option<&'static [u8]>,
+/// One wrapped driver entry point: one ABI of a base name as given to `cuGetProcAddress`.
+///
+/// `cudaTypedefs.h` names each ABI `PFN_<base>_v<version>`: an ABI is valid from its version up to
+/// the next `PFN_<base>_v…` version (`cuCtxSynchronize`: `(void)` from 2000, `(CUcontext)` from 13000),
+/// and each ABI has its own exported function and so its own wrapper and real slot.
+pub(crate) struct Entry {
+    pub base: &'static [u8],
+    /// First CUDA version (1000 * major + 10 * minor) with this ABI.
+    pub min_version: c_int,
+    /// First version with the next ABI of `base` (exclusive bound), None while this one is the newest.
+    pub until_version: Option<c_int>,
+    /// Exported name of the legacy-stream function (and of our wrapper).
+    pub legacy: &'static [u8],
+    /// Exported name of the per-thread default stream twin (`_ptsz` / `_ptds`), if it has one.
+    pub per_thread: Option<&'static [u8]>,
+    /// Parameter count of the ABI; both wrappers have it (checked when this table compiles), and the
+    /// header check compares it with the PFN typedef's.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub arity: usize,
 }
 
-const fn e(base: &'static [u8], min_version: c_int, legacy: &'static [u8], per_thread: Option<&'static [u8]>) -> Entry {
-    Entry { base, min_version, legacy, per_thread }
+impl Entry {
+    fn covers(&self, version: c_int) -> bool {
+        version >= self.min_version && self.until_version.is_none_or(|u| version < u)
+    }
 }
 
-/// Ordered: for a base name the first entry whose `min_version` the caller's version reaches wins.
-static ENTRIES: &[Entry] = &[
-    e(b"cuGetProcAddress", 12000, b"cuGetProcAddress_v2", None),
-    e(b"cuGetProcAddress", 11030, b"cuGetProcAddress", None),
-    e(b"cuInit", 2000, b"cuInit", None),
-    e(b"cuLaunchKernel", 4000, b"cuLaunchKernel", Some(b"cuLaunchKernel_ptsz")),
-    e(b"cuLaunchKernelEx", 11060, b"cuLaunchKernelEx", Some(b"cuLaunchKernelEx_ptsz")),
-    e(b"cuLaunchCooperativeKernel", 9000, b"cuLaunchCooperativeKernel", Some(b"cuLaunchCooperativeKernel_ptsz")),
-    e(b"cuGraphLaunch", 10000, b"cuGraphLaunch", Some(b"cuGraphLaunch_ptsz")),
-    e(b"cuModuleGetFunction", 2000, b"cuModuleGetFunction", None),
-    e(b"cuLibraryGetKernel", 12000, b"cuLibraryGetKernel", None),
-    e(b"cuKernelGetFunction", 12000, b"cuKernelGetFunction", None),
-    e(b"cuMemAlloc", 3020, b"cuMemAlloc_v2", None),
-    e(b"cuMemFree", 3020, b"cuMemFree_v2", None),
-    e(b"cuMemAllocHost", 3020, b"cuMemAllocHost_v2", None),
-    e(b"cuMemHostAlloc", 2020, b"cuMemHostAlloc", None),
-    e(b"cuMemFreeHost", 2000, b"cuMemFreeHost", None),
-    e(b"cuMemAllocManaged", 6000, b"cuMemAllocManaged", None),
-    e(b"cuMemAllocAsync", 11020, b"cuMemAllocAsync", Some(b"cuMemAllocAsync_ptsz")),
-    e(b"cuMemFreeAsync", 11020, b"cuMemFreeAsync", Some(b"cuMemFreeAsync_ptsz")),
-    e(b"cuMemcpy", 4000, b"cuMemcpy", Some(b"cuMemcpy_ptds")),
-    e(b"cuMemcpyAsync", 4000, b"cuMemcpyAsync", Some(b"cuMemcpyAsync_ptsz")),
-    e(b"cuMemcpyHtoD", 3020, b"cuMemcpyHtoD_v2", Some(b"cuMemcpyHtoD_v2_ptds")),
-    e(b"cuMemcpyDtoH", 3020, b"cuMemcpyDtoH_v2", Some(b"cuMemcpyDtoH_v2_ptds")),
-    e(b"cuMemcpyDtoD", 3020, b"cuMemcpyDtoD_v2", Some(b"cuMemcpyDtoD_v2_ptds")),
-    e(b"cuMemcpyHtoDAsync", 3020, b"cuMemcpyHtoDAsync_v2", Some(b"cuMemcpyHtoDAsync_v2_ptsz")),
-    e(b"cuMemcpyDtoHAsync", 3020, b"cuMemcpyDtoHAsync_v2", Some(b"cuMemcpyDtoHAsync_v2_ptsz")),
-    e(b"cuMemcpyDtoDAsync", 3020, b"cuMemcpyDtoDAsync_v2", Some(b"cuMemcpyDtoDAsync_v2_ptsz")),
-    e(b"cuMemcpyPeer", 4000, b"cuMemcpyPeer", Some(b"cuMemcpyPeer_ptds")),
-    e(b"cuMemcpyPeerAsync", 4000, b"cuMemcpyPeerAsync", Some(b"cuMemcpyPeerAsync_ptsz")),
-    e(b"cuMemsetD8", 3020, b"cuMemsetD8_v2", Some(b"cuMemsetD8_v2_ptds")),
-    e(b"cuMemsetD16", 3020, b"cuMemsetD16_v2", Some(b"cuMemsetD16_v2_ptds")),
-    e(b"cuMemsetD32", 3020, b"cuMemsetD32_v2", Some(b"cuMemsetD32_v2_ptds")),
-    e(b"cuMemsetD8Async", 3020, b"cuMemsetD8Async", Some(b"cuMemsetD8Async_ptsz")),
-    e(b"cuMemsetD16Async", 3020, b"cuMemsetD16Async", Some(b"cuMemsetD16Async_ptsz")),
-    e(b"cuMemsetD32Async", 3020, b"cuMemsetD32Async", Some(b"cuMemsetD32Async_ptsz")),
-    e(b"cuCtxSynchronize", 2000, b"cuCtxSynchronize", None),
-    e(b"cuStreamSynchronize", 2000, b"cuStreamSynchronize", Some(b"cuStreamSynchronize_ptsz")),
-    e(b"cuEventSynchronize", 2000, b"cuEventSynchronize", None),
-    e(b"cuStreamWaitEvent", 2000, b"cuStreamWaitEvent", Some(b"cuStreamWaitEvent_ptsz")),
-];
+/// The type of an `extern "C"` wrapper with `n` parameters returning `CUresult`.
+macro_rules! c_fn {
+    (0) => { unsafe extern "C" fn() -> c_int };
+    (1) => { unsafe extern "C" fn(_) -> c_int };
+    (2) => { unsafe extern "C" fn(_, _) -> c_int };
+    (3) => { unsafe extern "C" fn(_, _, _) -> c_int };
+    (4) => { unsafe extern "C" fn(_, _, _, _) -> c_int };
+    (5) => { unsafe extern "C" fn(_, _, _, _, _) -> c_int };
+    (6) => { unsafe extern "C" fn(_, _, _, _, _, _) -> c_int };
+    (10) => { unsafe extern "C" fn(_, _, _, _, _, _, _, _, _, _) -> c_int };
+    (11) => { unsafe extern "C" fn(_, _, _, _, _, _, _, _, _, _, _) -> c_int };
+}
+
+/// `base min..[until] (arity) => module::legacy_wrapper [| per_thread_wrapper];`
+macro_rules! entries {
+    ($($base:ident $min:literal .. $($until:literal)? ($arity:tt) => $module:ident :: $legacy:ident $(| $pt:ident)?;)*) => {
+        pub(crate) static ENTRIES: &[Entry] = &[$(Entry {
+            base: stringify!($base).as_bytes(),
+            min_version: $min,
+            until_version: entries!(@opt $($until)?),
+            legacy: stringify!($legacy).as_bytes(),
+            per_thread: entries!(@opt $(stringify!($pt).as_bytes())?),
+            arity: $arity,
+        }),*];
+        // Every wrapper takes the number of parameters its entry claims: a wrong count does not compile.
+        const _: () = {$(
+            let _: c_fn!($arity) = super::$module::$legacy;
+            $(let _: c_fn!($arity) = super::$module::$pt;)?
+        )*};
+    };
+    (@opt) => { None };
+    (@opt $v:expr) => { Some($v) };
+}
+
+entries! {
+    cuGetProcAddress 11030..12000 (4) => proc_address::cuGetProcAddress;
+    cuGetProcAddress 12000.. (5) => proc_address::cuGetProcAddress_v2;
+    cuInit 2000.. (1) => cuda_drv::cuInit;
+    cuLaunchKernel 4000.. (11) => cuda_drv::cuLaunchKernel | cuLaunchKernel_ptsz;
+    cuLaunchKernelEx 11060.. (4) => cuda_drv::cuLaunchKernelEx | cuLaunchKernelEx_ptsz;
+    cuLaunchCooperativeKernel 9000.. (10) => cuda_drv::cuLaunchCooperativeKernel | cuLaunchCooperativeKernel_ptsz;
+    cuGraphLaunch 10000.. (2) => cuda_drv::cuGraphLaunch | cuGraphLaunch_ptsz;
+    cuModuleGetFunction 2000.. (3) => cuda_drv::cuModuleGetFunction;
+    cuLibraryGetKernel 12000.. (3) => cuda_drv::cuLibraryGetKernel;
+    cuKernelGetFunction 12000.. (2) => cuda_drv::cuKernelGetFunction;
+    cuMemAlloc 3020.. (2) => cuda_drv::cuMemAlloc_v2;
+    cuMemFree 3020.. (1) => cuda_drv::cuMemFree_v2;
+    cuMemAllocHost 3020.. (2) => cuda_drv::cuMemAllocHost_v2;
+    cuMemHostAlloc 2020.. (3) => cuda_drv::cuMemHostAlloc;
+    cuMemFreeHost 2000.. (1) => cuda_drv::cuMemFreeHost;
+    cuMemAllocManaged 6000.. (3) => cuda_drv::cuMemAllocManaged;
+    cuMemAllocAsync 11020.. (3) => cuda_drv::cuMemAllocAsync | cuMemAllocAsync_ptsz;
+    cuMemFreeAsync 11020.. (2) => cuda_drv::cuMemFreeAsync | cuMemFreeAsync_ptsz;
+    cuMemcpy 4000.. (3) => cuda_drv::cuMemcpy | cuMemcpy_ptds;
+    cuMemcpyAsync 4000.. (4) => cuda_drv::cuMemcpyAsync | cuMemcpyAsync_ptsz;
+    cuMemcpyHtoD 3020.. (3) => cuda_drv::cuMemcpyHtoD_v2 | cuMemcpyHtoD_v2_ptds;
+    cuMemcpyDtoH 3020.. (3) => cuda_drv::cuMemcpyDtoH_v2 | cuMemcpyDtoH_v2_ptds;
+    cuMemcpyDtoD 3020.. (3) => cuda_drv::cuMemcpyDtoD_v2 | cuMemcpyDtoD_v2_ptds;
+    cuMemcpyHtoDAsync 3020.. (4) => cuda_drv::cuMemcpyHtoDAsync_v2 | cuMemcpyHtoDAsync_v2_ptsz;
+    cuMemcpyDtoHAsync 3020.. (4) => cuda_drv::cuMemcpyDtoHAsync_v2 | cuMemcpyDtoHAsync_v2_ptsz;
+    cuMemcpyDtoDAsync 3020.. (4) => cuda_drv::cuMemcpyDtoDAsync_v2 | cuMemcpyDtoDAsync_v2_ptsz;
+    cuMemcpyPeer 4000.. (5) => cuda_drv::cuMemcpyPeer | cuMemcpyPeer_ptds;
+    cuMemcpyPeerAsync 4000.. (6) => cuda_drv::cuMemcpyPeerAsync | cuMemcpyPeerAsync_ptsz;
+    cuMemsetD8 3020.. (3) => cuda_drv::cuMemsetD8_v2 | cuMemsetD8_v2_ptds;
+    cuMemsetD16 3020.. (3) => cuda_drv::cuMemsetD16_v2 | cuMemsetD16_v2_ptds;
+    cuMemsetD32 3020.. (3) => cuda_drv::cuMemsetD32_v2 | cuMemsetD32_v2_ptds;
+    cuMemsetD8Async 3020.. (4) => cuda_drv::cuMemsetD8Async | cuMemsetD8Async_ptsz;
+    cuMemsetD16Async 3020.. (4) => cuda_drv::cuMemsetD16Async | cuMemsetD16Async_ptsz;
+    cuMemsetD32Async 3020.. (4) => cuda_drv::cuMemsetD32Async | cuMemsetD32Async_ptsz;
+    cuCtxSynchronize 2000..13000 (0) => cuda_drv::cuCtxSynchronize;
+    cuCtxSynchronize 13000.. (1) => cuda_drv::cuCtxSynchronize_v2;
+    cuStreamSynchronize 2000.. (1) => cuda_drv::cuStreamSynchronize | cuStreamSynchronize_ptsz;
+    cuEventSynchronize 2000.. (1) => cuda_drv::cuEventSynchronize;
+    cuStreamWaitEvent 3020.. (3) => cuda_drv::cuStreamWaitEvent | cuStreamWaitEvent_ptsz;
+    cuMemAddressReserve 10020.. (5) => cuda_vmm::cuMemAddressReserve;
+    cuMemAddressFree 10020.. (2) => cuda_vmm::cuMemAddressFree;
+    cuMemCreate 10020.. (4) => cuda_vmm::cuMemCreate;
+    cuMemRelease 10020.. (1) => cuda_vmm::cuMemRelease;
+    cuMemMap 10020.. (5) => cuda_vmm::cuMemMap;
+    cuMemUnmap 10020.. (2) => cuda_vmm::cuMemUnmap;
+    cuMemSetAccess 10020.. (4) => cuda_vmm::cuMemSetAccess;
+    cuMemRetainAllocationHandle 11000.. (2) => cuda_vmm::cuMemRetainAllocationHandle;
+}
 
 /// The wrapper to hand out for a resolved driver symbol, or None to hand back the real pointer.
-fn select(symbol: &[u8], version: c_int, flags: u64, real_ptr: *mut c_void) -> Option<&'static Hook> {
-    let entry = ENTRIES.iter().find(|e| e.base == symbol && version >= e.min_version)?;
-    let per_thread = match entry.per_thread {
-        None => false,
-        Some(pt) => {
-            // Prefer identity with the driver's exported twins; fall back to the flags.
-            let hook_pt = hook_named(pt);
-            let hook_legacy = hook_named(entry.legacy);
-            let is_export_of = |h: Option<&'static Hook>| {
-                let p = h.map(|h| real::next(h.name)).unwrap_or(std::ptr::null_mut());
-                !p.is_null() && p == real_ptr
-            };
-            if is_export_of(hook_pt) {
-                true
-            } else if is_export_of(hook_legacy) {
-                false
-            } else {
-                flags & PER_THREAD != 0 && flags & LEGACY == 0
+///
+/// The pointer itself decides first: when it is the driver's export of one of the names we wrap for
+/// `symbol` (`cuCtxSynchronize_v2`, `cuLaunchKernel_ptsz`), that name's wrapper has its ABI, whatever
+/// version the caller gave. Otherwise the caller's version (asked for only then) picks the ABI and
+/// the flags the flavour.
+fn select(symbol: &[u8], version: impl FnOnce() -> c_int, flags: u64, real_ptr: *mut c_void) -> Option<&'static Hook> {
+    let mut candidates = ENTRIES.iter().filter(|e| e.base == symbol).peekable();
+    candidates.peek()?;
+    if let Some(object) = real::DefiningObject::of(real_ptr) {
+        for e in candidates {
+            for name in std::iter::once(e.legacy).chain(e.per_thread) {
+                if let Some(hook) = hook_named(name) {
+                    if object.symbol(hook.name) == real_ptr {
+                        return Some(hook);
+                    }
+                }
             }
         }
+    }
+    let version = version();
+    let entry = ENTRIES.iter().find(|e| e.base == symbol && e.covers(version))?;
+    let per_thread = flags & PER_THREAD != 0 && flags & LEGACY == 0;
+    let name = match entry.per_thread {
+        Some(pt) if per_thread => pt,
+        _ => entry.legacy,
     };
-    let name = if per_thread { entry.per_thread? } else { entry.legacy };
     hook_named(name)
 }
 
@@ -103,7 +166,7 @@ fn select(symbol: &[u8], version: c_int, flags: u64, real_ptr: *mut c_void) -> O
 ///
 /// # Safety
 /// `symbol` NULL or NUL-terminated; `pfn` NULL or the caller's out-pointer the resolver just filled.
-unsafe fn substitute(symbol: *const c_char, pfn: *mut *mut c_void, version: c_int, flags: u64) {
+unsafe fn substitute(symbol: *const c_char, pfn: *mut *mut c_void, version: impl FnOnce() -> c_int, flags: u64) {
     if symbol.is_null() || pfn.is_null() {
         return;
     }
@@ -150,9 +213,36 @@ hooks!(
     cudaGetDriverEntryPointByVersion_ptsz
 );
 
-/// CUDA's own version for runtime entry-point queries that carry none (cudaGetDriverEntryPoint
-/// resolves for the runtime's version; every runtime that has it is >= 11.3).
+/// The version assumed for `cudaGetDriverEntryPoint` when the runtime's own cannot be asked (every
+/// runtime that has the call is >= 11.3; 12.0 is the oldest we support).
 const RUNTIME_VERSION_FLOOR: c_int = 12000;
+
+/// The CUDA version `cudaGetDriverEntryPoint` resolves symbols for: that of the runtime defining it
+/// (its `cudaRuntimeGetVersion`), asked once per wrapper and kept in `cache`.
+fn runtime_version(cache: &AtomicI32, real_fn: *mut c_void) -> c_int {
+    let v = cache.load(Ordering::Relaxed);
+    if v != 0 {
+        return v;
+    }
+    let v = query_runtime_version(real_fn).unwrap_or(RUNTIME_VERSION_FLOOR);
+    cache.store(v, Ordering::Relaxed);
+    v
+}
+
+fn query_runtime_version(real_fn: *mut c_void) -> Option<c_int> {
+    let object = real::DefiningObject::of(real_fn)?;
+    let f = object.symbol(c"cudaRuntimeGetVersion");
+    if f.is_null() || real::is_own(f) {
+        return None;
+    }
+    type GetVersion = unsafe extern "C" fn(*mut c_int) -> c_int;
+    // SAFETY: the runtime's own cudaRuntimeGetVersion, whose C signature is GetVersion.
+    let f = unsafe { std::mem::transmute::<*mut c_void, GetVersion>(f) };
+    let mut v: c_int = 0;
+    // SAFETY: writes the version into our local; needs no initialisation of the runtime.
+    let r = unsafe { f(&mut v) };
+    (r == 0 && v > 0).then_some(v)
+}
 
 /// `cuGetProcAddress` (CUDA 11.3 ABI, 4 arguments).
 #[no_mangle]
@@ -168,7 +258,7 @@ pub unsafe extern "C" fn cuGetProcAddress(
     let r = unsafe { real(symbol, pfn, version, flags) };
     if r == 0 {
         // SAFETY: the resolver succeeded with these caller pointers.
-        crate::guard::ffi_guard((), || unsafe { substitute(symbol, pfn, version, flags) });
+        crate::guard::ffi_guard((), || unsafe { substitute(symbol, pfn, || version, flags) });
     }
     r
 }
@@ -188,24 +278,26 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(
     let r = unsafe { real(symbol, pfn, version, flags, status) };
     if r == 0 {
         // SAFETY: the resolver succeeded with these caller pointers.
-        crate::guard::ffi_guard((), || unsafe { substitute(symbol, pfn, version, flags) });
+        crate::guard::ffi_guard((), || unsafe { substitute(symbol, pfn, || version, flags) });
     }
     r
 }
 
 macro_rules! rt_entry_point {
     ($name:ident, default_flags = $default:expr) => {
-        /// Runtime query for a driver entry point (CUDA 12 ABI: flags, status).
+        /// Runtime query for a driver entry point (CUDA 12 ABI: flags, status), for the runtime's version.
         #[no_mangle]
         pub unsafe extern "C" fn $name(symbol: *const c_char, pfn: *mut *mut c_void, flags: c_ulonglong, status: *mut c_int) -> c_int {
+            static VERSION: AtomicI32 = AtomicI32::new(0);
             let real = super::real_or!($name, fn(*const c_char, *mut *mut c_void, c_ulonglong, *mut c_int) -> c_int;
                 RT_ERR_NO_DRIVER);
             // SAFETY: forwarding the caller's arguments unchanged to the real function.
             let r = unsafe { real(symbol, pfn, flags, status) };
             if r == 0 {
                 let flags = if flags == 0 { $default } else { flags };
+                let version = || runtime_version(&VERSION, real as *mut c_void);
                 // SAFETY: the query succeeded with these caller pointers.
-                crate::guard::ffi_guard((), || unsafe { substitute(symbol, pfn, RUNTIME_VERSION_FLOOR, flags) });
+                crate::guard::ffi_guard((), || unsafe { substitute(symbol, pfn, version, flags) });
             }
             r
         }
@@ -230,7 +322,7 @@ macro_rules! rt_entry_point_by_version {
             if r == 0 {
                 let flags = if flags == 0 { $default } else { flags };
                 // SAFETY: the query succeeded with these caller pointers.
-                crate::guard::ffi_guard((), || unsafe { substitute(symbol, pfn, version as c_int, flags) });
+                crate::guard::ffi_guard((), || unsafe { substitute(symbol, pfn, || version as c_int, flags) });
             }
             r
         }
@@ -249,14 +341,28 @@ mod tests {
     #[test]
     fn versions_and_flavours_pick_the_right_wrapper() {
         let null = std::ptr::null_mut();
-        assert!(select(b"cuMemAlloc", 2000, 0, null).is_none(), "pre-3.2 ABI is not ours");
-        assert_eq!(select(b"cuMemAlloc", 12000, 0, null).unwrap().name, c"cuMemAlloc_v2");
-        assert_eq!(select(b"cuLaunchKernel", 12000, PER_THREAD, null).unwrap().name, c"cuLaunchKernel_ptsz");
-        assert_eq!(select(b"cuLaunchKernel", 12000, LEGACY, null).unwrap().name, c"cuLaunchKernel");
-        assert_eq!(select(b"cuMemcpyHtoD", 12000, PER_THREAD, null).unwrap().name, c"cuMemcpyHtoD_v2_ptds");
-        assert_eq!(select(b"cuGetProcAddress", 12000, 0, null).unwrap().name, c"cuGetProcAddress_v2");
-        assert_eq!(select(b"cuGetProcAddress", 11080, 0, null).unwrap().name, c"cuGetProcAddress");
-        assert!(select(b"cuStreamCreate", 12000, 0, null).is_none());
+        assert!(select(b"cuMemAlloc", || 2000, 0, null).is_none(), "pre-3.2 ABI is not ours");
+        assert_eq!(select(b"cuMemAlloc", || 12000, 0, null).unwrap().name, c"cuMemAlloc_v2");
+        assert_eq!(select(b"cuLaunchKernel", || 12000, PER_THREAD, null).unwrap().name, c"cuLaunchKernel_ptsz");
+        assert_eq!(select(b"cuLaunchKernel", || 12000, LEGACY, null).unwrap().name, c"cuLaunchKernel");
+        assert_eq!(select(b"cuMemcpyHtoD", || 12000, PER_THREAD, null).unwrap().name, c"cuMemcpyHtoD_v2_ptds");
+        assert_eq!(select(b"cuGetProcAddress", || 12000, 0, null).unwrap().name, c"cuGetProcAddress_v2");
+        assert_eq!(select(b"cuGetProcAddress", || 11080, 0, null).unwrap().name, c"cuGetProcAddress");
+        assert!(select(b"cuStreamCreate", || 12000, 0, null).is_none());
+        assert_eq!(select(b"cuCtxSynchronize", || 12080, 0, null).unwrap().name, c"cuCtxSynchronize");
+        assert_eq!(select(b"cuCtxSynchronize", || 13000, 0, null).unwrap().name, c"cuCtxSynchronize_v2");
+        assert!(select(b"cuStreamWaitEvent", || 2000, 0, null).is_none(), "no cuStreamWaitEvent before 3.2");
+    }
+
+    #[test]
+    fn ranges_of_one_base_name_do_not_overlap() {
+        for (i, a) in ENTRIES.iter().enumerate() {
+            for b in ENTRIES[i + 1..].iter().filter(|b| b.base == a.base) {
+                let disjoint = a.until_version.is_some_and(|u| u <= b.min_version)
+                    || b.until_version.is_some_and(|u| u <= a.min_version);
+                assert!(disjoint, "{:?}: overlapping version ranges", std::str::from_utf8(a.base));
+            }
+        }
     }
 
     #[test]

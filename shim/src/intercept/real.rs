@@ -109,6 +109,34 @@ fn in_local_objects(name: &CStr) -> *mut c_void {
     null_mut()
 }
 
+/// The shared object that defines a function pointer, opened again (`RTLD_NOLOAD`) to look up its
+/// other symbols; closed on drop. For telling which exported function a resolver handed out.
+pub struct DefiningObject(*mut c_void);
+
+impl DefiningObject {
+    /// The object containing `p`, or None (not in a loaded object, or not openable by its path).
+    pub fn of(p: *const c_void) -> Option<DefiningObject> {
+        let path = object_path(p)?;
+        // SAFETY: `path` is the loader's NUL-terminated path of a loaded object; RTLD_NOLOAD only
+        // takes a reference to it (never loads anything).
+        let h = unsafe { libc::dlopen(path, libc::RTLD_NOW | libc::RTLD_NOLOAD) };
+        (!h.is_null()).then_some(DefiningObject(h))
+    }
+
+    /// The object's own definition of `name` (null if it has none).
+    pub fn symbol(&self, name: &CStr) -> *mut c_void {
+        // SAFETY: self.0 is a live handle from dlopen.
+        unsafe { dlsym_real(self.0, name) }
+    }
+}
+
+impl Drop for DefiningObject {
+    fn drop(&mut self) {
+        // SAFETY: drops the reference this value took with dlopen.
+        unsafe { libc::dlclose(self.0) };
+    }
+}
+
 /// Load address of libtprof (0 until first asked).
 static OWN_BASE: AtomicUsize = AtomicUsize::new(0);
 
@@ -120,6 +148,18 @@ fn own_base() -> usize {
     let b = object_base(own_base as *const c_void);
     OWN_BASE.store(b, Ordering::Relaxed);
     b
+}
+
+/// The path of the loaded object containing `addr` (the loader's string), None if there is none.
+fn object_path(addr: *const c_void) -> Option<*const c_char> {
+    if addr.is_null() {
+        return None;
+    }
+    // SAFETY: Dl_info is plain old data; an all-zero value is valid.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: dladdr only reads loader tables and writes into `info`, which we own.
+    let ok = unsafe { libc::dladdr(addr, &mut info) };
+    (ok != 0 && !info.dli_fname.is_null()).then_some(info.dli_fname)
 }
 
 fn object_base(addr: *const c_void) -> usize {

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::Value;
 use tprof_e2e::shim::*;
-use tprof_format::{MemOp, Record};
+use tprof_format::{MemOp, MemSpace, Record, SyncKind};
 
 /// Every kernel, copy and memset of the ground truth has the `Api` record that launched it.
 fn assert_truth_covered(what: &str, rings: &[Ring], truth: &[Value]) {
@@ -157,6 +157,116 @@ fn cu_get_proc_address_launches_are_recorded() {
     for n in ["cuMemAlloc_v2", "cuMemcpyHtoD_v2", "cuCtxSynchronize"] {
         assert!(apis.iter().any(|a| a.0 == n), "{n} resolved through cuGetProcAddress not recorded");
     }
+}
+
+/// CUDA 13's two ABIs of `cuCtxSynchronize`, resolved by version through `cuGetProcAddress` and the
+/// runtime's entry-point calls: each caller gets the wrapper of the ABI it asked for, the CUcontext
+/// one forwards its context (a bogus one fails with 201 in the driver, recorded as such).
+#[test]
+fn each_abi_of_a_driver_function_gets_its_own_wrapper() {
+    let dir = temp_dir("bin");
+    let prog = compile("drv_abi_versions", &dir, Link::SimDriver);
+    let r = sim_run(&prog, &[], "abi-versions");
+    assert!(r.stdout().ends_with("drv_abi_versions: ok\n"), "stdout:\n{}", r.stdout());
+    let rings = read_rings(&r.out_dir);
+    let syncs: Vec<(String, i32)> =
+        rings[0].apis().into_iter().filter(|a| a.0.starts_with("cuCtxSynchronize")).map(|a| (a.0, a.3)).collect();
+    let old = || ("cuCtxSynchronize".to_string(), 0);
+    let ctx_calls = || [0, 201, 0].map(|res| ("cuCtxSynchronize_v2".to_string(), res));
+    let mut expected = vec![old()];
+    expected.extend(ctx_calls()); // cuGetProcAddress 13000
+    expected.extend(ctx_calls()); // cudaGetDriverEntryPointByVersion 13000
+    expected.push(old()); // cudaGetDriverEntryPointByVersion 12000
+    expected.extend(ctx_calls()); // cudaGetDriverEntryPoint of libcudart 13
+    assert_eq!(syncs, expected, "driver calls recorded (name, result)");
+    let sync_records = rings[0]
+        .records
+        .iter()
+        .filter(|r| matches!(r, Record::Sync { kind: SyncKind::ContextSynchronize, .. }))
+        .count();
+    assert_eq!(sync_records, expected.len(), "one Sync record per context synchronisation");
+    let _ = std::fs::remove_dir_all(r.out_dir.parent().unwrap());
+}
+
+/// PyTorch's expandable segments (and the NVIDIA-sample and NCCL ways of freeing) on the driver's
+/// VMM calls resolved through cudaGetDriverEntryPointByVersion: the Memory records, and the memory
+/// timeline the decoder exports from them, follow the physical memory in use (peak 12 MiB, back to
+/// 0), not the 128 MiB of reserved address space.
+#[test]
+fn driver_vmm_memory_timeline_is_the_physical_memory_in_use() {
+    const SEG: u64 = 2 << 20;
+    let dir = temp_dir("bin");
+    let prog = compile("drv_vmm_segments", &dir, Link::None);
+    let r = sim_run(&prog, &[], "vmm-segments");
+    assert_eq!(r.stdout(), format!("drv_vmm_segments: ok peak={}\n", 6 * SEG));
+    let rings = read_rings(&r.out_dir);
+    assert_eq!(rings.len(), 1);
+    let mems: Vec<(MemOp, MemSpace, u32, u64, u64)> = rings[0]
+        .records
+        .iter()
+        .filter_map(|r| match *r {
+            Record::Memory { op, space, device, bytes, reserved, .. } => Some((op, space, device, bytes, reserved)),
+            _ => None,
+        })
+        .collect();
+    // Segments in use after each change (see drv_vmm_segments.c).
+    let in_use = [1, 2, 3, 4, 3, 2, 1, 2, 3, 4, 5, 6, 5, 4, 3, 2, 1, 0];
+    let mut expected = Vec::new();
+    let mut prev = 0;
+    for n in in_use {
+        let op = if n > prev { MemOp::Alloc } else { MemOp::Free };
+        expected.push((op, MemSpace::Device, 0, SEG, n * SEG));
+        prev = n;
+    }
+    assert_eq!(mems, expected, "Memory records (op, space, device, bytes, reserved)");
+    // Each free names the allocation (its handle) an earlier alloc record named; none twice.
+    let mut live: HashSet<u64> = HashSet::new();
+    for r in &rings[0].records {
+        if let Record::Memory { op, address, .. } = *r {
+            match op {
+                MemOp::Alloc => assert!(live.insert(address), "handle {address:#x} allocated twice"),
+                _ => assert!(live.remove(&address), "free of {address:#x}, not a live allocation"),
+            }
+        }
+    }
+    assert!(live.is_empty(), "never freed: {live:x?}");
+    let apis = rings[0].apis();
+    let count = |n: &str| apis.iter().filter(|a| a.0 == n && a.3 == 0).count();
+    for (name, n) in [
+        ("cuMemAddressReserve", 1),
+        ("cuMemCreate", 9),
+        ("cuMemMap", 9),
+        ("cuMemSetAccess", 3),
+        ("cuMemRetainAllocationHandle", 1),
+        ("cuMemUnmap", 5),
+        ("cuMemRelease", 10),
+        ("cuMemAddressFree", 1),
+    ] {
+        assert_eq!(count(name), n, "{name} calls recorded");
+    }
+    let reserve = apis.iter().find(|a| a.0 == "cuMemAddressReserve").unwrap();
+    assert_eq!(reserve.4, 64 * SEG, "the reservation's size is the call's argument");
+
+    // The decoder's memory timeline (Chrome export counter track) is the same sequence.
+    let chrome = r.out_dir.parent().unwrap().join("trace.json");
+    let o = std::process::Command::new(tprof_e2e::export::tprof_bin())
+        .args(["export", "-f", "chrome", "-o"])
+        .arg(&chrome)
+        .arg(&r.out_dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "tprof export: {}", String::from_utf8_lossy(&o.stderr));
+    let trace: Value = serde_json::from_str(&std::fs::read_to_string(&chrome).unwrap()).unwrap();
+    let events = trace["traceEvents"].as_array().or(trace.as_array()).expect("Chrome trace events");
+    let timeline: Vec<u64> = events
+        .iter()
+        .filter(|e| e["ph"] == "C" && e["name"] == "GPU 0 memory reserved (bytes)")
+        .map(|e| e["args"]["value"].as_f64().unwrap() as u64)
+        .collect();
+    let want: Vec<u64> = in_use.iter().map(|n| n * SEG).collect();
+    assert_eq!(timeline, want, "exported memory timeline");
+    assert_eq!(timeline.iter().max(), Some(&(6 * SEG)), "memory peak = physical peak");
+    let _ = std::fs::remove_dir_all(r.out_dir.parent().unwrap());
 }
 
 #[test]

@@ -93,6 +93,14 @@ fn driver_api() {
     assert_eq!(r.num("context_id"), 3);
 }
 
+/// Entry points by version (cuCtxSynchronize's two ABIs) and the VMM calls' rules and errors.
+#[test]
+fn driver_vmm_and_versioned_entry_points() {
+    let r = ok("vmm", &[]);
+    assert_eq!(r.num("granularity_mib"), 2);
+    assert_eq!(r.num("failures"), 0);
+}
+
 #[test]
 fn deferred_kernels_hang_until_resolved() {
     let r = ok("hang", &[]);

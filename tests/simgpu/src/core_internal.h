@@ -83,7 +83,8 @@ typedef struct sg_copy_desc {
 SG_EXPORT sg_op *sg_enqueue_copy(sg_stream *s, const sg_copy_desc *c, int want_ref);
 /* allocation registry (mem.c) */
 typedef struct mem_ent { uintptr_t base; size_t size; int device; int kind; } mem_ent;
-enum { SG_MEM_DEVICE = 1, SG_MEM_MANAGED, SG_MEM_PINNED, SG_MEM_REGISTERED };
+/* SG_MEM_MAPPED: device memory mapped with the driver's cuMemMap (freed only through cuMemUnmap) */
+enum { SG_MEM_DEVICE = 1, SG_MEM_MANAGED, SG_MEM_PINNED, SG_MEM_REGISTERED, SG_MEM_MAPPED };
 SG_EXPORT int sg_mem_add(uintptr_t base, size_t size, int device, int kind);
 SG_EXPORT int sg_mem_find(const void *p, mem_ent *out);
 SG_EXPORT int sg_mem_remove(const void *p, mem_ent *out);

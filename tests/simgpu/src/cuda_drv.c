@@ -9,19 +9,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core_internal.h"
+#include "cuda_drv_internal.h"
 
-#define DAPI(name, sym)                                                                                        \
-    sg_api_call _c;                                                                                            \
-    sg_api_enter(&_c, SG_DOMAIN_DRIVER, name, sym, NULL)
-#define DRET(err)                                                                                              \
-    do {                                                                                                       \
-        CUresult _e = (err);                                                                                   \
-        sg_api_exit(&_c, (int)_e);                                                                             \
-        return _e;                                                                                             \
-    } while (0)
+#if CUDA_VERSION < 13000
+/* CUDA 13's second ABIs (PFN_..._v13000), which the CUDA 12 headers this builds with lack. */
+CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx);
+CUresult CUDAAPI cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx);
+#endif
 
 static int g_inited;
+int sg_drv_initialized(void) { return g_inited; }
 static __thread int t_has_ctx = -1; /* -1: none set explicitly -> current device's primary ctx */
 
 /* CUDA_INJECTION64_PATH, as NVIDIA's driver: the first cuInit of the process dlopens the library
@@ -120,6 +117,7 @@ CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute attr, CUdevice d)
 
 /* contexts: one (primary) context per device; its handle is sg_context_handle(device) */
 static int ctx_dev(CUcontext c) { return sg_context_device(c); }
+int sg_drv_context_device(CUcontext c) { return ctx_dev(c); }
 CUresult cuCtxGetCurrent(CUcontext *pc)
 {
     DAPI("cuCtxGetCurrent", NULL);
@@ -165,11 +163,30 @@ CUresult cuCtxSynchronize(void)
     sg_device_synchronize(sg_current_device());
     DRET(CUDA_SUCCESS);
 }
+/* CUDA 13: the context to wait for, NULL for the current one. */
+CUresult cuCtxSynchronize_v2(CUcontext ctx)
+{
+    DAPI("cuCtxSynchronize_v2", NULL);
+    int d = ctx ? ctx_dev(ctx) : sg_current_device();
+    if (d < 0) DRET(CUDA_ERROR_INVALID_CONTEXT);
+    sg_device_synchronize(d);
+    DRET(CUDA_SUCCESS);
+}
 CUresult cuCtxGetDevice(CUdevice *d)
 {
     DAPI("cuCtxGetDevice", NULL);
     if (!d) DRET(CUDA_ERROR_INVALID_VALUE);
     *d = sg_current_device();
+    DRET(CUDA_SUCCESS);
+}
+/* CUDA 13: the device of a given context, NULL for the current one. */
+CUresult cuCtxGetDevice_v2(CUdevice *d, CUcontext ctx)
+{
+    DAPI("cuCtxGetDevice_v2", NULL);
+    if (!d) DRET(CUDA_ERROR_INVALID_VALUE);
+    int dev = ctx ? ctx_dev(ctx) : sg_current_device();
+    if (dev < 0) DRET(CUDA_ERROR_INVALID_CONTEXT);
+    *d = dev;
     DRET(CUDA_SUCCESS);
 }
 CUresult cuDevicePrimaryCtxRetain(CUcontext *pc, CUdevice d)
@@ -334,7 +351,8 @@ CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
 static int classify_ptr(CUdeviceptr p)
 {
     mem_ent e;
-    return sg_mem_find((const void *)(uintptr_t)p, &e) && (e.kind == SG_MEM_DEVICE || e.kind == SG_MEM_MANAGED);
+    return sg_mem_find((const void *)(uintptr_t)p, &e) &&
+           (e.kind == SG_MEM_DEVICE || e.kind == SG_MEM_MANAGED || e.kind == SG_MEM_MAPPED);
 }
 static int unified_kind(CUdeviceptr dst, CUdeviceptr src)
 {
@@ -414,8 +432,47 @@ CUresult cuGetErrorName(CUresult e, const char **s)
     return CUDA_ERROR_INVALID_VALUE;
 }
 
-/* cuGetProcAddress: our own functions by base name; flag CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
- * (2) prefers the _ptsz/_ptds variant; newest _vN first. */
+/* cuGetProcAddress, as NVIDIA's: the symbol is a base name, the version picks its ABI and flag
+ * CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM (2) the _ptsz / _ptds twin where there is one.
+ * g_abis lists the base names with more than one ABI (cudaTypedefs.h: PFN_<base>_v<version>, valid
+ * up to the next version) and where each starts: the caller gets the newest ABI not above its
+ * version, nothing (VERSION_NOT_SUFFICIENT) below the first; sym NULL is an ABI this mock does not
+ * implement. Any other name is the function exported under it. Not found: CUDA_SUCCESS with *pfn
+ * NULL and the reason in the status, as cuda.h documents. */
+static const struct {
+    const char *base;
+    int version;
+    const char *sym;
+} g_abis[] = {
+    {"cuGetProcAddress", 11030, "cuGetProcAddress"},
+    {"cuGetProcAddress", 12000, "cuGetProcAddress_v2"},
+    {"cuCtxSynchronize", 2000, "cuCtxSynchronize"},
+    {"cuCtxSynchronize", 13000, "cuCtxSynchronize_v2"},
+    {"cuCtxGetDevice", 2000, "cuCtxGetDevice"},
+    {"cuCtxGetDevice", 13000, "cuCtxGetDevice_v2"},
+    {"cuCtxCreate", 2000, NULL},
+    {"cuCtxCreate", 3020, "cuCtxCreate_v2"},
+    {"cuCtxCreate", 11040, NULL},
+    {"cuCtxCreate", 12050, NULL},
+    {"cuCtxDestroy", 2000, NULL},
+    {"cuCtxDestroy", 4000, "cuCtxDestroy_v2"},
+    {"cuDevicePrimaryCtxRelease", 7000, NULL},
+    {"cuDevicePrimaryCtxRelease", 11000, "cuDevicePrimaryCtxRelease_v2"},
+    {"cuDeviceTotalMem", 2000, NULL},
+    {"cuDeviceTotalMem", 3020, "cuDeviceTotalMem_v2"},
+    {"cuMemAlloc", 2000, NULL},
+    {"cuMemAlloc", 3020, "cuMemAlloc_v2"},
+    {"cuMemFree", 2000, NULL},
+    {"cuMemFree", 3020, "cuMemFree_v2"},
+    {"cuMemGetInfo", 2000, NULL},
+    {"cuMemGetInfo", 3020, "cuMemGetInfo_v2"},
+    {"cuMemcpyHtoD", 2000, NULL},
+    {"cuMemcpyHtoD", 3020, "cuMemcpyHtoD_v2"},
+    {"cuMemcpyDtoH", 2000, NULL},
+    {"cuMemcpyDtoH", 3020, "cuMemcpyDtoH_v2"},
+    {"cuStreamDestroy", 2000, NULL},
+    {"cuStreamDestroy", 4000, "cuStreamDestroy_v2"},
+};
 static void *self_handle(void)
 {
     static void *h;
@@ -426,35 +483,48 @@ static void *self_handle(void)
     }
     return h;
 }
-static void *lookup(const char *sym, cuuint64_t flags)
+static void *lookup(const char *sym, int version, cuuint64_t flags, CUdriverProcAddressQueryResult *status)
 {
+    *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     void *h = self_handle();
     if (!h || !sym) return NULL;
-    char buf[256];
-    const char *sfx[] = {"_v3", "_v2", ""};
-    for (int pass = (flags & 2) ? 0 : 1; pass < 2; pass++)
-        for (int i = 0; i < 3; i++) {
-            if (pass == 0) {
-                snprintf(buf, sizeof buf, "%s%s_ptsz", sym, sfx[i]);
-                void *p = dlsym(h, buf);
-                if (p) return p;
-                snprintf(buf, sizeof buf, "%s%s_ptds", sym, sfx[i]);
-            } else {
-                snprintf(buf, sizeof buf, "%s%s", sym, sfx[i]);
-            }
-            void *p = dlsym(h, buf);
-            if (p) return p;
+    const char *name = sym;
+    int listed = 0, best = -1;
+    for (size_t i = 0; i < sizeof g_abis / sizeof g_abis[0]; i++) {
+        if (strcmp(g_abis[i].base, sym) != 0) continue;
+        listed = 1;
+        if (g_abis[i].version <= version && (best < 0 || g_abis[i].version > g_abis[best].version)) best = (int)i;
+    }
+    if (listed) {
+        if (best < 0) {
+            *status = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
+            return NULL;
         }
-    return NULL;
+        name = g_abis[best].sym;
+        if (!name) return NULL;
+    }
+    char buf[256];
+    void *p = NULL;
+    if (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) {
+        snprintf(buf, sizeof buf, "%s_ptsz", name);
+        p = dlsym(h, buf);
+        if (!p) {
+            snprintf(buf, sizeof buf, "%s_ptds", name);
+            p = dlsym(h, buf);
+        }
+    }
+    if (!p) p = dlsym(h, name);
+    if (p) *status = CU_GET_PROC_ADDRESS_SUCCESS;
+    return p;
 }
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
                              CUdriverProcAddressQueryResult *status)
 {
-    (void)version;
     if (!symbol || !pfn) return CUDA_ERROR_INVALID_VALUE;
-    *pfn = lookup(symbol, flags);
-    if (status) *status = *pfn ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-    return *pfn ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+    CUdriverProcAddressQueryResult st;
+    *pfn = lookup(symbol, version, flags, &st);
+    if (status) *status = st;
+    return CUDA_SUCCESS;
 }
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags)
 {
