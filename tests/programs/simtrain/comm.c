@@ -32,6 +32,7 @@ int nccl_load(nccl_lib *n, char *err, size_t errlen) {
   SYM(Broadcast, "ncclBroadcast");
   SYM(GetVersion, "ncclGetVersion");
 #undef SYM
+  *(void **)(&n->CommInitRankScalable) = dlsym(n->handle, "ncclCommInitRankScalable");
   return 0;
 }
 

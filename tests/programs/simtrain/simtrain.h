@@ -28,10 +28,13 @@ enum {
   EXIT_SYSTEM = 6         /* fork/exec/pipe failures */
 };
 
-/* The environment variable carrying the hex-encoded ncclUniqueId from the launcher to ranks. */
+/* The environment variable carrying the hex-encoded ncclUniqueId(s) from the launcher to ranks
+ * (--scalable-init N: N ids, concatenated). */
 #define SIMTRAIN_ID_ENV "SIMTRAIN_NCCL_UNIQUE_ID"
 /* The mock's default link bandwidth (tests/simgpu: SIMGPU_LINK_GBPS, default 100 GB/s). */
 #define SIMTRAIN_DEFAULT_LINK_GBPS 100.0
+/* --scalable-init: at most this many unique ids. */
+#define SIMTRAIN_MAX_IDS 8
 
 enum desync_kind { DESYNC_COUNT = 0, DESYNC_DTYPE = 1 };
 
@@ -62,6 +65,7 @@ typedef struct options {
   int amp_overflow_every;/* 0: never */
   int workers;
   int graphs;
+  int scalable_ids;     /* > 0: ncclCommInitRankScalable with that many unique ids */
   int quiet;
 } options;
 
@@ -150,6 +154,7 @@ typedef struct nccl_lib {
   ncclAllReduce_fn AllReduce;
   ncclBroadcast_fn Broadcast;
   ncclGetVersion_fn GetVersion;
+  ncclCommInitRankScalable_fn CommInitRankScalable; /* NULL before NCCL 2.23 */
 } nccl_lib;
 /* 0 on success; else fills err (dlerror text). */
 int nccl_load(nccl_lib *n, char *err, size_t errlen);
