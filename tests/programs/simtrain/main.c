@@ -103,7 +103,8 @@ static void usage(FILE *f) {
 "                        (PyTorch's default above 128 ranks) instead of ncclCommInitRank\n"
 "\n"
 "Each rank uses device LOCAL_RANK; ranks get RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,\n"
-"MASTER_ADDR, MASTER_PORT and " SIMTRAIN_ID_ENV " (the hex ncclUniqueId) in the environment.\n"
+"MASTER_ADDR, MASTER_PORT and " SIMTRAIN_ID_FILE_ENV " (where rank 0 leaves the hex ncclUniqueIds\n"
+"for the others; " SIMTRAIN_ID_ENV " given directly takes precedence) in the environment.\n"
 "Output: one line per rank, 'simtrain rank=R world=W device=D steps=N wall_s=S steps_per_s=X\n"
 "optimizer_skipped=K worker_batches=B'.\n"
 "Exit codes: 0 ok, 1 CUDA out of memory, 2 usage, 3 CUDA error, 4 NCCL error, 5 libnccl.so.2\n"
@@ -301,18 +302,13 @@ static int launch_ranks(const options *o, char **argv) {
     logf_rank(NULL, "--ranks %d needs libnccl.so.2: %s", o->ranks, err);
     return EXIT_NO_NCCL;
   }
-  int nids = o->scalable_ids > 0 ? o->scalable_ids : 1;
-  char hex[SIMTRAIN_MAX_IDS * 2 * NCCL_UNIQUE_ID_BYTES + 1];
-  for (int i = 0; i < nids; i++) {
-    ncclUniqueId id;
-    ncclResult_t r = nccl.GetUniqueId(&id);
-    if (r != ncclSuccess) {
-      logf_rank(NULL, "ncclGetUniqueId failed: %d (%s)", (int)r, nccl.GetErrorString(r));
-      return EXIT_NCCL;
-    }
-    hex_encode((const unsigned char *)id.internal, sizeof id.internal, hex + i * 2 * NCCL_UNIQUE_ID_BYTES);
-  }
-  setenv(SIMTRAIN_ID_ENV, hex, 1);
+  /* rank 0 makes the unique ids and leaves them in this file for the others */
+  char id_file[256];
+  const char *tmp = getenv("TMPDIR");
+  snprintf(id_file, sizeof id_file, "%s/simtrain-%d-%lld.ncclid", tmp && *tmp ? tmp : "/tmp", (int)getpid(),
+           (long long)(now_s() * 1e6));
+  unlink(id_file);
+  setenv(SIMTRAIN_ID_FILE_ENV, id_file, 1);
   setenv_int("WORLD_SIZE", o->ranks);
   setenv_int("LOCAL_WORLD_SIZE", o->ranks);
   setenv("GROUP_RANK", "0", 1);
@@ -378,6 +374,7 @@ static int launch_ranks(const options *o, char **argv) {
       }
     }
   }
+  unlink(id_file);
   if (first_bad) return first_bad;
   return g_signal ? 128 + g_signal : EXIT_OK;
 }
@@ -387,6 +384,7 @@ int main(int argc, char **argv) {
   parse_options(argc, argv, &o);
 
   const char *id = getenv(SIMTRAIN_ID_ENV);
+  if (!id) id = getenv(SIMTRAIN_ID_FILE_ENV);
   if (o.slow_link && !getenv("SIMTRAIN_SLOW_LINK")) {
     /* The mocks read SIMGPU_LINK_GBPS when they initialise (before main: the kernel
      * registration already loaded them): set it, then the ranks (or this process, re-executed
