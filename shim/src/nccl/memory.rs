@@ -109,7 +109,13 @@ pub unsafe extern "C" fn ncclMemAlloc(ptr: *mut *mut c_void, size: usize) -> R {
                 let reserved = memtrack::on_alloc(device, address, size as u64);
                 MemEvent { op: MemOp::Alloc, device, address, bytes: size as u64, reserved }
             } else {
-                MemEvent { op: MemOp::AllocFailed, device, address: 0, bytes: size as u64, reserved: memtrack::reserved(device) }
+                MemEvent {
+                    op: MemOp::AllocFailed,
+                    device,
+                    address: 0,
+                    bytes: size as u64,
+                    reserved: memtrack::reserved(device),
+                }
             })
         },
     )

@@ -418,8 +418,19 @@ type FnBcast = unsafe extern "C" fn(*mut c_void, usize, c_int, c_int, Comm, Stre
 type FnGather = unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, Comm, Stream) -> R;
 type FnSend = unsafe extern "C" fn(*const c_void, usize, c_int, c_int, Comm, Stream) -> R;
 type FnVoid = unsafe extern "C" fn() -> R;
-type FnPutSignal =
-    unsafe extern "C" fn(*const c_void, usize, c_int, c_int, *mut c_void, usize, c_int, c_int, c_uint, Comm, Stream) -> R;
+type FnPutSignal = unsafe extern "C" fn(
+    *const c_void,
+    usize,
+    c_int,
+    c_int,
+    *mut c_void,
+    usize,
+    c_int,
+    c_int,
+    c_uint,
+    Comm,
+    Stream,
+) -> R;
 type FnSignal = unsafe extern "C" fn(c_int, c_int, c_int, c_uint, Comm, Stream) -> R;
 type FnWaitSignal = unsafe extern "C" fn(c_int, *mut WaitSignalDesc, Comm, Stream) -> R;
 
@@ -712,7 +723,6 @@ pub unsafe extern "C" fn ncclWaitSignal(n_desc: c_int, descs: *mut WaitSignalDes
     // SAFETY: forwarding the caller's arguments to the real function.
     record(CollOp::WaitSignal, comm, signals, -1, peer, stream, || unsafe { f(n_desc, descs, comm, stream) })
 }
-
 
 // ---------------------------------------------------------------- dlsym hook table
 
