@@ -235,6 +235,12 @@ pub enum CollOp {
     AsyncError = 15,
     Gather = 16,
     Scatter = 17,
+    /// One-sided write into a peer's registered window, then a signal (`ncclPutSignal`).
+    PutSignal = 18,
+    /// A signal to a peer without data (`ncclSignal`).
+    Signal = 19,
+    /// Waiting for peers' signals (`ncclWaitSignal`).
+    WaitSignal = 20,
 }
 
 impl CollOp {
@@ -258,6 +264,9 @@ impl CollOp {
             15 => AsyncError,
             16 => Gather,
             17 => Scatter,
+            18 => PutSignal,
+            19 => Signal,
+            20 => WaitSignal,
             _ => Unknown,
         }
     }
@@ -282,15 +291,24 @@ impl CollOp {
             AsyncError => "AsyncError",
             Gather => "Gather",
             Scatter => "Scatter",
+            PutSignal => "PutSignal",
+            Signal => "Signal",
+            WaitSignal => "WaitSignal",
         }
     }
-    /// True for operations that move data (have bytes and a sequence number).
+    /// True for operations that move data (have bytes and a sequence number). The one-sided
+    /// operations ([`CollOp::is_one_sided`]) are not among them: only the origin rank calls them, so
+    /// they have no per-communicator sequence number that matches across ranks.
     pub fn moves_data(self) -> bool {
         use CollOp::*;
         matches!(
             self,
             AllReduce | AllGather | ReduceScatter | Broadcast | Reduce | AllToAll | Send | Recv | Gather | Scatter
         )
+    }
+    /// True for the one-sided signal operations (put with signal, signal, wait for signals).
+    pub fn is_one_sided(self) -> bool {
+        matches!(self, CollOp::PutSignal | CollOp::Signal | CollOp::WaitSignal)
     }
 }
 

@@ -7,6 +7,14 @@
 //!
 //! Domain handles and registered-string handles are our own small values (a tag bit plus the
 //! interned name's [`StrId`]), so no table is needed to resolve them.
+//!
+//! # NCCL's own ranges
+//! NCCL (>= 2.2x) emits a range in domain "NCCL" for each of its API calls. When the NCCL
+//! interposers see those calls they already record each one as a collective record, so a domain
+//! "NCCL" created while a real NCCL call made by an interposer runs ([`crate::nccl::forwarding`])
+//! gets a *muted* handle: its ranges, marks and registered strings cost one tag test and record
+//! nothing. A domain "NCCL" created elsewhere (NCCL linked statically into another library, whose
+//! calls tprof does not see) records as any other domain.
 
 mod steps;
 
@@ -62,6 +70,10 @@ const MESSAGE_REGISTERED: i32 = 3;
 
 const TAG_STRING: u64 = 1 << 32;
 const TAG_DOMAIN: u64 = 2 << 32;
+/// A domain whose events are dropped (see the module docs).
+const TAG_MUTED_DOMAIN: u64 = 3 << 32;
+/// The domain NCCL creates for its own ranges.
+const NCCL_DOMAIN: &[u8] = b"NCCL";
 
 static NEXT_RANGE_ID: AtomicU64 = AtomicU64::new(1);
 /// Start/end ranges that are steps (ids), so their end emits StepEnd. 0 = free.
@@ -154,6 +166,17 @@ fn handle_id(h: u64, tag: u64) -> StrId {
 
 fn domain_id(d: *const c_void) -> StrId {
     handle_id(d as u64, TAG_DOMAIN)
+}
+
+#[inline]
+fn muted(d: *const c_void) -> bool {
+    d as u64 & !0xffff_ffff == TAG_MUTED_DOMAIN
+}
+
+/// The handle of a new domain: muted for NCCL's own domain while the NCCL interposers see its calls.
+fn create_domain(name: Name) -> *const c_void {
+    let tag = if name.text() == NCCL_DOMAIN && crate::nccl::forwarding() { TAG_MUTED_DOMAIN } else { TAG_DOMAIN };
+    (tag | name.id.0 as u64) as *const c_void
 }
 
 #[inline]
@@ -357,38 +380,59 @@ unsafe extern "C" fn name_os_thread_w(tid: u32, name: *const u32) {
 // ---------------------------------------------------------------- CORE2 hooks (domains)
 
 unsafe extern "C" fn domain_mark_ex(d: *const c_void, attr: *const EventAttributes) {
+    if muted(d) {
+        return;
+    }
     // SAFETY: as in `mark_ex`.
     guard::ffi_guard((), || mark(domain_id(d), unsafe { name_from_attr(attr) }))
 }
 unsafe extern "C" fn domain_range_start_ex(d: *const c_void, attr: *const EventAttributes) -> u64 {
+    if muted(d) {
+        return 0;
+    }
     // SAFETY: as in `mark_ex`.
     guard::ffi_guard(0, || range_start(domain_id(d), unsafe { name_from_attr(attr) }))
 }
-unsafe extern "C" fn domain_range_end(_d: *const c_void, id: u64) {
+unsafe extern "C" fn domain_range_end(d: *const c_void, id: u64) {
+    if muted(d) {
+        return;
+    }
     guard::ffi_guard((), || range_end(id))
 }
 unsafe extern "C" fn domain_range_push_ex(d: *const c_void, attr: *const EventAttributes) -> c_int {
+    if muted(d) {
+        return 0;
+    }
     // SAFETY: as in `mark_ex`.
     guard::ffi_guard(-1, || push(domain_id(d), unsafe { name_from_attr(attr) }))
 }
 unsafe extern "C" fn domain_range_pop(d: *const c_void) -> c_int {
+    if muted(d) {
+        return 0;
+    }
     guard::ffi_guard(-1, || pop(domain_id(d)))
 }
-unsafe extern "C" fn domain_register_string_a(_d: *const c_void, s: *const c_char) -> *const c_void {
+unsafe extern "C" fn domain_register_string_a(d: *const c_void, s: *const c_char) -> *const c_void {
+    if muted(d) {
+        return TAG_STRING as *const c_void;
+    }
     // SAFETY: as in `mark_a`.
     guard::ffi_guard(std::ptr::null(), || (TAG_STRING | unsafe { name_from_cstr(s) }.id.0 as u64) as *const c_void)
 }
-unsafe extern "C" fn domain_register_string_w(_d: *const c_void, s: *const u32) -> *const c_void {
+unsafe extern "C" fn domain_register_string_w(d: *const c_void, s: *const u32) -> *const c_void {
+    if muted(d) {
+        return TAG_STRING as *const c_void;
+    }
     // SAFETY: as in `mark_w`.
     guard::ffi_guard(std::ptr::null(), || (TAG_STRING | unsafe { name_from_wide(s) }.id.0 as u64) as *const c_void)
 }
 unsafe extern "C" fn domain_create_a(name: *const c_char) -> *const c_void {
     // SAFETY: as in `mark_a`.
-    guard::ffi_guard(std::ptr::null(), || (TAG_DOMAIN | unsafe { name_from_cstr(name) }.id.0 as u64) as *const c_void)
+    guard::ffi_guard(std::ptr::null(), || create_domain(unsafe { name_from_cstr(name) }))
 }
 unsafe extern "C" fn domain_create_w(name: *const u32) -> *const c_void {
     // SAFETY: as in `mark_w`.
-    guard::ffi_guard(std::ptr::null(), || (TAG_DOMAIN | unsafe { name_from_wide(name) }.id.0 as u64) as *const c_void)
+    guard::ffi_guard(std::ptr::null(), || create_domain(unsafe { name_from_wide(name) }))
 }
 unsafe extern "C" fn domain_destroy(_d: *const c_void) {}
 
@@ -540,6 +584,24 @@ mod tests {
         assert_eq!(domain_id(h), id);
         assert_eq!(handle_id(h as u64, TAG_STRING), StrId::NONE);
         assert_eq!(domain_id(std::ptr::null()), StrId::NONE);
+    }
+
+    #[test]
+    fn nccl_domain_is_muted_only_inside_an_interposed_nccl_call() {
+        let outside = create_domain(Name { id: strings::intern("NCCL") });
+        assert!(!muted(outside));
+        assert_eq!(domain_id(outside), strings::intern("NCCL"));
+        let other = create_domain(Name { id: strings::intern("NCCL-like") });
+        assert!(!muted(other));
+        let inside = crate::nccl::forward(|| create_domain(Name { id: strings::intern("NCCL") }));
+        assert!(muted(inside));
+        let other_inside = crate::nccl::forward(|| create_domain(Name { id: strings::intern("NCCL-like") }));
+        assert!(!muted(other_inside));
+        assert!(!crate::nccl::forwarding());
+        // SAFETY: a muted handle is never dereferenced; the hooks return before recording.
+        assert_eq!(unsafe { domain_range_push_ex((TAG_MUTED_DOMAIN | 5) as *const c_void, std::ptr::null()) }, 0);
+        assert!(muted((TAG_MUTED_DOMAIN | 5) as *const c_void));
+        assert_eq!(domain_id((TAG_MUTED_DOMAIN | 5) as *const c_void), StrId::NONE);
     }
 
     #[test]

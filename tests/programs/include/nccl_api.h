@@ -16,8 +16,9 @@ extern "C" {
 
 #define NCCL_UNIQUE_ID_BYTES 128
 
-/* Opaque communicator handle. */
+/* Opaque communicator and memory window handles. */
 typedef struct ncclComm *ncclComm_t;
+typedef struct ncclWindow_vidmem *ncclWindow_t;
 
 /* Passed BY VALUE to ncclCommInitRank. */
 typedef struct {
@@ -69,6 +70,9 @@ typedef ncclResult_t (*ncclGetVersion_fn)(int *version);
 typedef ncclResult_t (*ncclGetUniqueId_fn)(ncclUniqueId *uniqueId);
 typedef ncclResult_t (*ncclCommInitRank_fn)(ncclComm_t *comm, int nranks, ncclUniqueId commId,
                                             int rank);
+typedef struct ncclConfig_v23100 ncclConfig_t; /* only passed as NULL here */
+typedef ncclResult_t (*ncclCommInitRankScalable_fn)(ncclComm_t *newcomm, int nranks, int myrank, int nId,
+                                                    ncclUniqueId *commIds, ncclConfig_t *config);
 typedef ncclResult_t (*ncclCommDestroy_fn)(ncclComm_t comm);
 typedef ncclResult_t (*ncclCommAbort_fn)(ncclComm_t comm);
 typedef ncclResult_t (*ncclCommGetAsyncError_fn)(ncclComm_t comm, ncclResult_t *asyncError);
@@ -84,6 +88,33 @@ typedef ncclResult_t (*ncclAllGather_fn)(const void *sendbuff, void *recvbuff, s
                                          cudaStream_t stream);
 typedef ncclResult_t (*ncclGroupStart_fn)(void);
 typedef ncclResult_t (*ncclGroupEnd_fn)(void);
+
+/* Derived communicators, memory, one-sided calls (NCCL 2.32 nccl.h). */
+#define NCCL_SPLIT_NOCOLOR -1
+typedef struct {
+  int opCnt;
+  int peer;
+  int sigIdx;
+  int ctx;
+} ncclWaitSignalDesc_t;
+typedef ncclResult_t (*ncclCommSplit_fn)(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+                                         ncclConfig_t *config);
+typedef ncclResult_t (*ncclCommShrink_fn)(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
+                                          ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags);
+typedef ncclResult_t (*ncclMemAlloc_fn)(void **ptr, size_t size);
+typedef ncclResult_t (*ncclMemFree_fn)(void *ptr);
+typedef ncclResult_t (*ncclCommRegister_fn)(const ncclComm_t comm, void *buff, size_t size, void **handle);
+typedef ncclResult_t (*ncclCommDeregister_fn)(const ncclComm_t comm, void *handle);
+typedef ncclResult_t (*ncclCommWindowRegister_fn)(ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win,
+                                                  int winFlags);
+typedef ncclResult_t (*ncclCommWindowDeregister_fn)(ncclComm_t comm, ncclWindow_t win);
+typedef ncclResult_t (*ncclPutSignal_fn)(const void *localbuff, size_t count, ncclDataType_t datatype, int peer,
+                                         ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx,
+                                         unsigned int flags, ncclComm_t comm, cudaStream_t stream);
+typedef ncclResult_t (*ncclSignal_fn)(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+                                      cudaStream_t stream);
+typedef ncclResult_t (*ncclWaitSignal_fn)(int nDesc, ncclWaitSignalDesc_t *signalDescs, ncclComm_t comm,
+                                          cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -32,7 +32,33 @@ int nccl_load(nccl_lib *n, char *err, size_t errlen) {
   SYM(Broadcast, "ncclBroadcast");
   SYM(GetVersion, "ncclGetVersion");
 #undef SYM
+  *(void **)(&n->CommInitRankScalable) = dlsym(n->handle, "ncclCommInitRankScalable");
   return 0;
+}
+
+int write_id_file(const char *path, const char *text) {
+  char tmp[300];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *f = fopen(tmp, "w");
+  if (!f) return -1;
+  int ok = fputs(text, f) >= 0;
+  ok = (fclose(f) == 0) && ok;
+  return ok && rename(tmp, path) == 0 ? 0 : -1;
+}
+
+const char *read_id_file(const char *path, char *buf, size_t cap, double timeout_s) {
+  double deadline = now_s() + timeout_s;
+  for (;;) {
+    FILE *f = fopen(path, "r");
+    if (f) {
+      size_t n = fread(buf, 1, cap - 1, f);
+      fclose(f);
+      buf[n] = '\0';
+      return buf;
+    }
+    if (now_s() > deadline) return NULL;
+    sleep_ms(1);
+  }
 }
 
 void hex_encode(const unsigned char *in, size_t n, char *out) {

@@ -99,9 +99,12 @@ static void usage(FILE *f) {
 "                        with a D2H copy each step) and the optimizer kernels are skipped\n"
 "  --workers N           DataLoader-style forked worker processes feed batches over pipes\n"
 "  --graphs              capture forward into a CUDA graph once, replay it with cudaGraphLaunch\n"
+"  --scalable-init N     create the communicator with ncclCommInitRankScalable from N unique ids\n"
+"                        (PyTorch's default above 128 ranks) instead of ncclCommInitRank\n"
 "\n"
 "Each rank uses device LOCAL_RANK; ranks get RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,\n"
-"MASTER_ADDR, MASTER_PORT and " SIMTRAIN_ID_ENV " (the hex ncclUniqueId) in the environment.\n"
+"MASTER_ADDR, MASTER_PORT and " SIMTRAIN_ID_FILE_ENV " (where rank 0 leaves the hex ncclUniqueIds\n"
+"for the others; " SIMTRAIN_ID_ENV " given directly takes precedence) in the environment.\n"
 "Output: one line per rank, 'simtrain rank=R world=W device=D steps=N wall_s=S steps_per_s=X\n"
 "optimizer_skipped=K worker_batches=B'.\n"
 "Exit codes: 0 ok, 1 CUDA out of memory, 2 usage, 3 CUDA error, 4 NCCL error, 5 libnccl.so.2\n"
@@ -137,7 +140,7 @@ enum {
   O_RANKS = 256, O_STEPS, O_LAYERS, O_BUCKETS, O_BUCKET_MB, O_BATCH_MB, O_BATCH_MS, O_LOG_EVERY,
   O_MAX_INFLIGHT, O_QUIET, O_DATA_STALL, O_LAUNCH_BOUND, O_OP_OVERHEAD, O_SYNC, O_PAGEABLE,
   O_NO_OVERLAP, O_SLOW_LINK, O_STRAGGLER, O_STRAGGLER_MS, O_HANG_AT, O_HANG_RANK, O_DESYNC_AT,
-  O_DESYNC_RANK, O_DESYNC_KIND, O_OOM_AT, O_AMP, O_WORKERS, O_GRAPHS
+  O_DESYNC_RANK, O_DESYNC_KIND, O_OOM_AT, O_AMP, O_WORKERS, O_GRAPHS, O_SCALABLE
 };
 
 void parse_options(int argc, char **argv, options *o) {
@@ -185,6 +188,7 @@ void parse_options(int argc, char **argv, options *o) {
       {"amp-overflow-every", required_argument, 0, O_AMP},
       {"workers", required_argument, 0, O_WORKERS},
       {"graphs", no_argument, 0, O_GRAPHS},
+      {"scalable-init", required_argument, 0, O_SCALABLE},
       {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
   optind = 1;
@@ -193,6 +197,7 @@ void parse_options(int argc, char **argv, options *o) {
     const char *name = optind > 1 ? argv[optind - 1] : "?";
     switch (c) {
     case O_RANKS: o->ranks = parse_int(name, optarg); break;
+    case O_SCALABLE: o->scalable_ids = parse_int(name, optarg); break;
     case O_STEPS: o->steps = parse_int(name, optarg); break;
     case O_LAYERS: o->layers = parse_int(name, optarg); break;
     case O_BUCKETS: o->buckets = parse_int(name, optarg); break;
@@ -254,6 +259,7 @@ void parse_options(int argc, char **argv, options *o) {
   REQUIRE(o->workers >= 0 && o->workers <= 64, "--workers must be 0..64");
   REQUIRE(o->amp_overflow_every >= 0, "--amp-overflow-every must be >= 1");
   REQUIRE(o->log_every >= 0, "--log-every must be >= 0");
+  REQUIRE(o->scalable_ids >= 0 && o->scalable_ids <= SIMTRAIN_MAX_IDS, "--scalable-init must be 1..8");
   if (o->hang_at >= 0 && o->hang_rank < 0) o->hang_rank = o->ranks - 1;
   if (o->desync_at >= 0 && o->desync_rank < 0) o->desync_rank = o->ranks - 1;
   REQUIRE(o->hang_at < 0 || (o->ranks >= 2 && o->hang_rank < o->ranks),
@@ -296,15 +302,13 @@ static int launch_ranks(const options *o, char **argv) {
     logf_rank(NULL, "--ranks %d needs libnccl.so.2: %s", o->ranks, err);
     return EXIT_NO_NCCL;
   }
-  ncclUniqueId id;
-  ncclResult_t r = nccl.GetUniqueId(&id);
-  if (r != ncclSuccess) {
-    logf_rank(NULL, "ncclGetUniqueId failed: %d (%s)", (int)r, nccl.GetErrorString(r));
-    return EXIT_NCCL;
-  }
-  char hex[2 * NCCL_UNIQUE_ID_BYTES + 1];
-  hex_encode((const unsigned char *)id.internal, sizeof id.internal, hex);
-  setenv(SIMTRAIN_ID_ENV, hex, 1);
+  /* rank 0 makes the unique ids and leaves them in this file for the others */
+  char id_file[256];
+  const char *tmp = getenv("TMPDIR");
+  snprintf(id_file, sizeof id_file, "%s/simtrain-%d-%lld.ncclid", tmp && *tmp ? tmp : "/tmp", (int)getpid(),
+           (long long)(now_s() * 1e6));
+  unlink(id_file);
+  setenv(SIMTRAIN_ID_FILE_ENV, id_file, 1);
   setenv_int("WORLD_SIZE", o->ranks);
   setenv_int("LOCAL_WORLD_SIZE", o->ranks);
   setenv("GROUP_RANK", "0", 1);
@@ -370,6 +374,7 @@ static int launch_ranks(const options *o, char **argv) {
       }
     }
   }
+  unlink(id_file);
   if (first_bad) return first_bad;
   return g_signal ? 128 + g_signal : EXIT_OK;
 }
@@ -379,6 +384,7 @@ int main(int argc, char **argv) {
   parse_options(argc, argv, &o);
 
   const char *id = getenv(SIMTRAIN_ID_ENV);
+  if (!id) id = getenv(SIMTRAIN_ID_FILE_ENV);
   if (o.slow_link && !getenv("SIMTRAIN_SLOW_LINK")) {
     /* The mocks read SIMGPU_LINK_GBPS when they initialise (before main: the kernel
      * registration already loaded them): set it, then the ranks (or this process, re-executed

@@ -28,10 +28,16 @@ enum {
   EXIT_SYSTEM = 6         /* fork/exec/pipe failures */
 };
 
-/* The environment variable carrying the hex-encoded ncclUniqueId from the launcher to ranks. */
+/* The hex-encoded ncclUniqueId(s) (--scalable-init N: N ids, concatenated), given to a rank
+ * directly in this environment variable, ... */
 #define SIMTRAIN_ID_ENV "SIMTRAIN_NCCL_UNIQUE_ID"
+/* ... or through the file the launcher names here: rank 0 makes the ids and writes them, the
+ * others wait for it (like torchrun's store: the launcher itself never initialises NCCL). */
+#define SIMTRAIN_ID_FILE_ENV "SIMTRAIN_NCCL_ID_FILE"
 /* The mock's default link bandwidth (tests/simgpu: SIMGPU_LINK_GBPS, default 100 GB/s). */
 #define SIMTRAIN_DEFAULT_LINK_GBPS 100.0
+/* --scalable-init: at most this many unique ids. */
+#define SIMTRAIN_MAX_IDS 8
 
 enum desync_kind { DESYNC_COUNT = 0, DESYNC_DTYPE = 1 };
 
@@ -62,6 +68,7 @@ typedef struct options {
   int amp_overflow_every;/* 0: never */
   int workers;
   int graphs;
+  int scalable_ids;     /* > 0: ncclCommInitRankScalable with that many unique ids */
   int quiet;
 } options;
 
@@ -150,10 +157,15 @@ typedef struct nccl_lib {
   ncclAllReduce_fn AllReduce;
   ncclBroadcast_fn Broadcast;
   ncclGetVersion_fn GetVersion;
+  ncclCommInitRankScalable_fn CommInitRankScalable; /* NULL before NCCL 2.23 */
 } nccl_lib;
 /* 0 on success; else fills err (dlerror text). */
 int nccl_load(nccl_lib *n, char *err, size_t errlen);
 void hex_encode(const unsigned char *in, size_t n, char *out);
+/* The id file of SIMTRAIN_ID_FILE_ENV: written whole (rename), read once it exists (or NULL after
+ * timeout_s). */
+int write_id_file(const char *path, const char *text);
+const char *read_id_file(const char *path, char *buf, size_t cap, double timeout_s);
 int hex_decode(const char *in, unsigned char *out, size_t n);
 
 /* ---- dataloader.c */

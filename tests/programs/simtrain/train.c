@@ -1,5 +1,6 @@
 /* One rank of the job: setup, the training step loop, and the pathology switches. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -78,18 +79,44 @@ static void setup_nccl(job *j) {
     if (!o->quiet) logf_rank(j->ri, "libnccl.so.2 not loaded (%s): single rank, no all-reduce", err);
     return;
   }
-  ncclUniqueId id;
+  int nids = o->scalable_ids > 0 ? o->scalable_ids : 1;
+  ncclUniqueId ids[SIMTRAIN_MAX_IDS];
   const char *hex = getenv(SIMTRAIN_ID_ENV);
+  const char *file = getenv(SIMTRAIN_ID_FILE_ENV);
+  char text[SIMTRAIN_MAX_IDS * 2 * NCCL_UNIQUE_ID_BYTES + 1];
+  if (!hex && file && j->ri->rank != 0) {
+    hex = read_id_file(file, text, sizeof text, 60.0);
+    if (!hex) {
+      logf_rank(j->ri, "no unique ids from rank 0 in %s within 60 s", file);
+      exit(EXIT_NCCL);
+    }
+  }
   if (hex) {
-    if (hex_decode(hex, (unsigned char *)id.internal, sizeof id.internal) != 0) {
-      logf_rank(j->ri, "malformed %s", SIMTRAIN_ID_ENV);
+    if (hex_decode(hex, (unsigned char *)ids, (size_t)nids * sizeof ids[0]) != 0) {
+      logf_rank(j->ri, "malformed %s (expected %d unique ids)", SIMTRAIN_ID_ENV, nids);
       exit(EXIT_USAGE);
     }
   } else {
-    nccl_check(j, j->nccl.GetUniqueId(&id), "ncclGetUniqueId");
+    for (int i = 0; i < nids; i++) nccl_check(j, j->nccl.GetUniqueId(&ids[i]), "ncclGetUniqueId");
+    if (file) {
+      hex_encode((const unsigned char *)ids, (size_t)nids * sizeof ids[0], text);
+      if (write_id_file(file, text) != 0) {
+        logf_rank(j->ri, "cannot write %s: %s", file, strerror(errno));
+        exit(EXIT_SYSTEM);
+      }
+    }
   }
-  nccl_check(j, j->nccl.CommInitRank(&j->nccl_comm, j->ri->world, id, j->ri->rank),
-             "ncclCommInitRank");
+  if (o->scalable_ids > 0) {
+    if (!j->nccl.CommInitRankScalable) {
+      logf_rank(j->ri, "--scalable-init: libnccl.so.2 lacks ncclCommInitRankScalable");
+      exit(EXIT_NCCL);
+    }
+    nccl_check(j, j->nccl.CommInitRankScalable(&j->nccl_comm, j->ri->world, j->ri->rank, nids, ids, NULL),
+               "ncclCommInitRankScalable");
+  } else {
+    nccl_check(j, j->nccl.CommInitRank(&j->nccl_comm, j->ri->world, ids[0], j->ri->rank),
+               "ncclCommInitRank");
+  }
   j->have_nccl = 1;
 }
 

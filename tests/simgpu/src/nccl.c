@@ -12,10 +12,30 @@
  * order, at the outermost ncclGroupEnd; the send/recv of a group are fused into one
  * ncclDevKernel_SendRecv kernel per (communicator, stream), as real NCCL does (so a ring exchange
  * does not deadlock). Outside a group every call launches at once.
+ *
+ * Derived communicators: ncclCommSplit is a host rendezvous in the parent's segment (every rank
+ * publishes its color and key, then joins the child of its color); ncclCommShrink (the surviving
+ * ranks) and ncclCommGrow (the parent's ranks plus the joining ones, which hold the id from
+ * ncclCommGetUniqueId) compute the child's key from the parent's. Each new communicator writes an
+ * `nccl_comm` ground-truth line.
+ *
+ * One-sided calls: ncclPutSignal / ncclSignal publish, when their kernel ends (put: latency + bytes
+ * / link bandwidth), the landing time of one signal per (source, destination) in the segment;
+ * ncclWaitSignal's kernel ends when the signals it waits for have all landed. Signals are matched
+ * by (source, destination) in order; the mock ignores sigIdx and ctx. Real NCCL moves RMA data with
+ * copy engines and stream memory operations; the mock runs one deferred kernel per call.
+ *
+ * NVTX: like real NCCL (NVTX3, domain "NCCL"), the API calls real NCCL instruments emit a push/pop
+ * range named after the function (a registered string) with the same extended payload (schema id,
+ * struct layout); the domain is created at first use (ncclGetUniqueId / the init calls). Set
+ * NCCL_NVTX_DISABLE=1 to turn that off, as with real NCCL.
  */
 #define _GNU_SOURCE
 #include "nccl_internal.h"
+#include "core_internal.h"
 #include "simgpu_core.h"
+
+#include <nvtx3/nvToolsExt.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -123,6 +143,10 @@ struct ncclComm {
     uint64_t seq;      /* data-moving calls (ground truth seq, as the shim counts) */
     uint64_t coll_idx; /* collectives (the rendezvous index) */
     uint32_t *send_cnt, *recv_cnt;
+    uint32_t *sig_sent, *sig_waited; /* signals sent to / waited for from each peer */
+    uint64_t children;               /* split / shrink / grow children made (NCCL's childCount) */
+    uint64_t grow_key;               /* key of the unconsumed ncclCommGetUniqueId, 0 when none */
+    uint64_t one_sided;              /* one-sided calls (their ground-truth seq) */
     int gone;
     int64_t async_error_at;
     struct ncclComm *next;
@@ -133,7 +157,8 @@ static size_t shm_size(int nranks)
 {
     size_t n = (size_t)nranks;
     return sizeof(sgn_shm) + n * sizeof(sgn_rank_slot) + (size_t)SGN_COLL_SLOTS * n * sizeof(sgn_entry) +
-           n * n * SGN_P2P_SLOTS * 2 * sizeof(sgn_entry);
+           n * n * SGN_P2P_SLOTS * 2 * sizeof(sgn_entry) + n * SGN_SPLIT_SLOTS * sizeof(sgn_split_entry) +
+           n * n * SGN_SIG_SLOTS * sizeof(sgn_signal);
 }
 static sgn_rank_slot *shm_ranks(sgn_shm *h) { return (sgn_rank_slot *)(h + 1); }
 static sgn_entry *shm_coll(sgn_shm *h, int nranks, uint64_t idx, int rank)
@@ -146,6 +171,17 @@ static sgn_entry *shm_p2p(sgn_shm *h, int nranks, int src, int dst, uint64_t k, 
     sgn_entry *base = (sgn_entry *)(shm_ranks(h) + nranks) + (size_t)SGN_COLL_SLOTS * (size_t)nranks;
     size_t i = (((size_t)src * (size_t)nranks + (size_t)dst) * SGN_P2P_SLOTS + (size_t)(k % SGN_P2P_SLOTS)) * 2;
     return base + i + (size_t)recv_side;
+}
+static sgn_split_entry *shm_split(sgn_shm *h, int nranks, int rank, uint64_t k)
+{
+    sgn_entry *end = (sgn_entry *)(shm_ranks(h) + nranks) + (size_t)SGN_COLL_SLOTS * (size_t)nranks +
+                     (size_t)nranks * (size_t)nranks * SGN_P2P_SLOTS * 2;
+    return (sgn_split_entry *)end + (size_t)rank * SGN_SPLIT_SLOTS + (size_t)(k % SGN_SPLIT_SLOTS);
+}
+static sgn_signal *shm_sig(sgn_shm *h, int nranks, int src, int dst, uint64_t k)
+{
+    sgn_signal *base = (sgn_signal *)shm_split(h, nranks, nranks, 0);
+    return base + ((size_t)src * (size_t)nranks + (size_t)dst) * SGN_SIG_SLOTS + (size_t)(k % SGN_SIG_SLOTS);
 }
 static uint64_t make_tag(uint64_t gen, uint64_t idx) { return (gen << 40) | ((idx + 1) & ((1ull << 40) - 1)); }
 
@@ -164,7 +200,8 @@ static void shm_lock(sgn_shm *h)
 static void shm_unlock(sgn_shm *h) { __atomic_store_n(&h->lock, 0, __ATOMIC_RELEASE); }
 
 /* Maps the segment and takes the slot of `rank` (no waiting for the others). */
-static ncclResult_t comm_join(struct ncclComm **out, const sgn_id *id, int nranks, int rank, int device)
+static ncclResult_t comm_join(struct ncclComm **out, const sgn_id *id, uint64_t digest, int nranks, int rank,
+                              int device)
 {
     if (nranks < 1 || nranks > SGN_MAX_RANKS || rank < 0 || rank >= nranks) {
         set_error("ncclCommInitRank: invalid nranks %d / rank %d (the mock supports up to %d ranks)", nranks, rank,
@@ -213,7 +250,13 @@ static ncclResult_t comm_join(struct ncclComm **out, const sgn_id *id, int nrank
         h->nranks = (uint32_t)nranks;
         h->generation = gen & 0xffffff;
         if (h->generation == 0) h->generation = 1;
+        h->ids_digest = digest;
         __atomic_store_n(&h->magic, SGN_SHM_MAGIC, __ATOMIC_RELEASE);
+    } else if (h->ids_digest != digest) {
+        shm_unlock(h);
+        munmap(p, size);
+        set_error("ncclCommInitRankScalable: the ranks passed different ncclUniqueIds (number or order)");
+        return ncclInvalidArgument;
     }
     slots[rank].pid = (int32_t)getpid();
     slots[rank].device = device;
@@ -240,6 +283,8 @@ static ncclResult_t comm_join(struct ncclComm **out, const sgn_id *id, int nrank
     c->owner = getpid();
     c->send_cnt = calloc((size_t)nranks, sizeof(uint32_t));
     c->recv_cnt = calloc((size_t)nranks, sizeof(uint32_t));
+    c->sig_sent = calloc((size_t)nranks, sizeof(uint32_t));
+    c->sig_waited = calloc((size_t)nranks, sizeof(uint32_t));
     const char *ae = getenv("SIMGPU_NCCL_ASYNC_ERROR_AT");
     c->async_error_at = (ae && *ae) ? strtoll(ae, NULL, 10) : -1;
     pthread_mutex_lock(&g_lock);
@@ -303,6 +348,8 @@ static void comm_free(struct ncclComm *c)
     c->magic = 0;
     free(c->send_cnt);
     free(c->recv_cnt);
+    free(c->sig_sent);
+    free(c->sig_waited);
     free(c);
 }
 
@@ -705,9 +752,115 @@ static ncclResult_t enqueue(const char *api, struct ncclComm *c, int op, size_t 
     return ncclSuccess;
 }
 
+/* ------------------------------------------------------------------ NVTX, as real NCCL emits it */
+
+#define SGN_NVTX_PAYLOAD_TYPE_EXT ((int32_t)0xDFBD0009) /* NVTX_PAYLOAD_TYPE_EXT (nvToolsExtPayload.h) */
+#define SGN_NVTX_SCHEMA_STATIC_START (1ull << 24)       /* NVTX_PAYLOAD_ENTRY_TYPE_SCHEMA_ID_STATIC_START */
+
+/* nvtxPayloadData_t (nvToolsExtPayload.h) */
+typedef struct sgn_nvtx_payload_data {
+    uint64_t schemaId;
+    size_t size;
+    const void *payload;
+} sgn_nvtx_payload_data;
+
+/* NCCL's static payload schema ids (NVTX_SID_*) */
+enum {
+    SID_CommInitRank = 0, SID_CommInitAll = 1, SID_CommDestroy = 2, SID_CommAbort = 3, SID_AllGather = 4,
+    SID_AllReduce = 5, SID_Broadcast = 6, SID_ReduceScatter = 7, SID_Reduce = 8, SID_Send = 9, SID_Recv = 10,
+    SID_CommInitRankConfig = 11, SID_CommInitRankScalable = 12, SID_CommSplit = 13, SID_CommFinalize = 14,
+    SID_CommShrink = 15, SID_AlltoAll = 16, SID_CommGrow = 20, SID_PutSignal = 21, SID_Signal = 22,
+    SID_WaitSignal = 23
+};
+
+/* The payload structs of NCCL's schemas (NcclNvtxParams*) */
+typedef struct { uint64_t newcomm; int nranks, myrank, cudaDev; } pl_comm_init_rank;
+typedef struct { uint64_t commhash; int ndev; } pl_comm_init_all;
+typedef struct { uint64_t newcomm, parentcomm; int nranks, myrank, cudaDev, color, key; } pl_comm_split;
+typedef struct { uint64_t newcomm; int nranks, myrank, cudaDev, num_exclude; } pl_comm_shrink;
+typedef struct { uint64_t newcomm, parentcomm; int nranks, myrank, cudaDev; } pl_comm_grow;
+typedef struct { uint64_t comm; } pl_comm;
+typedef struct { uint64_t comm; size_t bytes; } pl_bytes;                     /* AllGather, AlltoAll */
+typedef struct { uint64_t comm; size_t bytes; ncclRedOp_t op; } pl_bytes_op;  /* AllReduce, ReduceScatter */
+typedef struct { uint64_t comm; size_t bytes; int rank; } pl_bytes_rank;      /* Broadcast (root), SendRecv (peer) */
+typedef struct { uint64_t comm; size_t bytes; int root; ncclRedOp_t op; } pl_reduce;
+typedef struct { uint64_t comm; size_t bytes; int peer, ctx; } pl_put;
+typedef struct { uint64_t comm; int peer, ctx; } pl_signal; /* WaitSignal: npeers, ctx */
+
+static pthread_once_t g_nvtx_once = PTHREAD_ONCE_INIT;
+static nvtxDomainHandle_t g_nvtx_domain;
+static int g_nvtx_off;
+
+static void nvtx_init_once(void)
+{
+    const char *v = getenv("NCCL_NVTX_DISABLE");
+    g_nvtx_off = v && *v && strcmp(v, "0") != 0;
+    if (!g_nvtx_off) g_nvtx_domain = nvtxDomainCreateA("NCCL");
+}
+/* nvtx3::domain::get<nccl_domain>(): created at first use. */
+static nvtxDomainHandle_t nvtx_domain(void)
+{
+    pthread_once(&g_nvtx_once, nvtx_init_once);
+    return g_nvtx_domain;
+}
+
+typedef struct nvtx_name {
+    const char *text;
+    nvtxStringHandle_t handle; /* registered in the domain at first use */
+} nvtx_name;
+
+/* Pushes the range of one API call: its registered name and, when pl is not NULL, the extended
+ * payload of schema sid. Returns what nvtx_pop takes. */
+static int nvtx_push(nvtx_name *name, int sid, const void *pl, size_t size)
+{
+    nvtxDomainHandle_t d = nvtx_domain();
+    if (g_nvtx_off) return 0;
+    nvtxStringHandle_t h = __atomic_load_n(&name->handle, __ATOMIC_ACQUIRE);
+    if (!h) {
+        h = nvtxDomainRegisterStringA(d, name->text);
+        __atomic_store_n(&name->handle, h, __ATOMIC_RELEASE);
+    }
+    sgn_nvtx_payload_data data = {SGN_NVTX_SCHEMA_STATIC_START + (uint64_t)sid, size, pl};
+    nvtxEventAttributes_t a;
+    memset(&a, 0, sizeof a);
+    a.version = NVTX_VERSION;
+    a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+    a.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
+    a.message.registered = h;
+    if (pl) {
+        a.payloadType = SGN_NVTX_PAYLOAD_TYPE_EXT;
+        a.reserved0 = 1;
+        a.payload.ullValue = (uint64_t)(uintptr_t)&data;
+    }
+    nvtxDomainRangePushEx(d, &a);
+    return 1;
+}
+static void nvtx_pop(int pushed)
+{
+    if (pushed) nvtxDomainRangePop(nvtx_domain());
+}
+/* A range named after the enclosing API function, with the payload *pl of schema sid. */
+#define NVTX_RANGE(fname, sid, pl) \
+    static nvtx_name nvtx_name_ = {fname, NULL}; \
+    int nvtx_pushed_ = nvtx_push(&nvtx_name_, (sid), (pl), sizeof *(pl))
+/* A range without payload (NCCL_NVTX3_FUNC_RANGE). */
+#define NVTX_RANGE_PLAIN(fname) \
+    static nvtx_name nvtx_name_ = {fname, NULL}; \
+    int nvtx_pushed_ = nvtx_push(&nvtx_name_, 0, NULL, 0)
+#define NVTX_END() nvtx_pop(nvtx_pushed_)
+
+/* ncclInit: what the first NCCL call of a process sets up (the core, NCCL's NVTX domain). */
+static void nccl_init(void)
+{
+    sg_init();
+    (void)nvtx_domain();
+}
+
 /* ------------------------------------------------------------------ API */
 
 #define ALIAS(name) __attribute__((weak, alias("p" #name)))
+
+static uint64_t comm_key(const struct ncclComm *c) { return comm_ok(c) ? c->key : 0; }
 
 NX ncclResult_t pncclGetVersion(int *version)
 {
@@ -717,39 +870,100 @@ NX ncclResult_t pncclGetVersion(int *version)
 }
 NX ncclResult_t ncclGetVersion(int *version) ALIAS(ncclGetVersion);
 
-NX ncclResult_t pncclGetUniqueId(ncclUniqueId *uid)
+static uint64_t fresh_key(void)
 {
-    if (!uid) return ncclInvalidArgument;
-    sg_init();
-    sgn_id id;
-    memset(&id, 0, sizeof id);
-    id.magic = SGN_ID_MAGIC;
     uint64_t key = 0;
     if (getrandom(&key, sizeof key, 0) != (ssize_t)sizeof key) key = 0;
     key ^= sg_now_ns() * 0x9e3779b97f4a7c15ull ^ ((uint64_t)getpid() << 32);
     static uint64_t counter;
     key ^= __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED) * 0xbf58476d1ce4e5b9ull;
-    if (key == 0) key = 1;
+    return key ? key : 1;
+}
+
+/* The unique id of the segment of communicator `key`. */
+static void make_id(ncclUniqueId *uid, uint64_t key)
+{
+    sgn_id id;
+    memset(&id, 0, sizeof id);
+    id.magic = SGN_ID_MAGIC;
     id.key = key;
     snprintf(id.shm_name, sizeof id.shm_name, "/simgpu-nccl-%u-%016" PRIx64, (unsigned)getuid(), key);
     id.creator_pid = (int32_t)getpid();
     memset(uid, 0, sizeof *uid);
     memcpy(uid->internal, &id, sizeof id);
+}
+
+static uint64_t id_key(const ncclUniqueId *uid)
+{
+    sgn_id id;
+    memcpy(&id, uid->internal, sizeof id);
+    return id.magic == SGN_ID_MAGIC ? id.key : 0;
+}
+
+/* FNV-1a of the keys of `n` unique ids: what every rank of one communicator must agree on. */
+static uint64_t ids_digest(const ncclUniqueId *ids, int n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int i = 0; i < n; i++) {
+        uint64_t k = id_key(&ids[i]);
+        for (int b = 0; b < 8; b++) {
+            h ^= (k >> (8 * b)) & 0xff;
+            h *= 0x100000001b3ull;
+        }
+    }
+    return h;
+}
+
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+enum { CHILD_SPLIT = 1, CHILD_SHRINK = 2, CHILD_GROW = 3 };
+/* The key of a parent's child number k (NCCL's childCount), for one kind of child and a salt. */
+static uint64_t child_key(uint64_t parent, uint64_t k, int kind, uint64_t salt)
+{
+    uint64_t v = mix64(parent ^ mix64(k * 0x9e3779b97f4a7c15ull + (uint64_t)kind) ^ mix64(salt + 0x632be59bd9b4e019ull));
+    return v ? v : 1;
+}
+
+NX ncclResult_t pncclGetUniqueId(ncclUniqueId *uid)
+{
+    nccl_init();
+    if (!uid) return ncclInvalidArgument;
+    make_id(uid, fresh_key());
     return ncclSuccess;
 }
 NX ncclResult_t ncclGetUniqueId(ncclUniqueId *uid) ALIAS(ncclGetUniqueId);
 
-static ncclResult_t init_rank(ncclComm_t *comm, int nranks, const ncclUniqueId *uid, int rank)
+/* Ground truth of a new communicator: how it was made, its id, this rank's place. */
+static void comm_truth(const struct ncclComm *c, const char *how, const char *parent_hex, int color)
 {
-    sg_init();
+    char j[384];
+    snprintf(j, sizeof j,
+             "{\"type\":\"nccl_comm\",\"pid\":%d,\"rank\":%d,\"comm\":\"%s\",\"how\":\"%s\",\"parent\":\"%s\","
+             "\"color\":%d,\"comm_rank\":%d,\"nranks\":%d,\"device\":%d}",
+             (int)getpid(), sg_rank(), c->hex, how, parent_hex ? parent_hex : "", color, c->rank, c->nranks,
+             c->device);
+    sg_truth_line(j);
+}
+
+/* Joins the communicator of `uid` as `rank` of `nranks` and waits for the others (or, inside a
+ * group, at the outermost ncclGroupEnd). digest: of the ids the ranks must agree on. */
+static ncclResult_t join_comm(ncclComm_t *comm, const ncclUniqueId *uid, uint64_t digest, int nranks, int rank,
+                              int device, const char *how, const char *parent_hex, int color)
+{
     mm_flush();
-    if (!comm) return ncclInvalidArgument;
     *comm = NULL;
     sgn_id id;
     memcpy(&id, uid->internal, sizeof id);
     struct ncclComm *c = NULL;
-    ncclResult_t r = comm_join(&c, &id, nranks, rank, sg_current_device());
+    ncclResult_t r = comm_join(&c, &id, digest, nranks, rank, device);
     if (r != ncclSuccess) return r;
+    comm_truth(c, how, parent_hex, color);
     if (t_group_depth > 0) {
         if (t_ninit == t_capinit) {
             int cap = t_capinit ? 2 * t_capinit : 8;
@@ -772,9 +986,31 @@ static ncclResult_t init_rank(ncclComm_t *comm, int nranks, const ncclUniqueId *
     return ncclSuccess;
 }
 
+static ncclResult_t init_ranks(ncclComm_t *comm, int nranks, const ncclUniqueId *ids, int nids, int rank)
+{
+    nccl_init();
+    if (!comm) return ncclInvalidArgument;
+    *comm = NULL;
+    if (nids < 1 || !ids) {
+        set_error("ncclCommInitRankScalable: nId %d: at least one ncclUniqueId is needed", nids);
+        return ncclInvalidArgument;
+    }
+    for (int i = 0; i < nids; i++)
+        if (!id_key(&ids[i])) {
+            set_error("ncclCommInitRank: unique id %d is not from this libnccl's ncclGetUniqueId", i);
+            return ncclInvalidArgument;
+        }
+    /* like real NCCL, the communicator is named by the first id */
+    return join_comm(comm, &ids[0], ids_digest(ids, nids), nranks, rank, sg_current_device(), "init", NULL, -1);
+}
+
 NX ncclResult_t pncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank)
 {
-    return init_rank(comm, nranks, &commId, rank);
+    pl_comm_init_rank pl = {id_key(&commId), nranks, rank, sg_current_device()};
+    NVTX_RANGE("ncclCommInitRank", SID_CommInitRank, &pl);
+    ncclResult_t r = init_ranks(comm, nranks, &commId, 1, rank);
+    NVTX_END();
+    return r;
 }
 NX ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank)
     ALIAS(ncclCommInitRank);
@@ -783,15 +1019,31 @@ NX ncclResult_t pncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUnique
                                         ncclConfig_t *config)
 {
     (void)config; /* always blocking */
-    return init_rank(comm, nranks, &commId, rank);
+    pl_comm_init_rank pl = {id_key(&commId), nranks, rank, sg_current_device()};
+    NVTX_RANGE("ncclCommInitRankConfig", SID_CommInitRankConfig, &pl);
+    ncclResult_t r = init_ranks(comm, nranks, &commId, 1, rank);
+    NVTX_END();
+    return r;
 }
 NX ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,
                                        ncclConfig_t *config) ALIAS(ncclCommInitRankConfig);
 
-NX ncclResult_t pncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist)
+NX ncclResult_t pncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank, int nId,
+                                          ncclUniqueId *commIds, ncclConfig_t *config)
 {
-    sg_init();
-    mm_flush();
+    (void)config;
+    pl_comm_init_rank pl = {commIds && nId > 0 ? id_key(&commIds[0]) : 0, nranks, myrank, sg_current_device()};
+    NVTX_RANGE("ncclCommInitRankScalable", SID_CommInitRankScalable, &pl);
+    ncclResult_t r = init_ranks(newcomm, nranks, commIds, nId, myrank);
+    NVTX_END();
+    return r;
+}
+NX ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank, int nId,
+                                         ncclUniqueId *commIds, ncclConfig_t *config)
+    ALIAS(ncclCommInitRankScalable);
+
+static ncclResult_t init_all(ncclComm_t *comms, int ndev, const int *devlist, uint64_t key)
+{
     if (!comms || ndev < 1) return ncclInvalidArgument;
     for (int i = 0; i < ndev; i++) {
         int d = devlist ? devlist[i] : i;
@@ -801,11 +1053,11 @@ NX ncclResult_t pncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist
         }
     }
     ncclUniqueId uid;
-    pncclGetUniqueId(&uid);
+    make_id(&uid, key);
     sgn_id id;
     memcpy(&id, uid.internal, sizeof id);
     for (int i = 0; i < ndev; i++) {
-        ncclResult_t r = comm_join(&comms[i], &id, ndev, i, devlist ? devlist[i] : i);
+        ncclResult_t r = comm_join(&comms[i], &id, ids_digest(&uid, 1), ndev, i, devlist ? devlist[i] : i);
         if (r != ncclSuccess) {
             for (int j = 0; j < i; j++) {
                 comm_leave(comms[j]);
@@ -814,30 +1066,249 @@ NX ncclResult_t pncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist
             }
             return r;
         }
+        comm_truth(comms[i], "init_all", NULL, -1);
     }
     return ncclSuccess; /* every rank joined: the barrier is passed */
 }
+
+NX ncclResult_t pncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist)
+{
+    nccl_init();
+    mm_flush();
+    uint64_t key = fresh_key();
+    pl_comm_init_all pl = {key, ndev};
+    NVTX_RANGE("ncclCommInitAll", SID_CommInitAll, &pl);
+    ncclResult_t r = init_all(comms, ndev, devlist, key);
+    NVTX_END();
+    return r;
+}
 NX ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist) ALIAS(ncclCommInitAll);
+
+/* ncclCommSplit's host rendezvous in the parent's segment: publishes (color, key) of split k, waits
+ * for every rank's, and computes this rank's child size and rank (ordered by key, then parent rank). */
+static ncclResult_t split_rendezvous(struct ncclComm *c, uint64_t k, int color, int key, int *child_n,
+                                     int *child_rank)
+{
+    uint64_t tag = make_tag(c->gen, k);
+    sgn_split_entry *mine = shm_split(c->hdr, c->nranks, c->rank, k);
+    mine->color = color;
+    mine->key = key;
+    __atomic_store_n(&mine->tag, tag, __ATOMIC_RELEASE);
+    double tmo = env_double("SIMGPU_NCCL_INIT_TIMEOUT_S", 60.0);
+    uint64_t deadline = sg_now_ns() + (uint64_t)(tmo * 1e9);
+    sgn_rank_slot *slots = shm_ranks(c->hdr);
+    for (;;) {
+        int n = 0;
+        for (int r = 0; r < c->nranks; r++) {
+            if (__atomic_load_n(&shm_split(c->hdr, c->nranks, r, k)->tag, __ATOMIC_ACQUIRE) == tag) {
+                n++;
+            } else if (__atomic_load_n(&slots[r].state, __ATOMIC_ACQUIRE) == SGN_SLOT_GONE) {
+                set_error("ncclCommSplit: rank %d left the parent communicator", r);
+                return ncclRemoteError;
+            }
+        }
+        if (n == c->nranks) break;
+        if (sg_now_ns() >= deadline) {
+            set_error("ncclCommSplit: %d of %d ranks arrived within SIMGPU_NCCL_INIT_TIMEOUT_S=%g s", n, c->nranks,
+                      tmo);
+            return ncclSystemError;
+        }
+        sleep_ns(200000);
+    }
+    int n = 0, below = 0;
+    for (int r = 0; r < c->nranks; r++) {
+        const sgn_split_entry *e = shm_split(c->hdr, c->nranks, r, k);
+        if (e->color != color) continue;
+        n++;
+        if (e->key < key || (e->key == key && r < c->rank)) below++;
+    }
+    *child_n = n;
+    *child_rank = below;
+    return ncclSuccess;
+}
+
+/* Joins child `key` of parent c as `rank` of `n`. */
+static ncclResult_t join_child(struct ncclComm *c, ncclComm_t *newcomm, uint64_t key, int n, int rank,
+                               const char *how, int color)
+{
+    ncclUniqueId uid;
+    make_id(&uid, key);
+    return join_comm(newcomm, &uid, ids_digest(&uid, 1), n, rank, c->device, how, c->hex, color);
+}
+
+NX ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config)
+{
+    (void)config;
+    mm_flush();
+    pl_comm_split pl = {0, comm_key(comm), 0, 0, comm_ok(comm) ? comm->device : -1, color, key};
+    NVTX_RANGE("ncclCommSplit", SID_CommSplit, &pl);
+    ncclResult_t r = ncclSuccess;
+    if (!comm_ok(comm) || !newcomm || (color < 0 && color != NCCL_SPLIT_NOCOLOR)) {
+        set_error("ncclCommSplit: invalid communicator, out-pointer or color %d", color);
+        r = ncclInvalidArgument;
+    } else {
+        *newcomm = NULL;
+        uint64_t k = comm->children++;
+        int n = 0, rank = 0;
+        r = split_rendezvous(comm, k, color, key, &n, &rank);
+        if (r == ncclSuccess && color != NCCL_SPLIT_NOCOLOR)
+            r = join_child(comm, newcomm, child_key(comm->key, k, CHILD_SPLIT, (uint64_t)(uint32_t)color), n, rank,
+                           "split", color);
+    }
+    NVTX_END();
+    return r;
+}
+NX ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config)
+    ALIAS(ncclCommSplit);
+
+NX ncclResult_t pncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount, ncclComm_t *newcomm,
+                                ncclConfig_t *config, int shrinkFlags)
+{
+    (void)config, (void)shrinkFlags; /* nothing in flight to abort: the mock's kernels never hang on a shrink */
+    mm_flush();
+    pl_comm_shrink pl = {0, 0, 0, comm_ok(comm) ? comm->device : -1, excludeRanksCount};
+    NVTX_RANGE("ncclCommShrink", SID_CommShrink, &pl);
+    ncclResult_t r = ncclSuccess;
+    char *out = NULL;
+    if (!comm_ok(comm) || !newcomm || excludeRanksCount < 0 || (excludeRanksCount > 0 && !excludeRanksList)) {
+        set_error("ncclCommShrink: invalid communicator, out-pointer or exclude list");
+        r = ncclInvalidArgument;
+    } else if (!(out = calloc((size_t)comm->nranks, 1))) {
+        r = ncclSystemError;
+    } else {
+        *newcomm = NULL;
+        for (int i = 0; i < excludeRanksCount && r == ncclSuccess; i++) {
+            int x = excludeRanksList[i];
+            if (x < 0 || x >= comm->nranks) {
+                set_error("ncclCommShrink: excluded rank %d out of range (nranks %d)", x, comm->nranks);
+                r = ncclInvalidArgument;
+            } else {
+                out[x] = 1;
+            }
+        }
+        if (r == ncclSuccess && out[comm->rank]) {
+            set_error("ncclCommShrink: rank %d is in its own exclude list", comm->rank);
+            r = ncclInvalidArgument;
+        }
+        if (r == ncclSuccess) {
+            int n = 0, rank = 0;
+            uint64_t salt = 0xcbf29ce484222325ull;
+            for (int q = 0; q < comm->nranks; q++) {
+                if (out[q]) {
+                    salt = (salt ^ (uint64_t)q) * 0x100000001b3ull;
+                    continue;
+                }
+                if (q < comm->rank) rank++;
+                n++;
+            }
+            uint64_t k = comm->children++;
+            r = join_child(comm, newcomm, child_key(comm->key, k, CHILD_SHRINK, salt), n, rank, "shrink", -1);
+        }
+    }
+    free(out);
+    NVTX_END();
+    return r;
+}
+NX ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount, ncclComm_t *newcomm,
+                               ncclConfig_t *config, int shrinkFlags) ALIAS(ncclCommShrink);
+
+/* The grow id of the parent's next child: what the root gives the joining ranks. */
+NX ncclResult_t pncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId *uniqueId)
+{
+    if (!comm_ok(comm) || !uniqueId) return ncclInvalidArgument;
+    if (comm->grow_key) {
+        set_error("ncclCommGetUniqueId: the previous grow id is not consumed yet");
+        return ncclInvalidUsage;
+    }
+    comm->grow_key = child_key(comm->key, comm->children, CHILD_GROW, 0);
+    make_id(uniqueId, comm->grow_key);
+    return ncclSuccess;
+}
+NX ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId *uniqueId) ALIAS(ncclCommGetUniqueId);
+
+static ncclResult_t grow(ncclComm_t comm, int nRanks, const ncclUniqueId *uniqueId, int rank, ncclComm_t *newcomm)
+{
+    if (!newcomm || nRanks <= 0) return ncclInvalidArgument;
+    *newcomm = NULL;
+    if (comm) {
+        if (!comm_ok(comm) || rank != -1 || nRanks <= comm->nranks) {
+            set_error("ncclCommGrow: existing ranks pass their communicator, rank -1 and more than %d ranks",
+                      comm_ok(comm) ? comm->nranks : 0);
+            return ncclInvalidArgument;
+        }
+        uint64_t key = child_key(comm->key, comm->children++, CHILD_GROW, 0);
+        if (uniqueId && id_key(uniqueId) != key) {
+            set_error("ncclCommGrow: the unique id is not this communicator's ncclCommGetUniqueId");
+            return ncclInvalidArgument;
+        }
+        comm->grow_key = 0;
+        return join_child(comm, newcomm, key, nRanks, comm->rank, "grow", -1);
+    }
+    nccl_init();
+    if (!uniqueId || !id_key(uniqueId) || rank < 0 || rank >= nRanks) {
+        set_error("ncclCommGrow: joining ranks pass the grow unique id and a rank below %d", nRanks);
+        return ncclInvalidArgument;
+    }
+    return join_comm(newcomm, uniqueId, ids_digest(uniqueId, 1), nRanks, rank, sg_current_device(), "grow", NULL,
+                     -1);
+}
+
+NX ncclResult_t pncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId *uniqueId, int rank, ncclComm_t *newcomm,
+                              ncclConfig_t *config)
+{
+    (void)config;
+    mm_flush();
+    pl_comm_grow pl = {0, comm_key(comm), nRanks, comm_ok(comm) ? comm->rank : rank, sg_current_device()};
+    NVTX_RANGE("ncclCommGrow", SID_CommGrow, &pl);
+    ncclResult_t r = grow(comm, nRanks, uniqueId, rank, newcomm);
+    NVTX_END();
+    return r;
+}
+NX ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId *uniqueId, int rank,
+                             ncclComm_t *newcomm, ncclConfig_t *config) ALIAS(ncclCommGrow);
 
 NX ncclResult_t pncclCommFinalize(ncclComm_t comm)
 {
     mm_flush();
-    return comm_ok(comm) ? ncclSuccess : ncclInvalidArgument;
+    pl_comm pl = {comm_key(comm)};
+    NVTX_RANGE("ncclCommFinalize", SID_CommFinalize, &pl);
+    ncclResult_t r = comm_ok(comm) ? ncclSuccess : ncclInvalidArgument;
+    NVTX_END();
+    return r;
 }
 NX ncclResult_t ncclCommFinalize(ncclComm_t comm) ALIAS(ncclCommFinalize);
 
-NX ncclResult_t pncclCommDestroy(ncclComm_t comm)
+static ncclResult_t comm_end(ncclComm_t comm)
 {
-    mm_flush();
     if (!comm) return ncclSuccess;
     if (!comm_ok(comm)) return ncclInvalidArgument;
     comm_leave(comm);
     comm_free(comm);
     return ncclSuccess;
 }
+
+NX ncclResult_t pncclCommDestroy(ncclComm_t comm)
+{
+    mm_flush();
+    pl_comm_init_rank pl = {comm_key(comm), comm_ok(comm) ? comm->nranks : 0, comm_ok(comm) ? comm->rank : 0,
+                            comm_ok(comm) ? comm->device : 0};
+    NVTX_RANGE("ncclCommDestroy", SID_CommDestroy, &pl);
+    ncclResult_t r = comm_end(comm);
+    NVTX_END();
+    return r;
+}
 NX ncclResult_t ncclCommDestroy(ncclComm_t comm) ALIAS(ncclCommDestroy);
 
-NX ncclResult_t pncclCommAbort(ncclComm_t comm) { return pncclCommDestroy(comm); }
+NX ncclResult_t pncclCommAbort(ncclComm_t comm)
+{
+    mm_flush();
+    pl_comm_init_rank pl = {comm_key(comm), comm_ok(comm) ? comm->nranks : 0, comm_ok(comm) ? comm->rank : 0,
+                            comm_ok(comm) ? comm->device : 0};
+    NVTX_RANGE("ncclCommAbort", SID_CommAbort, &pl);
+    ncclResult_t r = comm_end(comm);
+    NVTX_END();
+    return r;
+}
 NX ncclResult_t ncclCommAbort(ncclComm_t comm) ALIAS(ncclCommAbort);
 
 NX ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
@@ -855,29 +1326,23 @@ NX ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError
 }
 NX ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) ALIAS(ncclCommGetAsyncError);
 
-NX ncclResult_t pncclCommCount(const ncclComm_t comm, int *count)
-{
-    if (!comm_ok(comm) || !count) return ncclInvalidArgument;
-    *count = comm->nranks;
-    return ncclSuccess;
-}
-NX ncclResult_t ncclCommCount(const ncclComm_t comm, int *count) ALIAS(ncclCommCount);
-
-NX ncclResult_t pncclCommCuDevice(const ncclComm_t comm, int *device)
-{
-    if (!comm_ok(comm) || !device) return ncclInvalidArgument;
-    *device = comm->device;
-    return ncclSuccess;
-}
-NX ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int *device) ALIAS(ncclCommCuDevice);
-
-NX ncclResult_t pncclCommUserRank(const ncclComm_t comm, int *rank)
-{
-    if (!comm_ok(comm) || !rank) return ncclInvalidArgument;
-    *rank = comm->rank;
-    return ncclSuccess;
-}
-NX ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank) ALIAS(ncclCommUserRank);
+/* ncclCommCount / CuDevice / UserRank: a range without payload, as real NCCL. */
+#define COMM_QUERY(Name, field)                                             \
+    NX ncclResult_t pncclComm##Name(const ncclComm_t comm, int *out)        \
+    {                                                                       \
+        NVTX_RANGE_PLAIN("ncclComm" #Name);                                 \
+        ncclResult_t r = ncclInvalidArgument;                               \
+        if (comm_ok(comm) && out) {                                         \
+            *out = comm->field;                                             \
+            r = ncclSuccess;                                                \
+        }                                                                   \
+        NVTX_END();                                                         \
+        return r;                                                           \
+    }                                                                       \
+    NX ncclResult_t ncclComm##Name(const ncclComm_t comm, int *out) ALIAS(ncclComm##Name);
+COMM_QUERY(Count, nranks)
+COMM_QUERY(CuDevice, device)
+COMM_QUERY(UserRank, rank)
 
 NX const char *pncclGetErrorString(ncclResult_t r)
 {
@@ -890,6 +1355,7 @@ NX const char *pncclGetErrorString(ncclResult_t r)
     case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
     case ncclRemoteError: return "remote process exited or there was a network error";
     case ncclInProgress: return "NCCL operation in progress";
+    case ncclTimeout: return "NCCL operation timed out";
     default: return "unknown result code";
     }
 }
@@ -902,11 +1368,27 @@ NX const char *pncclGetLastError(ncclComm_t comm)
 }
 NX const char *ncclGetLastError(ncclComm_t comm) ALIAS(ncclGetLastError);
 
+/* An API call inside its NVTX range (with payload / without). */
+#define COLL_RANGE(fname, sid, pl, call)        \
+    NVTX_RANGE(fname, sid, pl);                 \
+    ncclResult_t r = (call);                    \
+    NVTX_END();                                 \
+    return r
+#define PLAIN_RANGE(fname, call)                \
+    NVTX_RANGE_PLAIN(fname);                    \
+    ncclResult_t r = (call);                    \
+    NVTX_END();                                 \
+    return r
+
+static size_t nbytes(size_t count, int dt) { return count * dtype_size(dt); }
+
 NX ncclResult_t pncclAllReduce(const void *sb, void *rb, size_t count, ncclDataType_t dt, ncclRedOp_t op,
                                ncclComm_t comm, nccl_cudaStream_t stream)
 {
     (void)sb, (void)rb;
-    return enqueue("ncclAllReduce", comm, OP_ALLREDUCE, count, dt, op, -1, -1, stream);
+    pl_bytes_op pl = {comm_key(comm), nbytes(count, dt), op};
+    COLL_RANGE("ncclAllReduce", SID_AllReduce, &pl,
+               enqueue("ncclAllReduce", comm, OP_ALLREDUCE, count, dt, op, -1, -1, stream));
 }
 NX ncclResult_t ncclAllReduce(const void *sb, void *rb, size_t count, ncclDataType_t dt, ncclRedOp_t op,
                               ncclComm_t comm, nccl_cudaStream_t stream) ALIAS(ncclAllReduce);
@@ -915,7 +1397,9 @@ NX ncclResult_t pncclAllGather(const void *sb, void *rb, size_t count, ncclDataT
                                nccl_cudaStream_t stream)
 {
     (void)sb, (void)rb;
-    return enqueue("ncclAllGather", comm, OP_ALLGATHER, count, dt, 0, -1, -1, stream);
+    pl_bytes pl = {comm_key(comm), nbytes(count, dt)};
+    COLL_RANGE("ncclAllGather", SID_AllGather, &pl,
+               enqueue("ncclAllGather", comm, OP_ALLGATHER, count, dt, 0, -1, -1, stream));
 }
 NX ncclResult_t ncclAllGather(const void *sb, void *rb, size_t count, ncclDataType_t dt, ncclComm_t comm,
                               nccl_cudaStream_t stream) ALIAS(ncclAllGather);
@@ -924,7 +1408,9 @@ NX ncclResult_t pncclReduceScatter(const void *sb, void *rb, size_t count, ncclD
                                    ncclComm_t comm, nccl_cudaStream_t stream)
 {
     (void)sb, (void)rb;
-    return enqueue("ncclReduceScatter", comm, OP_REDUCESCATTER, count, dt, op, -1, -1, stream);
+    pl_bytes_op pl = {comm_key(comm), nbytes(count, dt), op};
+    COLL_RANGE("ncclReduceScatter", SID_ReduceScatter, &pl,
+               enqueue("ncclReduceScatter", comm, OP_REDUCESCATTER, count, dt, op, -1, -1, stream));
 }
 NX ncclResult_t ncclReduceScatter(const void *sb, void *rb, size_t count, ncclDataType_t dt, ncclRedOp_t op,
                                   ncclComm_t comm, nccl_cudaStream_t stream) ALIAS(ncclReduceScatter);
@@ -933,16 +1419,18 @@ NX ncclResult_t pncclBroadcast(const void *sb, void *rb, size_t count, ncclDataT
                                nccl_cudaStream_t stream)
 {
     (void)sb, (void)rb;
-    return enqueue("ncclBroadcast", comm, OP_BROADCAST, count, dt, 0, root, -1, stream);
+    pl_bytes_rank pl = {comm_key(comm), nbytes(count, dt), root};
+    COLL_RANGE("ncclBroadcast", SID_Broadcast, &pl,
+               enqueue("ncclBroadcast", comm, OP_BROADCAST, count, dt, 0, root, -1, stream));
 }
 NX ncclResult_t ncclBroadcast(const void *sb, void *rb, size_t count, ncclDataType_t dt, int root, ncclComm_t comm,
                               nccl_cudaStream_t stream) ALIAS(ncclBroadcast);
 
+/* (deprecated) in-place broadcast: real NCCL runs ncclBroadcast, whose range it shows */
 NX ncclResult_t pncclBcast(void *buff, size_t count, ncclDataType_t dt, int root, ncclComm_t comm,
                            nccl_cudaStream_t stream)
 {
-    (void)buff;
-    return enqueue("ncclBcast", comm, OP_BROADCAST, count, dt, 0, root, -1, stream);
+    return pncclBroadcast(buff, buff, count, dt, root, comm, stream);
 }
 NX ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t dt, int root, ncclComm_t comm,
                           nccl_cudaStream_t stream) ALIAS(ncclBcast);
@@ -951,7 +1439,9 @@ NX ncclResult_t pncclReduce(const void *sb, void *rb, size_t count, ncclDataType
                             ncclComm_t comm, nccl_cudaStream_t stream)
 {
     (void)sb, (void)rb;
-    return enqueue("ncclReduce", comm, OP_REDUCE, count, dt, op, root, -1, stream);
+    pl_reduce pl = {comm_key(comm), nbytes(count, dt), root, op};
+    COLL_RANGE("ncclReduce", SID_Reduce, &pl,
+               enqueue("ncclReduce", comm, OP_REDUCE, count, dt, op, root, -1, stream));
 }
 NX ncclResult_t ncclReduce(const void *sb, void *rb, size_t count, ncclDataType_t dt, ncclRedOp_t op, int root,
                            ncclComm_t comm, nccl_cudaStream_t stream) ALIAS(ncclReduce);
@@ -960,7 +1450,9 @@ NX ncclResult_t pncclAlltoAll(const void *sb, void *rb, size_t count, ncclDataTy
                               nccl_cudaStream_t stream)
 {
     (void)sb, (void)rb;
-    return enqueue("ncclAlltoAll", comm, OP_ALLTOALL, count, dt, 0, -1, -1, stream);
+    pl_bytes pl = {comm_key(comm), nbytes(count, dt)};
+    COLL_RANGE("ncclAlltoAll", SID_AlltoAll, &pl,
+               enqueue("ncclAlltoAll", comm, OP_ALLTOALL, count, dt, 0, -1, -1, stream));
 }
 NX ncclResult_t ncclAlltoAll(const void *sb, void *rb, size_t count, ncclDataType_t dt, ncclComm_t comm,
                              nccl_cudaStream_t stream) ALIAS(ncclAlltoAll);
@@ -969,7 +1461,8 @@ NX ncclResult_t pncclSend(const void *sb, size_t count, ncclDataType_t dt, int p
                           nccl_cudaStream_t stream)
 {
     (void)sb;
-    return enqueue("ncclSend", comm, OP_SEND, count, dt, 0, -1, peer, stream);
+    pl_bytes_rank pl = {comm_key(comm), nbytes(count, dt), peer};
+    COLL_RANGE("ncclSend", SID_Send, &pl, enqueue("ncclSend", comm, OP_SEND, count, dt, 0, -1, peer, stream));
 }
 NX ncclResult_t ncclSend(const void *sb, size_t count, ncclDataType_t dt, int peer, ncclComm_t comm,
                          nccl_cudaStream_t stream) ALIAS(ncclSend);
@@ -978,21 +1471,26 @@ NX ncclResult_t pncclRecv(void *rb, size_t count, ncclDataType_t dt, int peer, n
                           nccl_cudaStream_t stream)
 {
     (void)rb;
-    return enqueue("ncclRecv", comm, OP_RECV, count, dt, 0, -1, peer, stream);
+    pl_bytes_rank pl = {comm_key(comm), nbytes(count, dt), peer};
+    COLL_RANGE("ncclRecv", SID_Recv, &pl, enqueue("ncclRecv", comm, OP_RECV, count, dt, 0, -1, peer, stream));
 }
 NX ncclResult_t ncclRecv(void *rb, size_t count, ncclDataType_t dt, int peer, ncclComm_t comm,
                          nccl_cudaStream_t stream) ALIAS(ncclRecv);
 
-NX ncclResult_t pncclGroupStart(void)
+static ncclResult_t group_start(void)
 {
     mm_flush();
     if (t_group_depth == 0) t_group_err = ncclSuccess;
     t_group_depth++;
     return ncclSuccess;
 }
+NX ncclResult_t pncclGroupStart(void)
+{
+    PLAIN_RANGE("ncclGroupStart", group_start());
+}
 NX ncclResult_t ncclGroupStart(void) ALIAS(ncclGroupStart);
 
-NX ncclResult_t pncclGroupEnd(void)
+static ncclResult_t group_end(void)
 {
     mm_flush();
     if (t_group_depth <= 0) {
@@ -1012,7 +1510,324 @@ NX ncclResult_t pncclGroupEnd(void)
     if (n) flush_ops(t_q, n);
     return r;
 }
+NX ncclResult_t pncclGroupEnd(void)
+{
+    PLAIN_RANGE("ncclGroupEnd", group_end());
+}
 NX ncclResult_t ncclGroupEnd(void) ALIAS(ncclGroupEnd);
+
+/* ------------------------------------------------------------------ memory and registration */
+
+#define SGN_MEM_GRANULARITY ((size_t)2 << 20) /* cuMemGetAllocationGranularity (recommended) of the GPUs */
+#define REG_MAGIC 0x4745524e43434e53ull       /* "SNCCNREG" */
+#define WIN_MAGIC 0x4e49574e43434e53ull       /* "SNCCNWIN" */
+
+typedef struct sgn_reg {
+    uint64_t magic;
+    struct ncclComm *comm;
+    void *buff;
+    size_t size;
+} sgn_reg;
+
+struct ncclWindow_vidmem {
+    uint64_t magic;
+    struct ncclComm *comm;
+    void *buff;
+    size_t size;
+    int flags;
+};
+
+static void mem_truth(const char *op, const void *p, size_t bytes, size_t granted)
+{
+    char j[256];
+    snprintf(j, sizeof j,
+             "{\"type\":\"nccl_mem\",\"pid\":%d,\"rank\":%d,\"device\":%d,\"op\":\"%s\",\"address\":%" PRIu64
+             ",\"bytes\":%zu,\"granted_bytes\":%zu}",
+             (int)getpid(), sg_rank(), sg_current_device(), op, (uint64_t)(uintptr_t)p, bytes, granted);
+    sg_truth_line(j);
+}
+
+/* Device memory for NCCL's optimisations, rounded up to the allocation granularity (real NCCL
+ * maps it with cuMemCreate / cuMemMap: one DRIVER-domain cuMemCreate call here). */
+static ncclResult_t mem_alloc(void **ptr, size_t size)
+{
+    if (!ptr) return ncclInvalidArgument;
+    *ptr = NULL;
+    if (size == 0) return ncclSuccess;
+    size_t granted = (size + SGN_MEM_GRANULARITY - 1) / SGN_MEM_GRANULARITY * SGN_MEM_GRANULARITY;
+    sg_api_call call;
+    sg_api_enter(&call, SG_DOMAIN_DRIVER, "cuMemCreate", NULL, NULL);
+    int e = sg_dev_alloc(ptr, granted, sg_current_device(), SG_MEM_DEVICE, call.correlation, 0, 0);
+    sg_api_exit(&call, e);
+    if (e != 0) {
+        set_error("ncclMemAlloc: cuMemCreate of %zu bytes failed (%s)", granted, e == 2 ? "out of memory" : "invalid");
+        return ncclUnhandledCudaError;
+    }
+    mem_truth("alloc", *ptr, size, granted);
+    return ncclSuccess;
+}
+
+NX ncclResult_t pncclMemAlloc(void **ptr, size_t size)
+{
+    nccl_init();
+    PLAIN_RANGE("ncclMemAlloc", mem_alloc(ptr, size));
+}
+NX ncclResult_t ncclMemAlloc(void **ptr, size_t size) ALIAS(ncclMemAlloc);
+
+static ncclResult_t mem_free(void *ptr)
+{
+    if (!ptr) return ncclSuccess;
+    sg_api_call call;
+    sg_api_enter(&call, SG_DOMAIN_DRIVER, "cuMemRelease", NULL, NULL);
+    int e = sg_dev_free(ptr, call.correlation, 0, 0);
+    sg_api_exit(&call, e);
+    if (e != 0) {
+        set_error("ncclMemFree: %p is not from ncclMemAlloc", ptr);
+        return ncclUnhandledCudaError;
+    }
+    mem_truth("free", ptr, 0, 0);
+    return ncclSuccess;
+}
+
+NX ncclResult_t pncclMemFree(void *ptr)
+{
+    PLAIN_RANGE("ncclMemFree", mem_free(ptr));
+}
+NX ncclResult_t ncclMemFree(void *ptr) ALIAS(ncclMemFree);
+
+/* A buffer NCCL can register: inside one device allocation. */
+static int device_range(const void *buff, size_t size)
+{
+    mem_ent e;
+    if (!buff || !sg_mem_find(buff, &e) || (e.kind != SG_MEM_DEVICE && e.kind != SG_MEM_MANAGED)) return 0;
+    return (uintptr_t)buff + size <= e.base + e.size;
+}
+
+NX ncclResult_t pncclCommRegister(const ncclComm_t comm, void *buff, size_t size, void **handle)
+{
+    if (!comm_ok(comm) || !handle) return ncclInvalidArgument;
+    *handle = NULL;
+    if (!device_range(buff, size)) {
+        set_error("ncclCommRegister: %p (+%zu) is not device memory", buff, size);
+        return ncclInvalidArgument;
+    }
+    sgn_reg *g = calloc(1, sizeof *g);
+    if (!g) return ncclSystemError;
+    *g = (sgn_reg){REG_MAGIC, comm, buff, size};
+    *handle = g;
+    return ncclSuccess;
+}
+NX ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, void **handle)
+    ALIAS(ncclCommRegister);
+
+NX ncclResult_t pncclCommDeregister(const ncclComm_t comm, void *handle)
+{
+    sgn_reg *g = handle;
+    if (!comm_ok(comm) || !g || g->magic != REG_MAGIC || g->comm != comm) return ncclInvalidArgument;
+    g->magic = 0;
+    free(g);
+    return ncclSuccess;
+}
+NX ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle) ALIAS(ncclCommDeregister);
+
+/* Real NCCL registers windows collectively (symmetric memory); the mock keeps each rank's own. */
+NX ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win, int winFlags)
+{
+    if (!comm_ok(comm) || !win) return ncclInvalidArgument;
+    *win = NULL;
+    if (!device_range(buff, size)) {
+        set_error("ncclCommWindowRegister: %p (+%zu) is not device memory", buff, size);
+        return ncclInvalidArgument;
+    }
+    struct ncclWindow_vidmem *w = calloc(1, sizeof *w);
+    if (!w) return ncclSystemError;
+    *w = (struct ncclWindow_vidmem){WIN_MAGIC, comm, buff, size, winFlags};
+    *win = w;
+    return ncclSuccess;
+}
+NX ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win, int winFlags)
+    ALIAS(ncclCommWindowRegister);
+
+NX ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win)
+{
+    if (!comm_ok(comm) || !win || win->magic != WIN_MAGIC || win->comm != comm) return ncclInvalidArgument;
+    win->magic = 0;
+    free(win);
+    return ncclSuccess;
+}
+NX ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) ALIAS(ncclCommWindowDeregister);
+
+/* ------------------------------------------------------------------ one-sided: put, signal, wait */
+
+typedef struct sig_send_arg {
+    sgn_shm *hdr;
+    int nranks, src, dst;
+    uint64_t gen, k, dur_ns, bytes;
+    sg_device_counters *ctr;
+} sig_send_arg;
+
+/* The put (or bare signal) lands dur_ns after it starts: then its signal is published. */
+static int sig_send_poll(void *varg, uint64_t start_ns, uint64_t *end_ns)
+{
+    sig_send_arg *a = varg;
+    uint64_t end = start_ns + a->dur_ns;
+    sgn_signal *s = shm_sig(a->hdr, a->nranks, a->src, a->dst, a->k);
+    s->arrival_ns = end;
+    __atomic_store_n(&s->tag, make_tag(a->gen, a->k), __ATOMIC_RELEASE);
+    if (a->ctr && a->bytes) __atomic_add_fetch(&a->ctr->nvlink_tx_bytes, a->bytes, __ATOMIC_RELAXED);
+    *end_ns = end;
+    free(a);
+    return 1;
+}
+
+typedef struct sig_wait_arg {
+    sgn_shm *hdr;
+    int nranks, dst;
+    uint64_t gen;
+    int n;
+    struct { int src; uint64_t k; } items[];
+} sig_wait_arg;
+
+/* Ends when every signal waited for has landed (at the latest landing, or at once if all did). */
+static int sig_wait_poll(void *varg, uint64_t start_ns, uint64_t *end_ns)
+{
+    sig_wait_arg *a = varg;
+    uint64_t end = start_ns;
+    for (int i = 0; i < a->n; i++) {
+        sgn_signal *s = shm_sig(a->hdr, a->nranks, a->items[i].src, a->dst, a->items[i].k);
+        if (__atomic_load_n(&s->tag, __ATOMIC_ACQUIRE) != make_tag(a->gen, a->items[i].k)) return 0;
+        if (s->arrival_ns > end) end = s->arrival_ns;
+    }
+    *end_ns = end;
+    free(a);
+    return 1;
+}
+
+/* The checks every one-sided call makes; resolves the stream. */
+static ncclResult_t one_sided_check(const char *api, struct ncclComm *c, int peer, void *stream, sg_stream **s)
+{
+    mm_flush();
+    if (!comm_ok(c)) {
+        set_error("%s: invalid communicator", api);
+        return ncclInvalidArgument;
+    }
+    if (peer < 0 || peer >= c->nranks) {
+        set_error("%s: invalid peer %d (nranks %d)", api, peer, c->nranks);
+        return ncclInvalidArgument;
+    }
+    *s = comm_stream(c, stream);
+    if (!*s) {
+        set_error("%s: invalid stream %p", api, stream);
+        return ncclUnhandledCudaError;
+    }
+    return ncclSuccess;
+}
+
+static ncclResult_t send_signal(const char *api, const char *op, const char *kname, struct ncclComm *c, int peer,
+                                uint64_t bytes, sg_stream *s)
+{
+    sig_send_arg *a = calloc(1, sizeof *a);
+    if (!a) return ncclSystemError;
+    *a = (sig_send_arg){c->hdr, c->nranks, c->rank, peer, c->gen, 0, link_ns((double)bytes), bytes,
+                        dev_counters(c->device)};
+    a->k = __atomic_fetch_add(&c->sig_sent[peer], 1, __ATOMIC_RELAXED);
+    (void)api;
+    sg_collective_desc cd = {op, c->hex, __atomic_fetch_add(&c->one_sided, 1, __ATOMIC_RELAXED), bytes, c->nranks};
+    launch(c, s, kname, 1, sig_send_poll, a, &cd);
+    return ncclSuccess;
+}
+
+static ncclResult_t put_signal(size_t count, int dt, int peer, ncclWindow_t win, size_t off, struct ncclComm *c,
+                               void *stream)
+{
+    sg_stream *s;
+    ncclResult_t r = one_sided_check("ncclPutSignal", c, peer, stream, &s);
+    if (r != ncclSuccess) return r;
+    if (dtype_size(dt) == 0) {
+        set_error("ncclPutSignal: invalid datatype %d", dt);
+        return ncclInvalidArgument;
+    }
+    size_t bytes = nbytes(count, dt);
+    if (!win || win->magic != WIN_MAGIC || win->comm != c || off > win->size || bytes > win->size - off) {
+        set_error("ncclPutSignal: %zu bytes at offset %zu do not fit the peer window", bytes, off);
+        return ncclInvalidArgument;
+    }
+    return send_signal("ncclPutSignal", "PutSignal", "ncclDevKernel_PutSignal", c, peer, bytes, s);
+}
+
+NX ncclResult_t pncclPutSignal(const void *localbuff, size_t count, ncclDataType_t datatype, int peer,
+                               ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags,
+                               ncclComm_t comm, nccl_cudaStream_t stream)
+{
+    (void)localbuff, (void)sigIdx, (void)flags;
+    pl_put pl = {comm_key(comm), nbytes(count, datatype), peer, ctx};
+    COLL_RANGE("ncclPutSignal", SID_PutSignal, &pl,
+               put_signal(count, datatype, peer, peerWin, peerWinOffset, comm, stream));
+}
+NX ncclResult_t ncclPutSignal(const void *localbuff, size_t count, ncclDataType_t datatype, int peer,
+                              ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags,
+                              ncclComm_t comm, nccl_cudaStream_t stream) ALIAS(ncclPutSignal);
+
+static ncclResult_t signal_only(int peer, struct ncclComm *c, void *stream)
+{
+    sg_stream *s;
+    ncclResult_t r = one_sided_check("ncclSignal", c, peer, stream, &s);
+    if (r != ncclSuccess) return r;
+    return send_signal("ncclSignal", "Signal", "ncclDevKernel_Signal", c, peer, 0, s);
+}
+
+NX ncclResult_t pncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+                            nccl_cudaStream_t stream)
+{
+    (void)sigIdx, (void)flags;
+    pl_signal pl = {comm_key(comm), peer, ctx};
+    COLL_RANGE("ncclSignal", SID_Signal, &pl, signal_only(peer, comm, stream));
+}
+NX ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+                           nccl_cudaStream_t stream) ALIAS(ncclSignal);
+
+static ncclResult_t wait_signal(int nDesc, const ncclWaitSignalDesc_t *d, struct ncclComm *c, void *stream)
+{
+    if (nDesc < 0 || (nDesc > 0 && !d)) return ncclInvalidArgument;
+    sg_stream *s;
+    ncclResult_t r = one_sided_check("ncclWaitSignal", c, 0, stream, &s);
+    if (r != ncclSuccess) return r;
+    int total = 0;
+    for (int i = 0; i < nDesc; i++) {
+        if (d[i].peer < 0 || d[i].peer >= c->nranks || d[i].opCnt < 0) {
+            set_error("ncclWaitSignal: descriptor %d: peer %d / opCnt %d", i, d[i].peer, d[i].opCnt);
+            return ncclInvalidArgument;
+        }
+        total += d[i].opCnt;
+    }
+    sig_wait_arg *a = calloc(1, sizeof *a + (size_t)total * sizeof a->items[0]);
+    if (!a) return ncclSystemError;
+    a->hdr = c->hdr;
+    a->nranks = c->nranks;
+    a->dst = c->rank;
+    a->gen = c->gen;
+    a->n = total;
+    int n = 0;
+    for (int i = 0; i < nDesc; i++)
+        for (int j = 0; j < d[i].opCnt; j++) {
+            a->items[n].src = d[i].peer;
+            a->items[n].k = __atomic_fetch_add(&c->sig_waited[d[i].peer], 1, __ATOMIC_RELAXED);
+            n++;
+        }
+    sg_collective_desc cd = {"WaitSignal", c->hex, __atomic_fetch_add(&c->one_sided, 1, __ATOMIC_RELAXED), 0,
+                             c->nranks};
+    launch(c, s, "ncclDevKernel_WaitSignal", 1, sig_wait_poll, a, &cd);
+    return ncclSuccess;
+}
+
+NX ncclResult_t pncclWaitSignal(int nDesc, ncclWaitSignalDesc_t *signalDescs, ncclComm_t comm,
+                                nccl_cudaStream_t stream)
+{
+    pl_signal pl = {comm_key(comm), nDesc, 0};
+    COLL_RANGE("ncclWaitSignal", SID_WaitSignal, &pl, wait_signal(nDesc, signalDescs, comm, stream));
+}
+NX ncclResult_t ncclWaitSignal(int nDesc, ncclWaitSignalDesc_t *signalDescs, ncclComm_t comm,
+                               nccl_cudaStream_t stream) ALIAS(ncclWaitSignal);
 
 /* ------------------------------------------------------------------ process lifecycle */
 

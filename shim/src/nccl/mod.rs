@@ -1,5 +1,6 @@
-//! NCCL interposers: collectives, send/recv, groups, communicator life cycle and async errors, as
-//! `Record::Collective`.
+//! NCCL interposers: collectives, send/recv, the one-sided signal calls, groups (this file),
+//! communicator life cycle ([`comms`]) and NCCL's memory calls ([`memory`]), as `Record::Collective`
+//! (and `Api` / `Memory` records for the memory calls).
 //!
 //! Each wrapper forwards to the real function (`pnccl*` when the library exports the profiling
 //! aliases, else the next `ncclX`, else the one in an already loaded `libnccl.so.2`) and pushes its
@@ -7,20 +8,26 @@
 //! that `dlopen` libnccl and `dlsym` on its handle get the same wrappers through the `dlsym` hook
 //! ([`HOOKS`] is registered with `intercept::dlsym::register_hooks` when libtprof loads).
 //!
+//! Every forwarded call runs inside [`forward`], so the NVTX injection can tell that the NCCL
+//! library creating its "NCCL" domain is one whose calls tprof sees ([`forwarding`]): it then drops
+//! that domain's ranges, which would repeat the collective records.
+//!
 //! # Communicator identity
-//! `comm` in the records is a 64-bit FNV-1a hash of the 128-byte `ncclUniqueId`, so it is the same
-//! on every rank. `ncclCommSplit` children hash (parent id, split ordinal on the parent, color);
-//! `ncclCommInitAll` communicators hash (pid, call ordinal). `seq` counts the data-moving calls
-//! (collectives, send, recv) per communicator from 0.
+//! `comm` in the records is the same on every rank of a communicator: a 64-bit FNV-1a hash of the
+//! 128-byte `ncclUniqueId`, or derived from the parent for split / shrink / grow children (see
+//! [`comms`]). `seq` counts the data-moving calls (collectives, send, recv) per communicator from 0;
+//! the one-sided calls (put with signal, signal, wait) have no `seq` (0): only one side makes them.
 //!
 //! # Bytes convention (as nccl-tests reports "size")
-//! - AllReduce, Broadcast, Reduce, Send, Recv: `count x sizeof(datatype)`;
+//! - AllReduce, Broadcast, Reduce, Send, Recv, PutSignal: `count x sizeof(datatype)`;
 //! - AllGather: `sendcount x sizeof(datatype) x nranks` (the gathered output);
 //! - ReduceScatter: `recvcount x sizeof(datatype) x nranks` (the reduced input);
-//! - AllToAll, Gather, Scatter: `count x sizeof(datatype) x nranks` (count is per peer).
+//! - AllToAll, Gather, Scatter: `count x sizeof(datatype) x nranks` (count is per peer);
+//! - Signal, WaitSignal: 0 (`count` of WaitSignal = the signals waited for).
 #![allow(clippy::missing_safety_doc)]
 
-use std::ffi::{c_char, c_int, c_void, CStr};
+use std::cell::Cell;
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use tprof_format::{CollOp, Record};
@@ -81,7 +88,10 @@ struct CommSlot {
     nranks: AtomicU32,
     device: AtomicU32,
     seq: AtomicU64,
+    /// Children made by split or grow (collective over the whole parent).
     splits: AtomicU64,
+    /// Children made by shrink (collective over the surviving ranks only).
+    shrinks: AtomicU64,
     last_async: AtomicI32,
 }
 
@@ -95,6 +105,7 @@ impl CommSlot {
             device: AtomicU32::new(0),
             seq: AtomicU64::new(0),
             splits: AtomicU64::new(0),
+            shrinks: AtomicU64::new(0),
             last_async: AtomicI32::new(0),
         }
     }
@@ -125,6 +136,7 @@ fn remember(comm: Comm, id: u64, rank: u32, nranks: u32, device: u32) -> Option<
     slot.device.store(device, Ordering::Relaxed);
     slot.seq.store(0, Ordering::Relaxed);
     slot.splits.store(0, Ordering::Relaxed);
+    slot.shrinks.store(0, Ordering::Relaxed);
     slot.last_async.store(0, Ordering::Relaxed);
     Some(slot)
 }
@@ -177,7 +189,7 @@ fn query(comm: Comm) -> (u32, u32, u32) {
         let f: Get = unsafe { std::mem::transmute::<*mut c_void, Get>(p) };
         let mut v: c_int = 0;
         // SAFETY: a live communicator handle and an out-pointer we own.
-        let r = unsafe { f(comm, &mut v) };
+        let r = forward(|| unsafe { f(comm, &mut v) });
         if r == NCCL_SUCCESS {
             v.max(0) as u32
         } else {
@@ -224,6 +236,27 @@ fn resolve(slot: &RealFn, pname: &CStr) -> Option<*mut c_void> {
     None
 }
 
+// ---------------------------------------------------------------- forwarding
+
+thread_local! {
+    /// How deep this thread is inside real NCCL calls made by the interposers.
+    static FORWARDING: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Runs the real NCCL function `real`, marking this thread as inside it.
+pub(crate) fn forward<T>(real: impl FnOnce() -> T) -> T {
+    let _ = FORWARDING.try_with(|d| d.set(d.get() + 1));
+    let r = real();
+    let _ = FORWARDING.try_with(|d| d.set(d.get().saturating_sub(1)));
+    r
+}
+
+/// True while this thread runs a real NCCL function called by one of the interposers: what NCCL
+/// does now (e.g. create its NVTX domain) belongs to a library whose calls tprof records.
+pub fn forwarding() -> bool {
+    FORWARDING.try_with(|d| d.get() > 0).unwrap_or(false)
+}
+
 // ---------------------------------------------------------------- recording
 
 /// One NCCL call in flight.
@@ -265,19 +298,19 @@ fn record(
             };
             crate::counters::collective_unrecorded(op, bytes, nranks);
         }
-        return real();
+        return forward(real);
     }
-    let Some(_inside) = Reentrancy::enter() else { return real() };
+    let Some(_inside) = Reentrancy::enter() else { return forward(real) };
     cupti::start_when_ready();
     let call = ffi_guard(None, || Some(begin(op, comm, count, datatype, peer, stream)));
-    let Some(call) = call else { return real() };
+    let Some(call) = call else { return forward(real) };
     cupti::push_external(call.correlation);
     if op.moves_data() {
         crate::hang::note_collective(op, call.comm.id, call.seq);
     }
     // NCCL calls can block (group ends, communicator barriers): the hang watchdog watches them too.
     recorder::set_pending(crate::strings::intern(op.name()), call.start);
-    let result = real();
+    let result = forward(real);
     recorder::clear_pending();
     cupti::pop_external();
     let end = clock::now();
@@ -359,9 +392,9 @@ fn comm_event(op: CollOp, info: CommInfo, start: u64, end: u64, result: R) {
 /// Wraps a communicator-creating call: runs it, then registers and records what it created.
 fn create(real: impl FnOnce() -> R, register: impl FnOnce(R)) -> R {
     state::ensure_init();
-    let Some(_inside) = Reentrancy::enter() else { return real() };
+    let Some(_inside) = Reentrancy::enter() else { return forward(real) };
     cupti::start_when_ready();
-    let result = real();
+    let result = forward(real);
     ffi_guard((), || register(result));
     result
 }
@@ -385,12 +418,36 @@ type FnBcast = unsafe extern "C" fn(*mut c_void, usize, c_int, c_int, Comm, Stre
 type FnGather = unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, Comm, Stream) -> R;
 type FnSend = unsafe extern "C" fn(*const c_void, usize, c_int, c_int, Comm, Stream) -> R;
 type FnVoid = unsafe extern "C" fn() -> R;
-type FnComm = unsafe extern "C" fn(Comm) -> R;
-type FnInitRank = unsafe extern "C" fn(*mut Comm, c_int, NcclUniqueId, c_int) -> R;
-type FnInitRankConfig = unsafe extern "C" fn(*mut Comm, c_int, NcclUniqueId, c_int, *mut c_void) -> R;
-type FnInitAll = unsafe extern "C" fn(*mut Comm, c_int, *const c_int) -> R;
-type FnSplit = unsafe extern "C" fn(Comm, c_int, c_int, *mut Comm, *mut c_void) -> R;
-type FnAsyncError = unsafe extern "C" fn(Comm, *mut R) -> R;
+type FnPutSignal = unsafe extern "C" fn(
+    *const c_void,
+    usize,
+    c_int,
+    c_int,
+    *mut c_void,
+    usize,
+    c_int,
+    c_int,
+    c_uint,
+    Comm,
+    Stream,
+) -> R;
+type FnSignal = unsafe extern "C" fn(c_int, c_int, c_int, c_uint, Comm, Stream) -> R;
+type FnWaitSignal = unsafe extern "C" fn(c_int, *mut WaitSignalDesc, Comm, Stream) -> R;
+
+/// `ncclWaitSignalDesc_t`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct WaitSignalDesc {
+    pub op_cnt: c_int,
+    pub peer: c_int,
+    pub sig_idx: c_int,
+    pub ctx: c_int,
+}
+
+mod comms;
+mod memory;
+pub use comms::*;
+pub use memory::*;
 
 static ALL_REDUCE: RealFn = RealFn::new(c"ncclAllReduce");
 static ALL_GATHER: RealFn = RealFn::new(c"ncclAllGather");
@@ -406,14 +463,9 @@ static SEND: RealFn = RealFn::new(c"ncclSend");
 static RECV: RealFn = RealFn::new(c"ncclRecv");
 static GROUP_START: RealFn = RealFn::new(c"ncclGroupStart");
 static GROUP_END: RealFn = RealFn::new(c"ncclGroupEnd");
-static INIT_RANK: RealFn = RealFn::new(c"ncclCommInitRank");
-static INIT_RANK_CONFIG: RealFn = RealFn::new(c"ncclCommInitRankConfig");
-static INIT_ALL: RealFn = RealFn::new(c"ncclCommInitAll");
-static SPLIT: RealFn = RealFn::new(c"ncclCommSplit");
-static DESTROY: RealFn = RealFn::new(c"ncclCommDestroy");
-static ABORT: RealFn = RealFn::new(c"ncclCommAbort");
-static FINALIZE: RealFn = RealFn::new(c"ncclCommFinalize");
-static ASYNC_ERROR: RealFn = RealFn::new(c"ncclCommGetAsyncError");
+static PUT_SIGNAL: RealFn = RealFn::new(c"ncclPutSignal");
+static SIGNAL: RealFn = RealFn::new(c"ncclSignal");
+static WAIT_SIGNAL: RealFn = RealFn::new(c"ncclWaitSignal");
 
 #[no_mangle]
 pub unsafe extern "C" fn ncclAllReduce(
@@ -620,156 +672,56 @@ pub unsafe extern "C" fn ncclGroupEnd() -> R {
     record(CollOp::GroupEnd, std::ptr::null_mut(), 0, 0, -1, std::ptr::null_mut(), || unsafe { f() })
 }
 
-fn registered(comm_out: *mut Comm, id: u64, rank: c_int, nranks: c_int, start: u64, result: R) {
-    if result != NCCL_SUCCESS && result != NCCL_IN_PROGRESS {
-        comm_event(
-            CollOp::CommInit,
-            CommInfo { id, rank: rank.max(0) as u32, nranks: nranks.max(0) as u32, device: 0 },
-            start,
-            clock::now(),
-            result,
-        );
-        return;
-    }
-    // SAFETY: on success NCCL wrote the new communicator into the caller's out-pointer.
-    let comm = if comm_out.is_null() { std::ptr::null_mut() } else { unsafe { *comm_out } };
-    let (_, _, device) = query(comm);
-    let info = CommInfo { id, rank: rank.max(0) as u32, nranks: nranks.max(0) as u32, device };
-    let _ = remember(comm, id, info.rank, info.nranks, device);
-    comm_event(CollOp::CommInit, info, start, clock::now(), result);
-}
-
 #[no_mangle]
-pub unsafe extern "C" fn ncclCommInitRank(comm: *mut Comm, nranks: c_int, id: NcclUniqueId, rank: c_int) -> R {
-    let f = real_fn!(INIT_RANK, c"pncclCommInitRank", FnInitRank, NCCL_SYSTEM_ERROR);
-    let start = clock::now();
-    // SAFETY: forwarding the caller's arguments to the real function.
-    create(|| unsafe { f(comm, nranks, id, rank) }, |r| registered(comm, unique_id_hash(&id), rank, nranks, start, r))
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn ncclCommInitRankConfig(
-    comm: *mut Comm,
-    nranks: c_int,
-    id: NcclUniqueId,
-    rank: c_int,
-    config: *mut c_void,
-) -> R {
-    let f = real_fn!(INIT_RANK_CONFIG, c"pncclCommInitRankConfig", FnInitRankConfig, NCCL_SYSTEM_ERROR);
-    let start = clock::now();
-    // SAFETY: forwarding the caller's arguments to the real function.
-    create(
-        || unsafe { f(comm, nranks, id, rank, config) },
-        |r| registered(comm, unique_id_hash(&id), rank, nranks, start, r),
-    )
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn ncclCommInitAll(comms: *mut Comm, ndev: c_int, devlist: *const c_int) -> R {
-    let f = real_fn!(INIT_ALL, c"pncclCommInitAll", FnInitAll, NCCL_SYSTEM_ERROR);
-    let start = clock::now();
-    // SAFETY: forwarding the caller's arguments to the real function.
-    create(
-        || unsafe { f(comms, ndev, devlist) },
-        |r| {
-            let ordinal = INIT_ALL_CALLS.fetch_add(1, Ordering::Relaxed);
-            let id = fnv(std::process::id().to_le_bytes().into_iter().chain(ordinal.to_le_bytes()));
-            for i in 0..ndev.max(0) {
-                // SAFETY: on success NCCL filled `ndev` communicators into the caller's array.
-                let slot = if comms.is_null() { std::ptr::null_mut() } else { unsafe { comms.add(i as usize) } };
-                registered(slot, id, i, ndev, start, r);
-            }
-        },
-    )
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn ncclCommSplit(
+pub unsafe extern "C" fn ncclPutSignal(
+    localbuff: *const c_void,
+    count: usize,
+    dt: c_int,
+    peer: c_int,
+    peer_win: *mut c_void,
+    peer_win_offset: usize,
+    sig_idx: c_int,
+    ctx: c_int,
+    flags: c_uint,
     comm: Comm,
-    color: c_int,
-    key: c_int,
-    newcomm: *mut Comm,
-    config: *mut c_void,
+    stream: Stream,
 ) -> R {
-    let f = real_fn!(SPLIT, c"pncclCommSplit", FnSplit, NCCL_SYSTEM_ERROR);
-    let start = clock::now();
-    let parent = info(comm);
-    let ordinal = find(comm).map(|s| s.splits.fetch_add(1, Ordering::Relaxed)).unwrap_or(0);
+    let f = real_fn!(PUT_SIGNAL, c"pncclPutSignal", FnPutSignal, NCCL_SYSTEM_ERROR);
     // SAFETY: forwarding the caller's arguments to the real function.
-    create(
-        || unsafe { f(comm, color, key, newcomm, config) },
-        |r| {
-            // SAFETY: NCCL wrote the child (or NULL for NCCL_SPLIT_NOCOLOR) into the out-pointer.
-            let child = if newcomm.is_null() || r != NCCL_SUCCESS { std::ptr::null_mut() } else { unsafe { *newcomm } };
-            if child.is_null() && r == NCCL_SUCCESS {
-                return;
-            }
-            let id = fnv(parent.id.to_le_bytes().into_iter().chain(ordinal.to_le_bytes()).chain(color.to_le_bytes()));
-            let (rank, nranks, _) = if child.is_null() { (0, 0, 0) } else { query(child) };
-            registered(newcomm, id, rank as c_int, nranks as c_int, start, r);
-        },
-    )
+    record(CollOp::PutSignal, comm, count as u64, dt, peer, stream, || unsafe {
+        f(localbuff, count, dt, peer, peer_win, peer_win_offset, sig_idx, ctx, flags, comm, stream)
+    })
 }
 
-fn comm_end(op: CollOp, slot: &RealFn, pname: &CStr, comm: Comm) -> R {
-    let f = match resolve(slot, pname) {
-        // SAFETY: destroy / abort / finalize share the signature ncclResult_t(ncclComm_t).
-        Some(p) => unsafe { std::mem::transmute::<*mut c_void, FnComm>(p) },
-        None => return slot.missing(NCCL_SYSTEM_ERROR),
-    };
-    state::ensure_init();
-    let Some(_inside) = Reentrancy::enter() else {
-        // SAFETY: forwarding the caller's argument.
-        return unsafe { f(comm) };
-    };
-    let before = ffi_guard(CommInfo::default(), || info(comm));
-    let start = clock::now();
-    // SAFETY: forwarding the caller's argument.
-    let r = unsafe { f(comm) };
-    ffi_guard((), || {
-        comm_event(op, before, start, clock::now(), r);
-        if op != CollOp::CommFinalize {
-            forget(comm);
+#[no_mangle]
+pub unsafe extern "C" fn ncclSignal(
+    peer: c_int,
+    sig_idx: c_int,
+    ctx: c_int,
+    flags: c_uint,
+    comm: Comm,
+    stream: Stream,
+) -> R {
+    let f = real_fn!(SIGNAL, c"pncclSignal", FnSignal, NCCL_SYSTEM_ERROR);
+    // SAFETY: forwarding the caller's arguments to the real function.
+    record(CollOp::Signal, comm, 0, -1, peer, stream, || unsafe { f(peer, sig_idx, ctx, flags, comm, stream) })
+}
+
+/// `count` = the signals waited for (sum of `opCnt`); `peer` = the one peer waited for, else -1.
+#[no_mangle]
+pub unsafe extern "C" fn ncclWaitSignal(n_desc: c_int, descs: *mut WaitSignalDesc, comm: Comm, stream: Stream) -> R {
+    let f = real_fn!(WAIT_SIGNAL, c"pncclWaitSignal", FnWaitSignal, NCCL_SYSTEM_ERROR);
+    let (signals, peer) = ffi_guard((0, -1), || {
+        if descs.is_null() || n_desc <= 0 {
+            return (0, -1);
         }
+        // SAFETY: NCCL's contract: `descs` holds `n_desc` descriptors.
+        let d = unsafe { std::slice::from_raw_parts(descs, n_desc as usize) };
+        let signals: u64 = d.iter().map(|x| x.op_cnt.max(0) as u64).sum();
+        (signals, if d.len() == 1 { d[0].peer } else { -1 })
     });
-    r
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn ncclCommDestroy(comm: Comm) -> R {
-    comm_end(CollOp::CommDestroy, &DESTROY, c"pncclCommDestroy", comm)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn ncclCommAbort(comm: Comm) -> R {
-    comm_end(CollOp::CommAbort, &ABORT, c"pncclCommAbort", comm)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn ncclCommFinalize(comm: Comm) -> R {
-    comm_end(CollOp::CommFinalize, &FINALIZE, c"pncclCommFinalize", comm)
-}
-
-/// Polled often: records only a change to a non-success error per communicator.
-#[no_mangle]
-pub unsafe extern "C" fn ncclCommGetAsyncError(comm: Comm, async_error: *mut R) -> R {
-    let f = real_fn!(ASYNC_ERROR, c"pncclCommGetAsyncError", FnAsyncError, NCCL_SYSTEM_ERROR);
-    let start = clock::now();
-    // SAFETY: forwarding the caller's arguments.
-    let r = unsafe { f(comm, async_error) };
-    if r == NCCL_SUCCESS && !async_error.is_null() {
-        // SAFETY: NCCL wrote the error into the caller's out-pointer.
-        let e = unsafe { *async_error };
-        ffi_guard((), || {
-            let Some(_inside) = Reentrancy::enter() else { return };
-            let info = info(comm);
-            let changed = find(comm).map(|s| s.last_async.swap(e, Ordering::Relaxed) != e).unwrap_or(true);
-            if changed && e != NCCL_SUCCESS && e != NCCL_IN_PROGRESS {
-                comm_event(CollOp::AsyncError, info, start, clock::now(), e);
-            }
-        });
-    }
-    r
+    // SAFETY: forwarding the caller's arguments to the real function.
+    record(CollOp::WaitSignal, comm, signals, -1, peer, stream, || unsafe { f(n_desc, descs, comm, stream) })
 }
 
 // ---------------------------------------------------------------- dlsym hook table
@@ -796,14 +748,27 @@ pub static HOOKS: &[Hook] = &[
     hook!("ncclRecv", RECV, ncclRecv),
     hook!("ncclGroupStart", GROUP_START, ncclGroupStart),
     hook!("ncclGroupEnd", GROUP_END, ncclGroupEnd),
+    hook!("ncclPutSignal", PUT_SIGNAL, ncclPutSignal),
+    hook!("ncclSignal", SIGNAL, ncclSignal),
+    hook!("ncclWaitSignal", WAIT_SIGNAL, ncclWaitSignal),
+    hook!("ncclGetUniqueId", GET_UNIQUE_ID, ncclGetUniqueId),
     hook!("ncclCommInitRank", INIT_RANK, ncclCommInitRank),
     hook!("ncclCommInitRankConfig", INIT_RANK_CONFIG, ncclCommInitRankConfig),
+    hook!("ncclCommInitRankScalable", INIT_RANK_SCALABLE, ncclCommInitRankScalable),
     hook!("ncclCommInitAll", INIT_ALL, ncclCommInitAll),
     hook!("ncclCommSplit", SPLIT, ncclCommSplit),
+    hook!("ncclCommShrink", SHRINK, ncclCommShrink),
+    hook!("ncclCommGrow", GROW, ncclCommGrow),
     hook!("ncclCommDestroy", DESTROY, ncclCommDestroy),
     hook!("ncclCommAbort", ABORT, ncclCommAbort),
     hook!("ncclCommFinalize", FINALIZE, ncclCommFinalize),
     hook!("ncclCommGetAsyncError", ASYNC_ERROR, ncclCommGetAsyncError),
+    hook!("ncclMemAlloc", MEM_ALLOC, ncclMemAlloc),
+    hook!("ncclMemFree", MEM_FREE, ncclMemFree),
+    hook!("ncclCommRegister", REGISTER, ncclCommRegister),
+    hook!("ncclCommDeregister", DEREGISTER, ncclCommDeregister),
+    hook!("ncclCommWindowRegister", WINDOW_REGISTER, ncclCommWindowRegister),
+    hook!("ncclCommWindowDeregister", WINDOW_DEREGISTER, ncclCommWindowDeregister),
 ];
 
 /// Registers [`HOOKS`] with the `dlsym` hook (idempotent; called when libtprof loads).
