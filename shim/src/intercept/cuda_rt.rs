@@ -1,14 +1,16 @@
 //! CUDA runtime: kernel launches (classic, `Ex`, cooperative, nvcc's `__cudaLaunchKernel`), graph
-//! launches, `cudaSetDevice`, and the nvcc registration calls that give kernel names without CUPTI.
+//! launches, `cudaSetDevice`, and what gives kernel names without CUPTI: nvcc's registration calls
+//! and libraries (`cudaLibraryLoadData` / `cudaLibraryGetKernel`).
 //!
-//! Memory calls are in `cuda_rt_mem.rs`, synchronisation in `cuda_rt_sync.rs`.
+//! Memory calls are in `cuda_rt_mem.rs`, synchronisation in `cuda_rt_sync.rs`, event records, queries
+//! and host functions in `cuda_rt_stream.rs`, stream capture and graphs in `cuda_rt_graph.rs`.
 
 use std::ffi::{c_char, c_int, c_uint, c_void};
 
 use tprof_format::{ApiDomain, StrId};
 
 use super::real::RT_ERR_NO_DRIVER;
-use super::{interpose, names, real_or, slots, Dim3, Handle, Work};
+use super::{call_tracked, interpose, names, per_thread, real_or, slots, Dim3, Handle, Work};
 
 /// `cudaLaunchConfig_t` (driver_types.h): the prefix we read.
 #[repr(C)]
@@ -32,14 +34,21 @@ fn launch(func: *const c_void, grid: Dim3, block: Dim3, smem: usize, stream: Han
     Work::Launch { name: names::lookup(func), grid, block, smem: smem as u32, stream: stream as u64 }
 }
 
+/// `per_thread`: a `_ptsz` entry point (NULL = the per-thread default stream).
 #[inline]
-fn launch_cfg(config: *const LaunchConfig, func: *const c_void) -> Work {
+fn launch_cfg(config: *const LaunchConfig, func: *const c_void, per_thread_stream: bool) -> Work {
     if config.is_null() {
         return launch(func, Dim3::default(), Dim3::default(), 0, std::ptr::null_mut());
     }
     // SAFETY: a non-null config points to the caller's cudaLaunchConfig_t for the duration of the call.
     let c = unsafe { &*config };
-    launch(func, c.grid, c.block, c.dynamic_smem, c.stream)
+    let stream = if per_thread_stream { per_thread(c.stream) } else { c.stream };
+    launch(func, c.grid, c.block, c.dynamic_smem, stream)
+}
+
+#[inline]
+fn graph_launch(exec: Handle, stream: Handle) -> Work {
+    Work::GraphLaunch { exec: exec as usize, stream: stream as u64 }
 }
 
 interpose! {
@@ -51,27 +60,35 @@ interpose! {
         __cudaGetKernel,
         cudaGetFuncBySymbol,
         cudaSetDevice,
+        cudaLibraryGetKernel,
     ];
     fn cudaLaunchKernel(func: *const c_void, grid: Dim3, block: Dim3, args: *mut *mut c_void, smem: usize, stream: Handle) -> c_int
         => launch(func, grid, block, smem, stream);
     fn cudaLaunchKernel_ptsz(func: *const c_void, grid: Dim3, block: Dim3, args: *mut *mut c_void, smem: usize, stream: Handle) -> c_int
-        => launch(func, grid, block, smem, stream);
+        => launch(func, grid, block, smem, per_thread(stream));
     fn cudaLaunchCooperativeKernel(func: *const c_void, grid: Dim3, block: Dim3, args: *mut *mut c_void, smem: usize, stream: Handle) -> c_int
         => launch(func, grid, block, smem, stream);
     fn cudaLaunchCooperativeKernel_ptsz(func: *const c_void, grid: Dim3, block: Dim3, args: *mut *mut c_void, smem: usize, stream: Handle) -> c_int
-        => launch(func, grid, block, smem, stream);
+        => launch(func, grid, block, smem, per_thread(stream));
     fn cudaLaunchKernelExC(config: *const LaunchConfig, func: *const c_void, args: *mut *mut c_void) -> c_int
-        => launch_cfg(config, func);
+        => launch_cfg(config, func, false);
     fn cudaLaunchKernelExC_ptsz(config: *const LaunchConfig, func: *const c_void, args: *mut *mut c_void) -> c_int
-        => launch_cfg(config, func);
+        => launch_cfg(config, func, true);
     fn __cudaLaunchKernel(kernel: *const c_void, grid: Dim3, block: Dim3, args: *mut *mut c_void, smem: usize, stream: Handle) -> c_int
         => launch(kernel, grid, block, smem, stream);
     fn __cudaLaunchKernel_ptsz(kernel: *const c_void, grid: Dim3, block: Dim3, args: *mut *mut c_void, smem: usize, stream: Handle) -> c_int
-        => launch(kernel, grid, block, smem, stream);
-    fn cudaGraphLaunch(exec: Handle, stream: Handle) -> c_int
-        => Work::Gpu { bytes: 0, stream: stream as u64 };
-    fn cudaGraphLaunch_ptsz(exec: Handle, stream: Handle) -> c_int
-        => Work::Gpu { bytes: 0, stream: stream as u64 };
+        => launch(kernel, grid, block, smem, per_thread(stream));
+    fn cudaGraphLaunch(exec: Handle, stream: Handle) -> c_int => graph_launch(exec, stream);
+    fn cudaGraphLaunch_ptsz(exec: Handle, stream: Handle) -> c_int => graph_launch(exec, per_thread(stream));
+    fn cudaLibraryLoadData(
+        library: *mut Handle, code: *const c_void, jit_options: *mut c_int, jit_values: *mut *mut c_void, n_jit: c_uint,
+        library_options: *mut c_int, library_values: *mut *mut c_void, n_library: c_uint
+    ) -> c_int => Work::Plain { arg: 0 };
+    fn cudaLibraryLoadFromFile(
+        library: *mut Handle, path: *const c_char, jit_options: *mut c_int, jit_values: *mut *mut c_void, n_jit: c_uint,
+        library_options: *mut c_int, library_values: *mut *mut c_void, n_library: c_uint
+    ) -> c_int => Work::Plain { arg: 0 };
+    fn cudaLibraryUnload(library: Handle) -> c_int => Work::Plain { arg: 0 };
 }
 
 slots!(
@@ -80,7 +97,8 @@ slots!(
     __cudaRegisterFunction,
     __cudaGetKernel,
     cudaGetFuncBySymbol,
-    cudaSetDevice
+    cudaSetDevice,
+    cudaLibraryGetKernel
 );
 
 /// nvcc's module registration (static constructors): forwarded untouched, nothing recorded (tprof
@@ -184,4 +202,26 @@ pub unsafe extern "C" fn cudaSetDevice(device: c_int) -> c_int {
         c.finish(ApiDomain::Runtime, &cudaSetDevice::NAME, r, &work);
     }
     r
+}
+
+/// `cudaKernel_t` of a library kernel: recorded, and the handle named after the kernel (interned now:
+/// the caller's string may not outlive the call), so launches through it are named. Followed with
+/// the window closed too: the launches may come when it is open.
+#[no_mangle]
+pub unsafe extern "C" fn cudaLibraryGetKernel(kernel: *mut Handle, library: Handle, name: *const c_char) -> c_int {
+    let real = real_or!(cudaLibraryGetKernel, fn(*mut Handle, Handle, *const c_char) -> c_int; RT_ERR_NO_DRIVER);
+    call_tracked(
+        true,
+        &cudaLibraryGetKernel::NAME,
+        Work::Plain { arg: 0 },
+        // SAFETY: forwarding the caller's arguments unchanged to the real function.
+        || unsafe { real(kernel, library, name) },
+        |r| {
+            if r == 0 && !kernel.is_null() {
+                // SAFETY: on success the runtime stored the handle into the caller's non-null out-pointer;
+                // `name` is the caller's NUL-terminated kernel name, valid for the call.
+                unsafe { names::register_id(*kernel, crate::strings::intern_cstr(name)) };
+            }
+        },
+    )
 }

@@ -9,10 +9,14 @@
 //! calls, `Memory` for allocations). Calls made while this thread is already inside tprof (the
 //! real runtime calling the driver, CUPTI, our own work) go straight through unrecorded.
 //!
+//! Launches into a capturing stream are not executions (see `graph_capture`): they get their `Api`
+//! record only. While a capture is in progress, calls made with the window closed are still
+//! followed (nothing recorded), so the captured graph is known when it is launched later.
+//!
 //! Safety contract of every exported wrapper: that of the CUDA function of the same name.
 #![allow(clippy::missing_safety_doc)]
 
-use std::ffi::{c_void, CStr};
+use std::ffi::{c_int, c_void, CStr};
 
 use tprof_format::{ApiDomain, MemOp, MemSpace, Record, StrId, SyncKind};
 
@@ -22,11 +26,14 @@ use crate::thread::ThreadCtx;
 
 pub mod cuda_drv;
 pub mod cuda_rt;
+pub mod cuda_rt_graph;
 pub mod cuda_rt_mem;
+pub mod cuda_rt_stream;
 pub mod cuda_rt_sync;
 pub mod cuda_vmm;
 pub mod cupti_link;
 pub mod dlsym;
+pub mod graph_capture;
 pub mod memtrack;
 pub mod names;
 pub mod proc_address;
@@ -76,9 +83,18 @@ pub const fn cstr(bytes: &'static [u8]) -> &'static CStr {
 
 /// Every wrapper table (runtime and driver); the hooks search these.
 pub fn all_hooks() -> impl Iterator<Item = &'static Hook> {
-    [cuda_rt::HOOKS, cuda_rt_mem::HOOKS, cuda_rt_sync::HOOKS, cuda_drv::HOOKS, cuda_vmm::HOOKS, proc_address::HOOKS]
-        .into_iter()
-        .flatten()
+    [
+        cuda_rt::HOOKS,
+        cuda_rt_mem::HOOKS,
+        cuda_rt_sync::HOOKS,
+        cuda_rt_stream::HOOKS,
+        cuda_rt_graph::HOOKS,
+        cuda_drv::HOOKS,
+        cuda_vmm::HOOKS,
+        proc_address::HOOKS,
+    ]
+    .into_iter()
+    .flatten()
 }
 
 /// The wrapper exported under `name`, with its real slot.
@@ -101,22 +117,37 @@ pub(crate) fn set_current_device(dev: u32) {
     crate::thread::ctx().device.set(dev);
 }
 
+/// The stream a runtime `_ptsz` entry point works on: NULL there is the per-thread default stream.
+#[inline]
+pub(crate) fn per_thread(stream: Handle) -> Handle {
+    const STREAM_PER_THREAD: usize = 0x2;
+    if stream.is_null() {
+        STREAM_PER_THREAD as Handle
+    } else {
+        stream
+    }
+}
+
 /// What a call does, for the records beyond `Api`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Work {
     /// No GPU work: only the `Api` record (`arg` as given).
     Plain { arg: u64 },
+    /// No GPU work, on a stream (event records, queries, callbacks): the `Api` record with its stream.
+    Stream { stream: u64, arg: u64 },
     /// A kernel launch.
     Launch { name: StrId, grid: Dim3, block: Dim3, smem: u32, stream: u64 },
-    /// A memcpy / memset / graph launch: GPU work without an estimated record of its own.
+    /// A memcpy / memset (or a host function: ordered like GPU work): no estimated record of its own.
     Gpu { bytes: u64, stream: u64 },
+    /// A graph launch: without CUPTI, one estimated `Kernel` per kernel the graph captured.
+    GraphLaunch { exec: usize, stream: u64 },
     /// A synchronising call (host waits, or a stream waits on an event).
     Sync { kind: SyncKind, stream: u64, event: u64 },
 }
 
 impl Work {
     fn creates_gpu_work(&self) -> bool {
-        matches!(self, Work::Launch { .. } | Work::Gpu { .. })
+        matches!(self, Work::Launch { .. } | Work::Gpu { .. } | Work::GraphLaunch { .. })
     }
 }
 
@@ -199,6 +230,65 @@ pub(crate) fn count_closed_call() -> bool {
     false
 }
 
+/// A call made with the window closed while a stream capture is in progress: followed for its
+/// effect on the capture (the reentrancy guard is taken), nothing recorded. The closed-window call
+/// was counted already.
+#[inline(never)]
+pub(crate) fn begin_tracking() -> Option<ApiCall> {
+    let ctx = crate::thread::ctx();
+    let inside = Reentrancy::enter_in(ctx)?;
+    Some(ApiCall { correlation: 0, start: 0, pushed: false, blocking: false, recording: false, ctx, _inside: inside })
+}
+
+/// [`begin`] for a call whose effect on stream capture tprof follows: with the window closed, a call
+/// tracked (`track`) but not recorded, else None.
+#[inline]
+pub(crate) fn begin_tracked(track: bool) -> Option<ApiCall> {
+    if crate::state::is_recording() || count_closed_call() {
+        return begin_recording();
+    }
+    if track {
+        begin_tracking()
+    } else {
+        None
+    }
+}
+
+/// Runs a call tprof follows (stream capture, kernel naming): `real`, then `after(result)` still
+/// inside tprof (so it is not run for tprof's own calls), recording the call as `Api` (+ the records
+/// of `work`) when the window is open. `track`: follow the call with the window closed too.
+#[inline]
+pub(crate) fn call_tracked(
+    track: bool,
+    name: &StaticName,
+    work: Work,
+    real: impl FnOnce() -> c_int,
+    after: impl FnOnce(c_int),
+) -> c_int {
+    let mut call = begin_tracked(track);
+    if let Some(c) = call.as_mut() {
+        c.start(&work);
+    }
+    let r = real();
+    if let Some(c) = call {
+        ffi_guard((), || after(r));
+        c.finish(ApiDomain::Runtime, name, r, &work);
+    }
+    r
+}
+
+/// A successful launch (kernel or graph) into a capturing stream: remembered as part of the captured
+/// graph; true when captured (it did not run).
+fn into_capture(work: &Work) -> bool {
+    match *work {
+        Work::Launch { name, grid, block, smem, stream } => {
+            graph_capture::captured_launch(stream, &graph_capture::KernelNode { name, grid, block, smem })
+        }
+        Work::GraphLaunch { exec, stream } => graph_capture::captured_graph_launch(stream, exec),
+        _ => false,
+    }
+}
+
 /// Like [`begin`], but also Some while the capture window is closed (then nothing is recorded): for
 /// calls whose effect tprof must track all the time (allocations), only at the outermost level.
 #[inline]
@@ -276,8 +366,9 @@ impl ApiCall {
         if self.pushed {
             cupti_link::pop_external();
         }
+        let captured = result == 0 && graph_capture::any_active() && ffi_guard(false, || into_capture(work));
         if self.recording {
-            ffi_guard((), || self.emit(domain, name, result, work, end));
+            ffi_guard((), || self.emit(domain, name, result, work, end, captured));
         }
     }
 
@@ -302,7 +393,7 @@ impl ApiCall {
             return;
         }
         ffi_guard((), || {
-            self.emit(domain, name, result, work, end);
+            self.emit(domain, name, result, work, end, false);
             for mem in mems {
                 crate::recorder::emit_in(
                     self.ctx,
@@ -323,13 +414,16 @@ impl ApiCall {
         });
     }
 
-    fn emit(&self, domain: ApiDomain, name: &StaticName, result: i32, work: &Work, end: u64) {
+    /// `captured`: a launch recorded into a graph, not executed (no estimated kernel).
+    fn emit(&self, domain: ApiDomain, name: &StaticName, result: i32, work: &Work, end: u64, captured: bool) {
         let ctx = self.ctx;
         let tid = ctx.tid();
         let (detail, stream, arg) = match *work {
             Work::Plain { arg } => (StrId::NONE, 0, arg),
+            Work::Stream { stream, arg } => (StrId::NONE, stream, arg),
             Work::Launch { name, grid, block, stream, .. } => (name, stream, grid.count() * block.count()),
             Work::Gpu { bytes, stream } => (StrId::NONE, stream, bytes),
+            Work::GraphLaunch { stream, .. } => (StrId::NONE, stream, 0),
             Work::Sync { stream, .. } => (StrId::NONE, stream, 0),
         };
         crate::recorder::emit_in(
@@ -347,25 +441,15 @@ impl ApiCall {
                 arg,
             },
         );
+        let estimate = result == 0 && !captured && !cupti_link::active();
         match *work {
-            Work::Launch { name, grid, block, smem, stream } if result == 0 && !cupti_link::active() => {
-                crate::recorder::emit_in(
-                    ctx,
-                    Record::Kernel {
-                        device: ctx.device.get(),
-                        context: 0,
-                        stream: stream as u32,
-                        start: 0,
-                        end: 0,
-                        grid: grid.arr(),
-                        block: block.arr(),
-                        registers: 0,
-                        shared_mem: smem,
-                        correlation: self.correlation,
-                        name,
-                        graph_id: 0,
-                    },
-                );
+            Work::Launch { name, grid, block, smem, stream } if estimate => {
+                self.emit_estimated_kernel(stream, graph_capture::KernelNode { name, grid, block, smem }, 0);
+            }
+            Work::GraphLaunch { exec, stream } if estimate => {
+                graph_capture::for_each_graph_kernel(exec, |k, graph_id| {
+                    self.emit_estimated_kernel(stream, k, graph_id)
+                });
             }
             Work::Sync { kind, stream, event } => crate::recorder::emit_in(
                 ctx,
@@ -383,6 +467,27 @@ impl ApiCall {
             ),
             _ => {}
         }
+    }
+
+    /// A kernel known to run, GPU time unknown (CUPTI off): `start == end == 0`.
+    fn emit_estimated_kernel(&self, stream: u64, k: graph_capture::KernelNode, graph_id: u32) {
+        crate::recorder::emit_in(
+            self.ctx,
+            Record::Kernel {
+                device: self.ctx.device.get(),
+                context: 0,
+                stream: stream as u32,
+                start: 0,
+                end: 0,
+                grid: k.grid.arr(),
+                block: k.block.arr(),
+                registers: 0,
+                shared_mem: k.smem,
+                correlation: self.correlation,
+                name: k.name,
+                graph_id,
+            },
+        );
     }
 }
 
@@ -421,16 +526,27 @@ macro_rules! interpose {
                 let Some(real) = $name::REAL.get() else { return $name::REAL.missing($missing) };
                 // SAFETY: the slot holds the real definition of this symbol, which has this C signature.
                 let real = unsafe { std::mem::transmute::<*mut std::ffi::c_void, Real>(real) };
-                // Window closed: count the call and forward it, before anything else is set up.
+                // Window closed: count the call and forward it, before anything else is set up
+                // (while a stream capture is in progress, follow it: it may add to the graph).
                 if !$crate::state::is_recording() && !$crate::intercept::count_closed_call() {
-                    // SAFETY: forwarding the caller's arguments unchanged to the real function.
-                    return unsafe { real($($arg),*) };
+                    if !$crate::intercept::graph_capture::any_active() {
+                        // SAFETY: forwarding the caller's arguments unchanged to the real function.
+                        return unsafe { real($($arg),*) };
+                    }
+                    // SAFETY: the caller's arguments, unchanged, with the real function of this symbol.
+                    return unsafe { traced(real, false, $($arg),*) };
                 }
-                /// The recorded call, out of line so the closed-window path above stays a few instructions.
+                /// The recorded (or, with the window closed, followed) call, out of line so the
+                /// closed-window path above stays a few instructions.
                 #[inline(never)]
                 #[allow(clippy::too_many_arguments)]
-                unsafe fn traced(real: Real, $($arg: $ty),*) -> $ret {
-                    let Some(mut call) = $crate::intercept::begin_recording() else {
+                unsafe fn traced(real: Real, recording: bool, $($arg: $ty),*) -> $ret {
+                    let call = if recording {
+                        $crate::intercept::begin_recording()
+                    } else {
+                        $crate::intercept::begin_tracking()
+                    };
+                    let Some(mut call) = call else {
                         // SAFETY: forwarding the caller's arguments unchanged to the real function.
                         return unsafe { real($($arg),*) };
                     };
@@ -442,7 +558,7 @@ macro_rules! interpose {
                     result
                 }
                 // SAFETY: the caller's arguments, unchanged, with the real function of this symbol.
-                unsafe { traced(real, $($arg),*) }
+                unsafe { traced(real, true, $($arg),*) }
             }
         )*
 

@@ -764,6 +764,18 @@ sg_op *sg_stream_record_marker(sg_stream *s)
     return op;
 }
 
+sg_op *sg_enqueue_deferred_marker(sg_stream *s)
+{
+    if (!s) return NULL;
+    sg_op *op = op_new(SG_OP_MARKER, s, 0);
+    op->deferred = 1;
+    pthread_mutex_lock(&sg_lock);
+    op->refs++; /* caller's */
+    enqueue_locked(s, op);
+    pthread_mutex_unlock(&sg_lock);
+    return op;
+}
+
 void sg_stream_wait_op(sg_stream *s, sg_op *dep)
 {
     if (!s || !dep) return;

@@ -65,6 +65,9 @@ SG_EXPORT int sg_stream_nonblocking(const sg_stream *s);
 SG_EXPORT int sg_stream_priority(const sg_stream *s);
 /* events = marker ops */
 SG_EXPORT sg_op *sg_stream_record_marker(sg_stream *s);
+/* A marker that holds the stream until sg_op_resolve (host functions): everything queued on s after
+ * it waits. Returns the caller's reference. */
+SG_EXPORT sg_op *sg_enqueue_deferred_marker(sg_stream *s);
 SG_EXPORT void sg_stream_wait_op(sg_stream *s, sg_op *op);
 SG_EXPORT int sg_op_done(sg_op *op, uint64_t *end_ns);
 SG_EXPORT void sg_op_retain(sg_op *op);

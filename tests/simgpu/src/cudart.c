@@ -14,24 +14,10 @@
 
 /* ---------------------------------------------------------------- call plumbing */
 
-static __thread cudaError_t t_last_error;
-
+__thread cudaError_t sg_rt_last_error;
 /* Set by rt_init() (the call needs the driver) and rt_init_light() (it does not) at the start of
- * every entry point; read by API() of the same call. */
-static __thread int t_call_needs_driver;
-/* Without a driver (SIMGPU_NO_DRIVER=1) every call that needs it fails with
- * cudaErrorInsufficientDriver and leaves its outputs untouched, as NVIDIA's runtime does. */
-#define API(name, sym)                                                                                         \
-    sg_api_call _c;                                                                                            \
-    sg_api_enter(&_c, SG_DOMAIN_RUNTIME, name, sym, NULL);                                                     \
-    if (t_call_needs_driver && sg_no_driver()) RET(cudaErrorInsufficientDriver)
-#define RET(err)                                                                                               \
-    do {                                                                                                       \
-        cudaError_t _e = (err);                                                                                \
-        if (_e != cudaSuccess) t_last_error = _e;                                                              \
-        sg_api_exit(&_c, (int)_e);                                                                             \
-        return _e;                                                                                             \
-    } while (0)
+ * every entry point; read by API() of the same call (cudart_internal.h). */
+__thread int sg_rt_call_needs_driver;
 
 static uint64_t g_launch_ns = 2500;
 static pthread_once_t g_rt_once = PTHREAD_ONCE_INIT;
@@ -45,7 +31,7 @@ static void rt_init_light(void)
 {
     sg_init();
     pthread_once(&g_rt_once, rt_init_once);
-    t_call_needs_driver = 0;
+    sg_rt_call_needs_driver = 0;
 }
 /* The runtime's implicit initialisation reaches the driver's cuInit, as NVIDIA's does (through
  * libcuda.so.1, so CUDA_INJECTION64_PATH is honoured there). Recursive lock: calls the injected
@@ -73,8 +59,9 @@ static void rt_init(void)
 {
     rt_init_light();
     rt_driver_init();
-    t_call_needs_driver = 1;
+    sg_rt_call_needs_driver = 1;
 }
+void sg_rt_init(void) { rt_init(); }
 
 static void launch_overhead(void)
 {
@@ -83,6 +70,7 @@ static void launch_overhead(void)
     while (sg_now_ns() - t0 < g_launch_ns) {
     }
 }
+void sg_rt_launch_overhead(void) { launch_overhead(); }
 
 /* ---------------------------------------------------------------- kernel names */
 
@@ -164,48 +152,6 @@ static int ptr_is_device(const void *p, int *pinned, int *device)
     return 0;
 }
 
-/* ---------------------------------------------------------------- graphs (capture) */
-
-typedef struct graph_node {
-    int is_kernel;
-    sg_kernel_desc k;
-    sg_copy_desc c;
-    uint64_t node_id;
-} graph_node;
-
-struct sg_graph {
-    uint32_t magic;
-    uint32_t id;
-    graph_node *nodes;
-    int n, cap;
-};
-#define GRAPH_MAGIC 0x47524148u
-static uint32_t g_graph_ids;
-static uint64_t g_node_ids;
-
-static sg_graph *graph_new(void)
-{
-    sg_graph *g = calloc(1, sizeof *g);
-    if (!g) return NULL;
-    g->magic = GRAPH_MAGIC;
-    g->id = __atomic_add_fetch(&g_graph_ids, 1, __ATOMIC_RELAXED);
-    return g;
-}
-
-static void graph_add(sg_graph *g, const graph_node *n)
-{
-    if (g->n == g->cap) {
-        int nc = g->cap ? g->cap * 2 : 16;
-        graph_node *nn = realloc(g->nodes, (size_t)nc * sizeof *nn);
-        if (!nn) return;
-        g->nodes = nn;
-        g->cap = nc;
-    }
-    g->nodes[g->n] = *n;
-    g->nodes[g->n].node_id = __atomic_add_fetch(&g_node_ids, 1, __ATOMIC_RELAXED);
-    g->n++;
-}
-
 /* ---------------------------------------------------------------- launches */
 
 cudaError_t sg_rt_launch(const char *api, const char *name, dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
@@ -227,16 +173,13 @@ cudaError_t sg_rt_launch(const char *api, const char *name, dim3 grid, dim3 bloc
     k.dynamic_smem = smem;
     k.correlation = _c.correlation;
     k.launch_type = launch_type;
-    sg_graph *g = sg_stream_capture_slot_get(s);
-    if (g) {
-        graph_node n;
-        memset(&n, 0, sizeof n);
-        n.is_kernel = 1;
-        n.k = k;
-        n.k.name = sg_intern(name);
-        graph_add(g, &n);
-        RET(cudaSuccess);
-    }
+    sg_graph_node n;
+    memset(&n, 0, sizeof n);
+    n.type = SG_NODE_KERNEL;
+    n.k = k;
+    n.k.name = sg_intern(name);
+    cudaError_t err;
+    if (sg_rt_capture_node(s, &n, &err)) RET(err);
     sg_enqueue_kernel(s, &k);
     RET(cudaSuccess);
 }
@@ -528,6 +471,8 @@ cudaError_t cudaDeviceSynchronize(void)
 {
     rt_init();
     API("cudaDeviceSynchronize", NULL);
+    cudaError_t e = sg_rt_capture_check_unsafe();
+    if (e != cudaSuccess) RET(e);
     uint64_t t0 = sg_now_ns();
     int d = sg_current_device();
     sg_device_synchronize(d);
@@ -581,6 +526,8 @@ static cudaError_t stream_sync(const char *api, cudaStream_t st, int pt)
     API(api, NULL);
     sg_stream *s = sg_stream_resolve(st, pt);
     if (!s) RET(cudaErrorInvalidResourceHandle);
+    cudaError_t e = sg_rt_capture_check_stream(s);
+    if (e != cudaSuccess) RET(e);
     uint64_t t0 = sg_now_ns();
     sg_stream_synchronize(s);
     sgc_emit_sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, t0, sg_now_ns(), _c.correlation,
@@ -597,6 +544,8 @@ static cudaError_t stream_query(const char *api, cudaStream_t st, int pt)
     API(api, NULL);
     sg_stream *s = sg_stream_resolve(st, pt);
     if (!s) RET(cudaErrorInvalidResourceHandle);
+    cudaError_t e = sg_rt_capture_check_stream(s);
+    if (e != cudaSuccess) RET(e);
     RET(sg_stream_idle(s) ? cudaSuccess : cudaErrorNotReady);
 }
 cudaError_t cudaStreamQuery(cudaStream_t st) { return stream_query("cudaStreamQuery", st, 0); }
@@ -631,7 +580,13 @@ cudaError_t cudaStreamGetFlags_ptsz(cudaStream_t st, unsigned *f) { return strea
 /* ---------------------------------------------------------------- events */
 
 #define EVENT_MAGIC 0x45564e54u
-typedef struct sg_event { uint32_t magic; uint32_t id; unsigned flags; sg_op *marker; } sg_event;
+typedef struct sg_event {
+    uint32_t magic;
+    uint32_t id;
+    unsigned flags;
+    sg_op *marker;          /* the last record outside a capture */
+    sg_capture_mark capture; /* the last record, when it was in a capture */
+} sg_event;
 static uint32_t g_event_ids;
 
 static sg_event *event_get(cudaEvent_t e)
@@ -676,7 +631,8 @@ static cudaError_t event_record(const char *api, cudaEvent_t e, cudaStream_t st,
     sg_event *ev = event_get(e);
     sg_stream *s = sg_stream_resolve(st, pt);
     if (!ev || !s) RET(cudaErrorInvalidResourceHandle);
-    if (sg_stream_capture_slot_get(s)) RET(cudaSuccess); /* captured event records are not modelled */
+    cudaError_t err;
+    if (sg_rt_capture_event_record(s, &ev->capture, &err)) RET(err); /* a node of the capture's graph */
     sg_op *m = sg_stream_record_marker(s);
     sg_op *old = ev->marker;
     ev->marker = m;
@@ -703,6 +659,8 @@ cudaError_t cudaEventQuery(cudaEvent_t e)
     API("cudaEventQuery", NULL);
     sg_event *ev = event_get(e);
     if (!ev) RET(cudaErrorInvalidResourceHandle);
+    cudaError_t captured = sg_rt_capture_check_event(&ev->capture);
+    if (captured != cudaSuccess) RET(captured);
     RET(!ev->marker || sg_op_done(ev->marker, NULL) ? cudaSuccess : cudaErrorNotReady);
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e)
@@ -711,6 +669,8 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e)
     API("cudaEventSynchronize", NULL);
     sg_event *ev = event_get(e);
     if (!ev) RET(cudaErrorInvalidResourceHandle);
+    cudaError_t captured = sg_rt_capture_check_event(&ev->capture);
+    if (captured != cudaSuccess) RET(captured);
     uint64_t t0 = sg_now_ns();
     if (ev->marker) sg_op_wait(ev->marker);
     sgc_emit_sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE, t0, sg_now_ns(), _c.correlation,
@@ -735,29 +695,29 @@ cudaError_t cudaEventElapsedTime_v2(float *ms, cudaEvent_t a, cudaEvent_t b)
 {
     return elapsed("cudaEventElapsedTime_v2", ms, a, b);
 }
-static cudaError_t stream_wait_event(const char *api, cudaStream_t st, cudaEvent_t e, int pt)
+static cudaError_t stream_wait_event(const char *api, cudaStream_t st, cudaEvent_t e, unsigned flags, int pt)
 {
     rt_init();
     API(api, NULL);
     sg_stream *s = sg_stream_resolve(st, pt);
     sg_event *ev = event_get(e);
     if (!s || !ev) RET(cudaErrorInvalidResourceHandle);
+    cudaError_t err;
+    if (sg_rt_capture_event_wait(s, &ev->capture, ev->marker || ev->capture.capture_id, flags, &err)) RET(err);
     uint64_t t0 = sg_now_ns();
-    if (ev->marker && !sg_stream_capture_slot_get(s)) sg_stream_wait_op(s, ev->marker);
+    if (ev->marker) sg_stream_wait_op(s, ev->marker);
     sgc_emit_sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT, t0, sg_now_ns(), _c.correlation,
                   sg_stream_device(s), sg_stream_id(s), ev->id, 0);
     RET(cudaSuccess);
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t e, unsigned flags)
 {
-    (void)flags;
-    return stream_wait_event("cudaStreamWaitEvent", st, e, 0);
+    return stream_wait_event("cudaStreamWaitEvent", st, e, flags, 0);
 }
 cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t st, cudaEvent_t e, unsigned flags);
 cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t st, cudaEvent_t e, unsigned flags)
 {
-    (void)flags;
-    return stream_wait_event("cudaStreamWaitEvent_ptsz", st, e, 1);
+    return stream_wait_event("cudaStreamWaitEvent_ptsz", st, e, flags, 1);
 }
 
 /* ---------------------------------------------------------------- memory */
@@ -766,6 +726,8 @@ cudaError_t cudaMalloc(void **p, size_t size)
 {
     rt_init();
     API("cudaMalloc", NULL);
+    cudaError_t e = sg_rt_capture_check_unsafe();
+    if (e != cudaSuccess) RET(e);
     RET((cudaError_t)sg_dev_alloc(p, size, sg_current_device(), SG_MEM_DEVICE, _c.correlation, 0, 0));
 }
 cudaError_t cudaMallocManaged(void **p, size_t size, unsigned flags)
@@ -944,14 +906,12 @@ cudaError_t sg_rt_copy(uint32_t corr, void *dst, const void *src, size_t width, 
     c.host_pinned = pinned;
     c.is_async = is_async;
     c.correlation = corr;
-    sg_graph *g = sg_stream_capture_slot_get(s);
-    if (g) {
-        graph_node n;
-        memset(&n, 0, sizeof n);
-        n.c = c;
-        graph_add(g, &n);
-        return cudaSuccess;
-    }
+    sg_graph_node n;
+    memset(&n, 0, sizeof n);
+    n.type = SG_NODE_COPY;
+    n.c = c;
+    cudaError_t err;
+    if (sg_rt_capture_node(s, &n, &err)) return err;
     int host_side = copy_kind == SG_COPY_HTOD || copy_kind == SG_COPY_DTOH || copy_kind == SG_COPY_HTOH;
     int wait = !is_async || (host_side && !pinned); /* pageable async copies are synchronous */
     sg_op *op = sg_enqueue_copy(s, &c, wait);
@@ -1084,14 +1044,12 @@ static cudaError_t memset_common(const char *api, void *p, int value, size_t n, 
     c.value = (uint32_t)(value & 0xff);
     c.is_async = async;
     c.correlation = _c.correlation;
-    sg_graph *g = sg_stream_capture_slot_get(s);
-    if (g) {
-        graph_node node;
-        memset(&node, 0, sizeof node);
-        node.c = c;
-        graph_add(g, &node);
-        RET(cudaSuccess);
-    }
+    sg_graph_node node;
+    memset(&node, 0, sizeof node);
+    node.type = SG_NODE_COPY;
+    node.c = c;
+    cudaError_t err;
+    if (sg_rt_capture_node(s, &node, &err)) RET(err);
     sg_enqueue_copy(s, &c, 0);
     RET(cudaSuccess);
 }
@@ -1108,171 +1066,6 @@ cudaError_t cudaMemsetAsync_ptsz(void *p, int v, size_t n, cudaStream_t st)
     return memset_common("cudaMemsetAsync_ptsz", p, v, n, st, 1, 1);
 }
 
-/* ---------------------------------------------------------------- graphs */
-
-typedef struct sg_graph_exec { uint32_t magic; uint32_t graph_id; graph_node *nodes; int n; } sg_graph_exec;
-#define EXEC_MAGIC 0x47455845u
-
-static cudaError_t begin_capture(const char *api, cudaStream_t st, int pt)
-{
-    rt_init();
-    API(api, NULL);
-    sg_stream *s = sg_stream_resolve(st, pt);
-    if (!s) RET(cudaErrorInvalidResourceHandle);
-    if (st == NULL || st == cudaStreamLegacy) RET(cudaErrorStreamCaptureUnsupported);
-    if (sg_stream_capture_slot_get(s)) RET(cudaErrorIllegalState);
-    sg_graph *g = graph_new();
-    if (!g) RET(cudaErrorMemoryAllocation);
-    sg_stream_capture_slot_set(s, g);
-    RET(cudaSuccess);
-}
-cudaError_t cudaStreamBeginCapture(cudaStream_t st, enum cudaStreamCaptureMode mode)
-{
-    (void)mode;
-    return begin_capture("cudaStreamBeginCapture", st, 0);
-}
-cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t st, enum cudaStreamCaptureMode mode);
-cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t st, enum cudaStreamCaptureMode mode)
-{
-    (void)mode;
-    return begin_capture("cudaStreamBeginCapture_ptsz", st, 1);
-}
-static cudaError_t end_capture(const char *api, cudaStream_t st, cudaGraph_t *pg, int pt)
-{
-    rt_init();
-    API(api, NULL);
-    sg_stream *s = sg_stream_resolve(st, pt);
-    if (!s || !pg) RET(cudaErrorInvalidValue);
-    sg_graph *g = sg_stream_capture_slot_get(s);
-    if (!g) RET(cudaErrorIllegalState);
-    sg_stream_capture_slot_set(s, NULL);
-    *pg = (cudaGraph_t)g;
-    RET(cudaSuccess);
-}
-cudaError_t cudaStreamEndCapture(cudaStream_t st, cudaGraph_t *pg) { return end_capture("cudaStreamEndCapture", st, pg, 0); }
-cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t st, cudaGraph_t *pg);
-cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t st, cudaGraph_t *pg)
-{
-    return end_capture("cudaStreamEndCapture_ptsz", st, pg, 1);
-}
-static cudaError_t is_capturing(const char *api, cudaStream_t st, enum cudaStreamCaptureStatus *status, int pt)
-{
-    rt_init();
-    API(api, NULL);
-    sg_stream *s = sg_stream_resolve(st, pt);
-    if (!s || !status) RET(cudaErrorInvalidValue);
-    *status = sg_stream_capture_slot_get(s) ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
-    RET(cudaSuccess);
-}
-cudaError_t cudaStreamIsCapturing(cudaStream_t st, enum cudaStreamCaptureStatus *status)
-{
-    return is_capturing("cudaStreamIsCapturing", st, status, 0);
-}
-cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t st, enum cudaStreamCaptureStatus *status);
-cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t st, enum cudaStreamCaptureStatus *status)
-{
-    return is_capturing("cudaStreamIsCapturing_ptsz", st, status, 1);
-}
-cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode)
-{
-    (void)mode;
-    rt_init();
-    API("cudaThreadExchangeStreamCaptureMode", NULL);
-    RET(cudaSuccess);
-}
-static cudaError_t instantiate(const char *api, cudaGraphExec_t *pe, cudaGraph_t graph)
-{
-    rt_init();
-    API(api, NULL);
-    sg_graph *g = (sg_graph *)graph;
-    if (!pe || !g || g->magic != GRAPH_MAGIC) RET(cudaErrorInvalidValue);
-    sg_graph_exec *e = calloc(1, sizeof *e);
-    if (!e) RET(cudaErrorMemoryAllocation);
-    e->magic = EXEC_MAGIC;
-    e->graph_id = g->id;
-    e->n = g->n;
-    e->nodes = calloc((size_t)g->n + 1, sizeof *e->nodes);
-    if (!e->nodes) {
-        free(e);
-        RET(cudaErrorMemoryAllocation);
-    }
-    memcpy(e->nodes, g->nodes, (size_t)g->n * sizeof *e->nodes);
-    *pe = (cudaGraphExec_t)e;
-    RET(cudaSuccess);
-}
-cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pe, cudaGraph_t g, unsigned long long flags)
-{
-    (void)flags;
-    return instantiate("cudaGraphInstantiate", pe, g);
-}
-cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *pe, cudaGraph_t g, unsigned long long flags)
-{
-    (void)flags;
-    return instantiate("cudaGraphInstantiateWithFlags", pe, g);
-}
-static cudaError_t graph_launch(const char *api, cudaGraphExec_t ge, cudaStream_t st, int pt)
-{
-    rt_init();
-    API(api, NULL);
-    sg_graph_exec *e = (sg_graph_exec *)ge;
-    sg_stream *s = sg_stream_resolve(st, pt);
-    if (!e || e->magic != EXEC_MAGIC) RET(cudaErrorInvalidValue);
-    if (!s) RET(cudaErrorInvalidResourceHandle);
-    launch_overhead();
-    for (int i = 0; i < e->n; i++) {
-        graph_node *n = &e->nodes[i];
-        if (n->is_kernel) {
-            sg_kernel_desc k = n->k;
-            k.correlation = _c.correlation;
-            sg_enqueue_kernel_graph(s, &k, e->graph_id, n->node_id);
-        } else {
-            sg_copy_desc c = n->c;
-            c.correlation = _c.correlation;
-            c.graph_id = e->graph_id;
-            c.graph_node_id = n->node_id;
-            c.is_async = 1;
-            sg_enqueue_copy(s, &c, 0);
-        }
-    }
-    RET(cudaSuccess);
-}
-cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t st) { return graph_launch("cudaGraphLaunch", e, st, 0); }
-cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t e, cudaStream_t st);
-cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t e, cudaStream_t st) { return graph_launch("cudaGraphLaunch_ptsz", e, st, 1); }
-cudaError_t cudaGraphExecDestroy(cudaGraphExec_t ge)
-{
-    rt_init();
-    API("cudaGraphExecDestroy", NULL);
-    sg_graph_exec *e = (sg_graph_exec *)ge;
-    if (!e || e->magic != EXEC_MAGIC) RET(cudaErrorInvalidValue);
-    e->magic = 0;
-    free(e->nodes);
-    free(e);
-    RET(cudaSuccess);
-}
-cudaError_t cudaGraphDestroy(cudaGraph_t graph)
-{
-    rt_init();
-    API("cudaGraphDestroy", NULL);
-    sg_graph *g = (sg_graph *)graph;
-    if (!g || g->magic != GRAPH_MAGIC) RET(cudaErrorInvalidValue);
-    g->magic = 0;
-    free(g->nodes);
-    free(g);
-    RET(cudaSuccess);
-}
-cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t *num)
-{
-    rt_init();
-    API("cudaGraphGetNodes", NULL);
-    sg_graph *g = (sg_graph *)graph;
-    if (!g || g->magic != GRAPH_MAGIC || !num) RET(cudaErrorInvalidValue);
-    if (nodes)
-        for (size_t i = 0; i < *num && i < (size_t)g->n; i++) nodes[i] = (cudaGraphNode_t)&g->nodes[i];
-    *num = (size_t)g->n;
-    RET(cudaSuccess);
-}
-
 /* ---------------------------------------------------------------- errors */
 
 cudaError_t cudaGetLastError(void)
@@ -1280,8 +1073,8 @@ cudaError_t cudaGetLastError(void)
     rt_init_light();
     API("cudaGetLastError", NULL);
     /* The failed driver initialisation is sticky: reading it does not reset it. */
-    cudaError_t e = sg_no_driver() ? cudaErrorInsufficientDriver : t_last_error;
-    t_last_error = cudaSuccess;
+    cudaError_t e = sg_no_driver() ? cudaErrorInsufficientDriver : sg_rt_last_error;
+    sg_rt_last_error = cudaSuccess;
     sg_api_exit(&_c, (int)e);
     return e;
 }
@@ -1289,7 +1082,7 @@ cudaError_t cudaPeekAtLastError(void)
 {
     rt_init_light();
     API("cudaPeekAtLastError", NULL);
-    cudaError_t e = sg_no_driver() ? cudaErrorInsufficientDriver : t_last_error;
+    cudaError_t e = sg_no_driver() ? cudaErrorInsufficientDriver : sg_rt_last_error;
     sg_api_exit(&_c, (int)e);
     return e;
 }

@@ -1,7 +1,88 @@
-/* cudart_internal.h - shared by the files of the mock runtime. */
+/* cudart_internal.h - shared by the files of the mock runtime (cudart*.c). None of this is exported:
+ * the version scripts export only cuda* and __cuda*. */
 #ifndef SIMGPU_CUDART_INTERNAL_H
 #define SIMGPU_CUDART_INTERNAL_H
-typedef struct sg_graph sg_graph;
+#include <cuda_runtime_api.h>
+
+#include "core_internal.h"
+
 /* CUDART_VERSION of the runtime being built (props.c, compiled per CUDA version). */
 int sg_cudart_version(void);
+
+/* ---------------------------------------------------------------- call plumbing (cudart.c) */
+
+/* cudaGetLastError's value on this thread. */
+extern __thread cudaError_t sg_rt_last_error;
+/* Whether this thread's current call needs the driver (set by sg_rt_init / the light init). */
+extern __thread int sg_rt_call_needs_driver;
+/* One runtime API call as CUPTI sees it: API(...) opens it, RET(err) records the result and returns.
+ * Without a driver (SIMGPU_NO_DRIVER=1) every call that needs it fails with
+ * cudaErrorInsufficientDriver and leaves its outputs untouched, as NVIDIA's runtime does. */
+#define API(name, sym)                                                                                         \
+    sg_api_call _c;                                                                                            \
+    sg_api_enter(&_c, SG_DOMAIN_RUNTIME, name, sym, NULL);                                                     \
+    if (sg_rt_call_needs_driver && sg_no_driver()) RET(cudaErrorInsufficientDriver)
+#define RET(err)                                                                                               \
+    do {                                                                                                       \
+        cudaError_t _e = (err);                                                                                \
+        if (_e != cudaSuccess) sg_rt_last_error = _e;                                                          \
+        sg_api_exit(&_c, (int)_e);                                                                             \
+        return _e;                                                                                             \
+    } while (0)
+/* The runtime's implicit initialisation (reaches the driver's cuInit, as NVIDIA's does). */
+void sg_rt_init(void);
+/* Host time a launch (kernel or graph) costs: SIMGPU_LAUNCH_NS busy-wait. */
+void sg_rt_launch_overhead(void);
+/* Kernel name of a launch handle: host stub, cudaFunction_t or cudaKernel_t. */
+const char *sg_rt_kernel_name(const void *func);
+
+/* ---------------------------------------------------------------- graphs and capture (cudart_graph.c) */
+
+typedef struct sg_graph sg_graph;
+enum { SG_NODE_KERNEL = 1, SG_NODE_COPY, SG_NODE_HOST };
+typedef struct sg_graph_node {
+    int type;
+    sg_kernel_desc k;      /* SG_NODE_KERNEL (name interned) */
+    sg_copy_desc c;        /* SG_NODE_COPY */
+    cudaHostFn_t host_fn;  /* SG_NODE_HOST */
+    void *host_arg;
+    uint64_t node_id;
+} sg_graph_node;
+
+/* Where a captured event record happened, kept in the event (zero: not recorded in a capture). */
+typedef struct sg_capture_mark {
+    uint64_t capture_id;
+    sg_stream *stream;
+    uint64_t seq; /* the stream's captured-op count at the record */
+} sg_capture_mark;
+
+/* Work about to be queued on stream s. Returns 0 when s is not capturing and the work may run now;
+ * else 1 with *err = the call's result: cudaSuccess (the node was added to the capture's graph),
+ * cudaErrorStreamCaptureInvalidated (the capture was invalidated earlier) or, for work on the legacy
+ * stream while a blocking stream of its device captures, cudaErrorStreamCaptureImplicit (that
+ * capture is invalidated). */
+int sg_rt_capture_node(sg_stream *s, const sg_graph_node *n, cudaError_t *err);
+/* cudaEventRecord on s: 0 when s is not capturing (*mark cleared); else 1 with *err, *mark set. */
+int sg_rt_capture_event_record(sg_stream *s, sg_capture_mark *mark, cudaError_t *err);
+/* cudaStreamWaitEvent(s, event): 0 when capture is not involved (wait on the device timeline);
+ * else 1 with *err: s joins the event's capture (fork), records a join into its origin, or the wait
+ * breaks the capture rules (isolation, merge). recorded: the event has been recorded at all. */
+int sg_rt_capture_event_wait(sg_stream *s, const sg_capture_mark *mark, int recorded, unsigned flags,
+                             cudaError_t *err);
+/* Query / synchronize of an event: cudaErrorCapturedEvent (and the capture invalidated) when it was
+ * last recorded in a capture still in progress, else cudaSuccess. */
+cudaError_t sg_rt_capture_check_event(const sg_capture_mark *mark);
+/* Query / synchronize of stream s: cudaErrorStreamCaptureUnsupported (capture invalidated) while
+ * s captures, else cudaSuccess. */
+cudaError_t sg_rt_capture_check_stream(sg_stream *s);
+/* A potentially unsafe call (cudaMalloc, cudaDeviceSynchronize...) under the calling thread's
+ * capture interaction mode: cudaErrorStreamCaptureUnsupported (and the captures that forbid it
+ * invalidated) or cudaSuccess. */
+cudaError_t sg_rt_capture_check_unsafe(void);
+
+/* ---------------------------------------------------------------- host functions (cudart_hostfn.c) */
+
+/* Queues fn(arg) on s: it runs on the runtime's callback thread once everything queued on s
+ * before it is done; work queued on s after it waits until it returns. */
+void sg_rt_enqueue_host_fn(sg_stream *s, cudaHostFn_t fn, void *arg);
 #endif

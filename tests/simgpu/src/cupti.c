@@ -86,6 +86,12 @@ CUptiResult cuptiGetResultString(CUptiResult result, const char **str)
     *str = "CUPTI_ERROR_UNKNOWN";
     return CUPTI_ERROR_INVALID_PARAMETER;
 }
+CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain domain, uint32_t cbid, const char **name)
+{
+    if (!name) return CUPTI_ERROR_INVALID_PARAMETER;
+    *name = sgc_callback_name((int)domain, cbid);
+    return *name ? CUPTI_SUCCESS : CUPTI_ERROR_INVALID_PARAMETER;
+}
 CUptiResult cuptiGetErrorMessage(CUptiResult result, const char **str) { return cuptiGetResultString(result, str); }
 
 CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind)

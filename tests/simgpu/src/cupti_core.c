@@ -133,6 +133,18 @@ static void cbid_init(void)
         cbid_put(g_cbid_drv, sg_drv_cbid_table[i].name, sg_drv_cbid_table[i].cbid);
 }
 
+const char *sgc_callback_name(int domain, uint32_t cbid)
+{
+    if (domain == SG_DOMAIN_RUNTIME) {
+        for (size_t i = 0; i < sizeof sg_rt_cbid_names / sizeof sg_rt_cbid_names[0]; i++)
+            if (sg_rt_cbid_names[i].cbid == (int)cbid) return sg_rt_cbid_names[i].name;
+    } else if (domain == SG_DOMAIN_DRIVER) {
+        for (size_t i = 0; i < sizeof sg_drv_cbid_table / sizeof sg_drv_cbid_table[0]; i++)
+            if (sg_drv_cbid_table[i].cbid == (int)cbid) return sg_drv_cbid_table[i].name;
+    }
+    return NULL;
+}
+
 int sgc_cbid(int domain, const char *func)
 {
     pthread_once(&g_cbid_once, cbid_init);

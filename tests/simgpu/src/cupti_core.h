@@ -5,6 +5,8 @@
 #include "simgpu_core.h"
 #define SGC SG_EXPORT
 SGC int sgc_cbid(int domain, const char *func);
+/* cuptiGetCallbackName: the name of a RUNTIME (with its _vNNNN suffix) or DRIVER callback id, or NULL. */
+SGC const char *sgc_callback_name(int domain, uint32_t cbid);
 SGC CUptiResult sgc_cuptiActivityEnable(CUpti_ActivityKind kind);
 SGC CUptiResult sgc_cuptiActivityDisable(CUpti_ActivityKind kind);
 SGC CUptiResult sgc_cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc);
