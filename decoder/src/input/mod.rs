@@ -2,6 +2,7 @@
 //! and decode each into a [`crate::model::TraceSink`].
 
 pub mod kineto;
+pub mod nvtx_pairing;
 pub mod ring;
 
 use std::fmt;

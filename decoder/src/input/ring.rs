@@ -3,15 +3,15 @@
 //! Ticks become global ns as `mono(ticks) + (start_wall - start_mono) + offset`: the file's
 //! ClockSync pairs give the tick -> CLOCK_MONOTONIC map, the header's start pair places the process
 //! on the wall clock, and the clock plan's per-host offset refines hosts against each other. NVTX
-//! push/pop and start/end are paired here into completed ranges (memory: open ranges only).
+//! push/pop and start/end are paired into completed ranges by [`super::nvtx_pairing`].
 
 use std::path::Path;
 
 use tprof_format::{Decoded, FileHeader, MonoCursor, Record, RingReader, StrId, TickConverter};
 
+use super::nvtx_pairing::{OpenRange, RangeTracker};
 use super::Notes;
 use crate::error::InputError;
-use crate::intervals::FastMap;
 use crate::model::*;
 
 /// Open a ring file, as an input error naming the file.
@@ -104,71 +104,6 @@ fn reuse_slot<T>(v: &mut Vec<Option<T>>, id: StrId) -> Option<&mut Option<T>> {
         v.resize_with(i + 1, || None);
     }
     Some(&mut v[i])
-}
-
-struct OpenRange {
-    id: RangeId,
-    parent: Option<RangeId>,
-    depth: u32,
-    kind: RangeKind,
-    tid: u32,
-    domain: StrId,
-    name: StrId,
-    start: Ns,
-}
-
-/// Pairs NVTX push/pop and start/end into completed ranges.
-#[derive(Default)]
-struct RangeTracker {
-    next_id: u64,
-    stacks: FastMap<u32, Vec<OpenRange>>,
-    started: FastMap<u64, OpenRange>,
-    unmatched_ends: u64,
-}
-
-impl RangeTracker {
-    fn innermost(&self, tid: u32) -> Option<RangeId> {
-        self.stacks.get(&tid).and_then(|s| s.last()).map(|r| r.id)
-    }
-    fn push(&mut self, tid: u32, domain: StrId, name: StrId, start: Ns) {
-        let stack = self.stacks.entry(tid).or_default();
-        let (parent, depth) = (stack.last().map(|r| r.id), stack.len() as u32);
-        self.next_id += 1;
-        stack.push(OpenRange {
-            id: RangeId(self.next_id),
-            parent,
-            depth,
-            kind: RangeKind::Nvtx,
-            tid,
-            domain,
-            name,
-            start,
-        });
-    }
-    fn pop(&mut self, tid: u32, domain: StrId) -> Option<OpenRange> {
-        let stack = self.stacks.get_mut(&tid)?;
-        let i = stack.iter().rposition(|r| r.domain == domain).or(if stack.is_empty() {
-            None
-        } else {
-            Some(stack.len() - 1)
-        })?;
-        let r = stack.remove(i);
-        Some(r)
-    }
-    fn start(&mut self, tid: u32, domain: StrId, name: StrId, id: u64, start: Ns) {
-        self.next_id += 1;
-        let r = OpenRange {
-            id: RangeId(self.next_id),
-            parent: None,
-            depth: 0,
-            kind: RangeKind::NvtxStartEnd,
-            tid,
-            domain,
-            name,
-            start,
-        };
-        self.started.insert(id, r);
-    }
 }
 
 /// Decode one ring file into `sink` as process `id`, shifting its times by `offset_ns`.
@@ -461,15 +396,22 @@ pub fn feed(
                     });
                 }
                 Record::NvtxPush { tid, domain, name, ts } => ranges.push(tid, domain, name, ns(ts)),
-                Record::NvtxPop { tid, domain, ts } => match ranges.pop(tid, domain) {
-                    Some(r) => emit_range(sink, &mut names, id, r, ns(ts)),
-                    None => ranges.unmatched_ends += 1,
-                },
-                Record::NvtxStart { tid, domain, name, id: rid, ts } => ranges.start(tid, domain, name, rid, ns(ts)),
-                Record::NvtxEnd { id: rid, ts, .. } => match ranges.started.remove(&rid) {
-                    Some(r) => emit_range(sink, &mut names, id, r, ns(ts)),
-                    None => ranges.unmatched_ends += 1,
-                },
+                Record::NvtxPop { tid, domain, ts } => {
+                    if let Some(r) = ranges.pop(tid, domain) {
+                        emit_range(sink, &mut names, id, r, ns(ts));
+                    }
+                }
+                Record::NvtxStart { tid, domain, name, id: rid, ts } => {
+                    if let Some((r, end)) = ranges.start(tid, domain, name, rid, ns(ts)) {
+                        emit_range(sink, &mut names, id, r, end);
+                    }
+                }
+                Record::NvtxEnd { id: rid, ts, .. } => {
+                    let end = ns(ts);
+                    if let Some(r) = ranges.end(rid, end) {
+                        emit_range(sink, &mut names, id, r, end);
+                    }
+                }
                 Record::NvtxMark { tid, domain, name, ts } => {
                     sink.handle_nvtx_mark(&NvtxMark {
                         proc: id,
@@ -498,20 +440,46 @@ pub fn feed(
         }
     }
     // Ranges still open at the end (crash, hang, capture stopped): close them at the last event.
-    let mut open: Vec<OpenRange> = ranges.stacks.drain().flat_map(|(_, s)| s.into_iter().rev()).collect();
-    open.extend(ranges.started.drain().map(|(_, r)| r));
+    let open = ranges.finish();
     if !open.is_empty() {
         notes.add(
             Some(path),
             format!("{} NVTX ranges were still open at the end; closed at the last event", open.len()),
         );
     }
-    open.sort_by_key(|r| std::cmp::Reverse(r.depth));
     for r in open {
         emit_range(sink, &mut names, id, r, last_ts);
     }
-    if ranges.unmatched_ends > 0 {
-        notes.add(Some(path), format!("{} NVTX range ends had no matching begin", ranges.unmatched_ends));
+    let losses = ranges.losses;
+    if losses.unmatched_ends > 0 {
+        notes.add(Some(path), format!("{} NVTX range ends had no matching begin", losses.unmatched_ends));
+    }
+    if losses.evicted_starts > 0 {
+        notes.add(
+            Some(path),
+            format!(
+                "{} NVTX start/end ranges dropped: their end did not come while {} later ranges were waiting",
+                losses.evicted_starts,
+                super::nvtx_pairing::MAX_PENDING
+            ),
+        );
+    }
+    if losses.untracked_pushes > 0 {
+        notes.add(
+            Some(path),
+            format!(
+                "{} NVTX push ranges dropped: nested deeper than {} or more than {} open at once",
+                losses.untracked_pushes,
+                super::nvtx_pairing::MAX_DEPTH,
+                super::nvtx_pairing::MAX_OPEN_PUSHES
+            ),
+        );
+    }
+    if losses.duplicate_ids > 0 {
+        notes.add(
+            Some(path),
+            format!("{} NVTX range starts or ends repeated a waiting range id; ignored", losses.duplicate_ids),
+        );
     }
     if unknown > 0 {
         notes.add(Some(path), format!("{unknown} records of types this tprof does not know were skipped"));
