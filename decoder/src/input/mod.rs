@@ -1,6 +1,7 @@
 //! Inputs: find the files a command was given (directories, files, globs), recognise their kind,
 //! and decode each into a [`crate::model::TraceSink`].
 
+pub mod id_slots;
 pub mod kineto;
 pub mod nvtx_pairing;
 pub mod ring;
