@@ -238,3 +238,23 @@ fn world_size_behind_a_stale_metadata_checksum_is_reported_and_not_used() {
         }
     }
 }
+
+#[test]
+fn links_back_up_an_input_directory_count_each_ring_once() {
+    let d = tempfile::tempdir().unwrap();
+    let job = tprof_decoder::synth::SynthJob { ranks: 2, steps: 2, file_bytes: 1 << 20, ..Default::default() };
+    job.write(d.path()).unwrap();
+    std::os::unix::fs::symlink(".", d.path().join("self")).unwrap();
+    std::os::unix::fs::symlink(".", d.path().join("self2")).unwrap();
+    let ds = d.path().display().to_string();
+    let out = Command::new("timeout")
+        .args(["60", "prlimit", &format!("--as={AS_LIMIT}"), env!("CARGO_BIN_EXE_tprof"), "summary", &ds, "--json"])
+        .env("MALLOC_ARENA_MAX", "2")
+        .output()
+        .unwrap();
+    let (rc, out, err) = result(out);
+    assert_eq!(rc, 0, "exit status (124: still running after 60 s): {err}");
+    let s: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(s["totals"]["ranks"], 2, "{}", s["notes"]);
+    assert_eq!(s["ranks"].as_array().unwrap().len(), 2);
+}
