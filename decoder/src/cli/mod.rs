@@ -55,9 +55,9 @@ pub enum Command {
     Run(run::RunCmd),
     /// Start / stop / dump / query capture in running processes (one PID or --all ranks).
     Ctl(ctl::CtlCmd),
-    /// Header, record counts per type, time span, drops and damage of one ring file.
+    /// Header, record counts per type, time span, drops and damage of one ring file (exit 1 when damaged).
     Info { file: std::path::PathBuf },
-    /// Every record in commit order, names resolved.
+    /// Every intact record in commit order, names resolved; damage named on stderr (exit 1).
     Dump {
         file: std::path::PathBuf,
         /// One JSON object per line.

@@ -12,6 +12,11 @@ fn open(path: &Path) -> Result<RingReader, i32> {
     })
 }
 
+/// One line on stderr per damaged region: file, byte offset, what.
+fn report_damage(path: &Path, d: &Damage) {
+    eprintln!("tprof: {}: damage at offset {}: {}", path.display(), d.offset, d.what);
+}
+
 /// Replace `StrId(N)` in a record's debug text by the quoted name.
 fn resolve(text: &str, r: &RingReader, inline: &BTreeMap<u32, String>) -> String {
     let mut out = String::with_capacity(text.len());
@@ -103,13 +108,16 @@ pub fn info(path: &Path) -> i32 {
     println!("dropped:     {} events (shim), {} records (CUPTI)", st.dropped_events, st.cupti_dropped);
     if damage.is_empty() {
         println!("damage:      none");
-    } else {
-        println!("damage:      {}", damage.len());
-        for d in &damage {
-            println!("  offset {}: {}", d.offset, d.what);
-        }
+        return 0;
     }
-    0
+    println!("damage:      {}", damage.len());
+    for d in &damage {
+        println!("  offset {}: {}", d.offset, d.what);
+    }
+    for d in &damage {
+        report_damage(path, d);
+    }
+    1
 }
 
 /// One record as a flat JSON object: `type`, `wall_ns`, then its fields with names resolved
@@ -152,7 +160,12 @@ pub fn dump(path: &Path, json: bool) -> i32 {
     let mut inline: BTreeMap<u32, String> = BTreeMap::new();
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
+    // Damage found while opening (header, dictionary, skipped chunks) comes first.
     let mut status = 0;
+    for d in r.damage() {
+        report_damage(path, d);
+        status = 1;
+    }
     for item in r.records() {
         let line = match item {
             Ok(Decoded::Record(rec)) => {
@@ -185,7 +198,7 @@ pub fn dump(path: &Path, json: bool) -> i32 {
             }
             Err(d) => {
                 status = 1;
-                eprintln!("tprof: {}: damage at offset {}: {}", path.display(), d.offset, d.what);
+                report_damage(path, &d);
                 continue;
             }
         };
