@@ -132,6 +132,45 @@ fn info_and_dump_name_a_skipped_chunk_and_fail_but_print_the_rest() {
 }
 
 #[test]
+fn check_of_a_directory_verifies_every_ring_under_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("tprof-out");
+    std::fs::create_dir_all(out_dir.join("node1")).unwrap();
+    let good = write_ring(&out_dir);
+    let bad = write_ring(&out_dir.join("node1"));
+    std::fs::write(out_dir.join("notes.txt"), b"not a ring").unwrap();
+    let (rc, out, err) = tprof(&["check", out_dir.to_str().unwrap()]);
+    assert_eq!(rc, 0, "{out}{err}");
+    assert!(out.contains(&format!("{}: ok", good.display())), "{out}");
+    assert!(out.contains(&format!("{}: ok", bad.display())), "{out}");
+    assert_eq!(out.lines().count(), 2, "{out}");
+
+    // One damaged ring below: exit 1, named with its offset; the other still reported ok.
+    let r = RingReader::open(&bad).unwrap();
+    let victim = r.chunks()[1];
+    drop(r);
+    let mut bytes = std::fs::read(&bad).unwrap();
+    bytes[victim.offset as usize + 300] ^= 0x11;
+    std::fs::write(&bad, &bytes).unwrap();
+    let (rc, out, _) = tprof(&["check", out_dir.to_str().unwrap()]);
+    assert_eq!(rc, 1, "{out}");
+    assert!(out.contains(&format!("{}: ok", good.display())), "{out}");
+    assert!(out.contains(&format!("{}: offset {}", bad.display(), victim.offset)), "{out}");
+
+    // A directory with no ring in it fails, saying so.
+    let other = dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("x.txt"), b"x").unwrap();
+    let (rc, out, err) = tprof(&["check", other.to_str().unwrap()]);
+    assert_eq!(rc, 1);
+    assert!(out.contains(&format!("no input files found in {}", other.display())), "{out}{err}");
+    std::fs::write(other.join("t.json"), b"{\"traceEvents\": []}").unwrap();
+    let (rc, out, err) = tprof(&["check", other.to_str().unwrap()]);
+    assert_eq!(rc, 1);
+    assert!(out.contains(&format!("{}: no ring files in this directory", other.display())), "{out}{err}");
+}
+
+#[test]
 fn truncated_directory_and_foreign_files_get_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
     let p = write_ring(dir.path());

@@ -64,7 +64,8 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Verify ring files: exit 0 when intact, 1 with a damage report (file, offset, what).
+    /// Verify ring files (directories: every ring under them): exit 0 when intact, 1 with a damage
+    /// report (file, offset, what).
     Check {
         #[arg(required = true)]
         files: Vec<std::path::PathBuf>,

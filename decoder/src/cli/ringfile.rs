@@ -209,9 +209,43 @@ pub fn dump(path: &Path, json: bool) -> i32 {
     status
 }
 
-pub fn check(files: &[PathBuf]) -> i32 {
+/// The ring files `check` verifies: files as given, directories searched for every ring under
+/// them (as the analyses search them). A directory without rings counts as a failure.
+fn check_targets(args: &[PathBuf], bad: &mut usize) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for a in args {
+        if !a.is_dir() {
+            out.push(a.clone());
+            continue;
+        }
+        let mut notes = crate::input::Notes::default();
+        let arg = a.display().to_string();
+        match crate::input::discover(&[arg], &mut notes) {
+            Ok(sources) => {
+                let rings: Vec<PathBuf> =
+                    sources.into_iter().filter(|s| s.kind == crate::input::SourceKind::Ring).map(|s| s.path).collect();
+                if rings.is_empty() {
+                    println!("{}: no ring files in this directory", a.display());
+                    *bad += 1;
+                }
+                out.extend(rings);
+            }
+            Err(e) => {
+                println!("{e}");
+                *bad += 1;
+            }
+        }
+        for n in notes.iter() {
+            eprintln!("tprof: {n}");
+        }
+    }
+    out
+}
+
+pub fn check(args: &[PathBuf]) -> i32 {
     let mut bad = 0;
-    for f in files {
+    let files = check_targets(args, &mut bad);
+    for f in &files {
         let r = match RingReader::open(f) {
             Ok(r) => r,
             Err(e) => {
