@@ -258,3 +258,46 @@ fn links_back_up_an_input_directory_count_each_ring_once() {
     assert_eq!(s["totals"]["ranks"], 2, "{}", s["notes"]);
     assert_eq!(s["ranks"].as_array().unwrap().len(), 2);
 }
+
+/// Runs `tprof args...` with stdout going to `stdout`; (exit code, stderr).
+fn tprof_to(args: &[&str], stdout: std::process::Stdio) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tprof")).args(args).stdout(stdout).output().unwrap();
+    let (rc, _, err) = result(out);
+    (rc, err)
+}
+
+#[test]
+fn closed_pipe_is_quiet_and_a_full_device_is_one_line() {
+    let d = tempfile::tempdir().unwrap();
+    let ring = small_ring(d.path(), "r.tprof", 0, 1);
+    let rs = ring.display().to_string();
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["info", &rs],
+        vec!["dump", &rs],
+        vec!["dump", "--json", &rs],
+        vec!["check", &rs],
+        vec!["summary", &rs],
+        vec!["summary", "--json", &rs],
+        vec!["diagnose", &rs],
+        vec!["diagnose", "--json", &rs],
+    ];
+    for args in &commands {
+        // A pipe whose reader has gone (`| head -1` after its line): no message, status 0.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let (rc, err) = tprof_to(args, writer.into());
+        assert_eq!(rc, 0, "{args:?} into a closed pipe: {err}");
+        assert!(!err.contains("panicked") && !err.contains("Broken pipe"), "{args:?}: {err}");
+        // A full device: status 1 and one line saying so.
+        let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+        let (rc, err) = tprof_to(args, full.into());
+        assert_eq!(rc, 1, "{args:?} into /dev/full: {err}");
+        let said: Vec<&str> = err.lines().filter(|l| l.contains("cannot write")).collect();
+        assert_eq!(
+            said,
+            vec!["tprof: cannot write the output: No space left on device (os error 28)"],
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}

@@ -5,6 +5,7 @@ pub mod diagnose;
 pub mod export;
 pub mod ringfile;
 pub mod run;
+pub mod stdout;
 pub mod summary;
 pub mod table;
 
