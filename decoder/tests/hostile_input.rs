@@ -301,3 +301,37 @@ fn closed_pipe_is_quiet_and_a_full_device_is_one_line() {
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
 }
+
+/// Runs `tprof args...` with a 20 s limit; (exit code, stdout, stderr). 124: still running.
+fn tprof_timed(args: &[&str]) -> (i32, String, String) {
+    result(Command::new("timeout").arg("20").arg(env!("CARGO_BIN_EXE_tprof")).args(args).output().unwrap())
+}
+
+#[test]
+fn fifos_and_devices_are_refused_by_name_not_waited_on() {
+    let d = tempfile::tempdir().unwrap();
+    let fifo = d.path().join("ring.tprof");
+    let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo (coreutils)");
+    assert!(made.success());
+    let fs = fifo.display().to_string();
+    for cmd in ["check", "info", "dump"] {
+        let (rc, out, err) = tprof_timed(&[cmd, &fs]);
+        assert_eq!(rc, 1, "{cmd} on a FIFO (124: it waited for a writer): {out}{err}");
+        let want = format!("{fs}: is a FIFO (named pipe), not a regular file");
+        assert!(format!("{out}{err}").contains(&want), "{cmd}: {out}{err}");
+    }
+    for (path, kind) in [(fs.as_str(), "a FIFO (named pipe)"), ("/dev/zero", "a character device")] {
+        let (rc, _, err) = tprof_timed(&["summary", path]);
+        assert_eq!(rc, 2, "summary {path}: {err}");
+        assert!(err.contains(&format!("{path}: is {kind}, not a regular file")), "{err}");
+        assert!(!err.contains("no such file"), "{err}");
+    }
+    // In a directory, a FIFO is skipped with a note and the rings are used.
+    small_ring(d.path(), "r0.tprof", 0, 1);
+    let (rc, out, err) = tprof_timed(&["summary", "--json", d.path().to_str().unwrap()]);
+    assert_eq!(rc, 0, "{err}");
+    let s: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(s["totals"]["ranks"], 1);
+    let note = format!("{fs}: skipped: a FIFO (named pipe), not a regular file");
+    assert!(s["notes"].as_array().unwrap().iter().any(|n| n == note.as_str()), "{}", s["notes"]);
+}

@@ -113,6 +113,8 @@ pub fn discover(args: &[impl AsRef<str>], notes: &mut Notes) -> Result<Vec<Sourc
                 Some(kind) => walk.take(path, kind, notes),
                 None => return Err(InputError::Unknown { path: path.to_path_buf() }),
             }
+        } else if let Some(kind) = special_kind(path) {
+            return Err(InputError::NotRegular { path: path.to_path_buf(), kind });
         } else {
             let paths = glob::glob(arg).map_err(|_| InputError::NotFound { pattern: arg.to_string() })?;
             let mut any = false;
@@ -131,6 +133,26 @@ pub fn discover(args: &[impl AsRef<str>], notes: &mut Notes) -> Result<Vec<Sourc
         }
     }
     Ok(walk.out)
+}
+
+/// What an existing path that is neither a regular file nor a directory is ("a FIFO (named pipe)");
+/// None for regular files, directories and paths that do not exist (links followed).
+fn special_kind(path: &Path) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    let t = std::fs::metadata(path).ok()?.file_type();
+    Some(if t.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_file() || t.is_dir() {
+        return None;
+    } else {
+        "a special file"
+    })
 }
 
 /// Identity of a file or directory on this machine (device, inode), links followed.
@@ -190,6 +212,8 @@ impl Walk {
                     Ok(None) => notes.add(Some(&p), "skipped: not a ring file or Kineto trace"),
                     Err(e) => notes.add(Some(&p), format!("skipped: {e}")),
                 }
+            } else if let Some(kind) = special_kind(&p) {
+                notes.add(Some(&p), format!("skipped: {kind}, not a regular file"));
             }
         }
         Ok(())
