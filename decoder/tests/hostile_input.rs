@@ -335,3 +335,37 @@ fn fifos_and_devices_are_refused_by_name_not_waited_on() {
     let note = format!("{fs}: skipped: a FIFO (named pipe), not a regular file");
     assert!(s["notes"].as_array().unwrap().iter().any(|n| n == note.as_str()), "{}", s["notes"]);
 }
+
+#[test]
+fn an_unreadable_subdirectory_is_skipped_with_a_note() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("out");
+    std::fs::create_dir_all(root.join("locked")).unwrap();
+    let ring = small_ring(&root, "r0.tprof", 0, 2);
+    small_ring(&root.join("locked"), "r1.tprof", 1, 2);
+    // Root reads any directory: run tprof as nobody then, with everything else readable to it.
+    let as_root = String::from_utf8_lossy(&Command::new("id").arg("-u").output().unwrap().stdout).trim() == "0";
+    for p in [d.path(), root.as_path()] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::fs::set_permissions(&ring, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::set_permissions(root.join("locked"), std::fs::Permissions::from_mode(0o000)).unwrap();
+    let rs = root.display().to_string();
+    let bin = env!("CARGO_BIN_EXE_tprof");
+    let mut cmd = if as_root {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", bin]);
+        c
+    } else {
+        Command::new(bin)
+    };
+    let out = cmd.args(["summary", "--json", &rs]).output().unwrap();
+    std::fs::set_permissions(root.join("locked"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (rc, out, err) = result(out);
+    assert_eq!(rc, 0, "{err}");
+    let s: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(s["totals"]["ranks"], 1);
+    let note = format!("{rs}/locked: skipped: cannot read this directory: Permission denied (os error 13)");
+    assert!(s["notes"].as_array().unwrap().iter().any(|n| n == note.as_str()), "{}", s["notes"]);
+}

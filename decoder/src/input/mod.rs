@@ -104,7 +104,7 @@ pub fn discover(args: &[impl AsRef<str>], notes: &mut Notes) -> Result<Vec<Sourc
         let path = Path::new(arg);
         if path.is_dir() {
             let before = walk.out.len();
-            walk.dir(path, notes)?;
+            walk.dir(path, true, notes)?;
             if walk.out.len() == before {
                 return Err(InputError::Empty(arg.to_string()));
             }
@@ -185,17 +185,24 @@ impl Walk {
         self.out.push(Source { path: path.to_path_buf(), kind });
     }
 
-    fn dir(&mut self, dir: &Path, notes: &mut Notes) -> Result<(), InputError> {
+    /// Searches `dir` (`top`: named on the command line, so an error to read it is the command's;
+    /// below, a directory that cannot be read is skipped with a note, as a file is).
+    fn dir(&mut self, dir: &Path, top: bool, notes: &mut Notes) -> Result<(), InputError> {
         if let Some(id) = file_id(dir) {
             if !self.dirs.insert(id) {
                 notes.add(Some(dir), "skipped: a directory already searched (a link back up the tree?)");
                 return Ok(());
             }
         }
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-            .map_err(|e| InputError::io(dir, e))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .collect();
+        let listing = match std::fs::read_dir(dir) {
+            Ok(l) => l,
+            Err(e) if !top => {
+                notes.add(Some(dir), format!("skipped: cannot read this directory: {e}"));
+                return Ok(());
+            }
+            Err(e) => return Err(InputError::io(dir, e)),
+        };
+        let mut entries: Vec<PathBuf> = listing.filter_map(|e| e.ok().map(|e| e.path())).collect();
         // Real entries before links, so a file is named by its own path rather than a link's.
         let is_link = |p: &PathBuf| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink());
         entries.sort_by_cached_key(|p| (is_link(p), p.clone()));
@@ -205,7 +212,7 @@ impl Walk {
                 continue;
             }
             if p.is_dir() {
-                self.dir(&p, notes)?;
+                self.dir(&p, false, notes)?;
             } else if p.is_file() {
                 match sniff(&p) {
                     Ok(Some(kind)) => self.take(&p, kind, notes),
