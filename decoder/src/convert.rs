@@ -189,13 +189,48 @@ pub fn check_job(procs: &[ProcessInfo], notes: &mut Notes) {
     let rings: Vec<&ProcessInfo> = procs.iter().filter(|p| p.origin == Origin::Ring).collect();
     if let Some(&world) = sizes.iter().next_back() {
         if !rings.is_empty() && sizes.len() == 1 {
-            let present: std::collections::BTreeSet<u32> = rings.iter().filter_map(|p| p.rank).collect();
-            let missing: Vec<u32> = (0..world).filter(|r| !present.contains(r)).collect();
-            if !missing.is_empty() {
-                notes.add(None, format!("missing ranks ({} of {world}): {}", missing.len(), compress_ranges(&missing)));
+            // The world size comes from the files: work with the ranks present, never a list of
+            // `world` entries.
+            let present: std::collections::BTreeSet<u32> =
+                rings.iter().filter_map(|p| p.rank).filter(|&r| r < world).collect();
+            let missing = u64::from(world) - present.len() as u64;
+            if missing > 0 {
+                notes.add(None, format!("missing ranks ({missing} of {world}): {}", absent_ranges(&present, world)));
             }
         }
     }
+}
+
+/// Most ranges [`absent_ranges`] spells out.
+const MAX_LISTED_RANGES: usize = 32;
+
+/// The ranks in `0..world` not in `present`, as "2-3,5,7" (the first [`MAX_LISTED_RANGES`]
+/// ranges, then how many more); time and memory follow `present`, not `world`.
+pub fn absent_ranges(present: &std::collections::BTreeSet<u32>, world: u32) -> String {
+    let mut gaps: Vec<(u32, u32)> = Vec::new();
+    let mut more = 0usize;
+    let mut next = 0u32;
+    let bounds = present.iter().map(|&r| Some(r)).chain(std::iter::once(None));
+    for r in bounds {
+        let end = r.unwrap_or(world);
+        if end > next {
+            if gaps.len() < MAX_LISTED_RANGES {
+                gaps.push((next, end - 1));
+            } else {
+                more += 1;
+            }
+        }
+        match r {
+            Some(r) => next = r.saturating_add(1),
+            None => break,
+        }
+    }
+    let mut out: Vec<String> =
+        gaps.iter().map(|&(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") }).collect();
+    if more > 0 {
+        out.push(format!("... and {more} more ranges"));
+    }
+    out.join(",")
 }
 
 /// "0-3,7,9-10"
@@ -246,5 +281,18 @@ mod tests {
         assert!(all.iter().any(|n| n.contains("r6.tprof: belongs to job j2")), "{all:?}");
         assert!(all.iter().any(|n| n.contains("rank 1 appears in 2 files")), "{all:?}");
         assert!(all.iter().any(|n| n.contains("missing ranks (4 of 8): 2-3,5,7")), "{all:?}");
+    }
+
+    #[test]
+    fn absent_ranks_of_a_huge_world_are_counted_not_listed() {
+        let mut notes = Notes::default();
+        check_job(&[proc(3, u32::MAX, "j"), proc(7, u32::MAX, "j")], &mut notes);
+        let all: Vec<String> = notes.iter().map(|n| n.to_string()).collect();
+        assert_eq!(all, vec![format!("missing ranks ({} of {}): 0-2,4-6,8-{}", u32::MAX - 2, u32::MAX, u32::MAX - 1)]);
+        let present: std::collections::BTreeSet<u32> = (0..200).map(|r| 2 * r + 1).collect();
+        let listed = absent_ranges(&present, 400);
+        assert!(listed.starts_with("0,2,4,"), "{listed}");
+        assert!(listed.ends_with(",62,... and 168 more ranges"), "{listed}");
+        assert_eq!(absent_ranges(&[0, 1].into_iter().collect(), 2), "");
     }
 }

@@ -13,6 +13,8 @@ pub enum InputError {
     BadRing { path: PathBuf, message: String },
     #[error("{path}: unrecognised file (expected a tprof ring file or a Kineto .json/.json.gz trace)")]
     Unknown { path: PathBuf },
+    #[error("{path}: is {kind}, not a regular file: tprof reads ring files and traces from regular files")]
+    NotRegular { path: PathBuf, kind: &'static str },
     #[error("{pattern}: no such file, directory or glob match")]
     NotFound { pattern: String },
     #[error("no input files found in {0}")]

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use tprof_format::{ApiDomain, ClockSource, FileHeader, Record, RingGeometry, RingReader, RingWriter, StrId};
+use tprof_format::{ApiDomain, ClockSource, Decoded, FileHeader, Record, RingGeometry, RingReader, RingWriter, StrId};
 
 fn tprof(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_tprof")).args(args).output().expect("run tprof");
@@ -98,6 +98,76 @@ fn flipped_byte_is_reported_with_offset_and_the_rest_decodes() {
     assert!(report.contains(&format!("offset {}", victim.offset)), "{report}");
     assert!(report.contains("checksum mismatch"), "{report}");
     assert!(report.contains(&format!("{} records readable", total - in_victim)), "{report}");
+}
+
+#[test]
+fn info_and_dump_name_a_skipped_chunk_and_fail_but_print_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write_ring(dir.path());
+    let r = RingReader::open(&p).unwrap();
+    let victim = r.chunks()[2];
+    let apis_in_victim =
+        r.chunk_records(&victim).filter(|x| matches!(x, Ok(Decoded::Record(Record::Api { .. })))).count();
+    drop(r);
+    let mut bytes = std::fs::read(&p).unwrap();
+    bytes[victim.offset as usize + 500] ^= 0x5a;
+    std::fs::write(&p, &bytes).unwrap();
+    let ps = p.to_str().unwrap();
+    let named = format!("{ps}: damage at offset {}: chunk in slot {} (seq {})", victim.offset, victim.slot, victim.seq);
+
+    let (rc, out, err) = tprof(&["dump", "--json", ps]);
+    assert_eq!(rc, 1, "{err}");
+    assert!(err.contains(&named) && err.contains("checksum mismatch"), "{err}");
+    let apis = out.lines().filter(|l| l.contains("\"type\":\"api\"")).count();
+    assert_eq!(apis, 5000 - apis_in_victim, "every intact record is still dumped");
+    let (rc, out, err) = tprof(&["dump", ps]);
+    assert_eq!((rc, out.lines().filter(|l| l.contains(" Api {")).count()), (1, 5000 - apis_in_victim));
+    assert!(err.contains(&named), "{err}");
+
+    let (rc, out, err) = tprof(&["info", ps]);
+    assert_eq!(rc, 1, "{out}{err}");
+    assert!(err.contains(&named), "{err}");
+    assert!(out.contains(&format!("api                    {}", 5000 - apis_in_victim)), "{out}");
+    assert!(out.contains("damage:      2"), "{out}"); // the chunk, and the gap in the sequence it leaves
+}
+
+#[test]
+fn check_of_a_directory_verifies_every_ring_under_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("tprof-out");
+    std::fs::create_dir_all(out_dir.join("node1")).unwrap();
+    let good = write_ring(&out_dir);
+    let bad = write_ring(&out_dir.join("node1"));
+    std::fs::write(out_dir.join("notes.txt"), b"not a ring").unwrap();
+    let (rc, out, err) = tprof(&["check", out_dir.to_str().unwrap()]);
+    assert_eq!(rc, 0, "{out}{err}");
+    assert!(out.contains(&format!("{}: ok", good.display())), "{out}");
+    assert!(out.contains(&format!("{}: ok", bad.display())), "{out}");
+    assert_eq!(out.lines().count(), 2, "{out}");
+
+    // One damaged ring below: exit 1, named with its offset; the other still reported ok.
+    let r = RingReader::open(&bad).unwrap();
+    let victim = r.chunks()[1];
+    drop(r);
+    let mut bytes = std::fs::read(&bad).unwrap();
+    bytes[victim.offset as usize + 300] ^= 0x11;
+    std::fs::write(&bad, &bytes).unwrap();
+    let (rc, out, _) = tprof(&["check", out_dir.to_str().unwrap()]);
+    assert_eq!(rc, 1, "{out}");
+    assert!(out.contains(&format!("{}: ok", good.display())), "{out}");
+    assert!(out.contains(&format!("{}: offset {}", bad.display(), victim.offset)), "{out}");
+
+    // A directory with no ring in it fails, saying so.
+    let other = dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("x.txt"), b"x").unwrap();
+    let (rc, out, err) = tprof(&["check", other.to_str().unwrap()]);
+    assert_eq!(rc, 1);
+    assert!(out.contains(&format!("no input files found in {}", other.display())), "{out}{err}");
+    std::fs::write(other.join("t.json"), b"{\"traceEvents\": []}").unwrap();
+    let (rc, out, err) = tprof(&["check", other.to_str().unwrap()]);
+    assert_eq!(rc, 1);
+    assert!(out.contains(&format!("{}: no ring files in this directory", other.display())), "{out}{err}");
 }
 
 #[test]

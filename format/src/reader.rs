@@ -4,7 +4,6 @@
 //! every chunk slot. Everything intact is decoded; everything damaged is reported as a [`Damage`] with
 //! its byte offset. Reading never panics on any input.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
@@ -71,12 +70,22 @@ pub struct RingReader {
 impl RingReader {
     /// Opens and validates a ring file (memory-mapped).
     pub fn open(path: &Path) -> Result<RingReader, FileError> {
+        use std::os::unix::fs::OpenOptionsExt;
         let err = |source| FileError { path: path.into(), source };
-        let meta = std::fs::metadata(path).map_err(|e| err(e.into()))?;
+        // Non-blocking, so that opening a FIFO does not wait for a writer; refused just below.
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(path)
+            .map_err(|e| err(e.into()))?;
+        let meta = file.metadata().map_err(|e| err(e.into()))?;
         if meta.is_dir() {
             return Err(err(FormatError::IsDirectory));
         }
-        let file = File::open(path).map_err(|e| err(e.into()))?;
+        if !meta.is_file() {
+            let what = format!("is {}, not a regular file: ring files are regular files", special_kind(&meta));
+            return Err(err(FormatError::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, what))));
+        }
         let bytes = if meta.len() == 0 {
             Bytes::Owned(Vec::new())
         } else {
@@ -221,6 +230,23 @@ impl RingReader {
     /// Resolves a string id from the dictionary ("" for id 0, `<str#N>` when unknown).
     pub fn name(&self, id: StrId) -> std::borrow::Cow<'_, str> {
         self.strings.name(id)
+    }
+}
+
+/// What a file that is neither regular nor a directory is ("a FIFO (named pipe)").
+fn special_kind(meta: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    if t.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "a special file"
     }
 }
 

@@ -1,37 +1,27 @@
 //! The string table: interned ids to text.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 
 use crate::record::StrId;
 
-/// Interned strings of one file (id -> text).
+/// Interned strings of one file (id -> text). Keyed by id, not indexed by it: a file's ids need not
+/// be dense (a damaged or hostile one may use any), and memory follows the strings it holds.
 #[derive(Debug, Clone, Default)]
 pub struct StringTable {
-    by_id: Vec<Option<Box<str>>>,
-    count: usize,
+    by_id: BTreeMap<u32, Box<str>>,
 }
 
 impl StringTable {
     pub fn insert(&mut self, id: StrId, text: &str) {
-        let i = id.0 as usize;
-        if i >= self.by_id.len() {
-            // Ids are dense (assigned 1, 2, 3 ...); cap growth so a corrupt id cannot exhaust memory.
-            if i > self.by_id.len() + (1 << 20) {
-                return;
-            }
-            self.by_id.resize(i + 1, None);
-        }
-        if self.by_id[i].is_none() {
-            self.count += 1;
-        }
-        self.by_id[i] = Some(text.into());
+        self.by_id.insert(id.0, text.into());
     }
 
     pub fn get(&self, id: StrId) -> Option<&str> {
         if id.0 == 0 {
             return Some("");
         }
-        self.by_id.get(id.0 as usize).and_then(|s| s.as_deref())
+        self.by_id.get(&id.0).map(|s| &**s)
     }
 
     /// The text, or `<str#N>` for an id with no definition.
@@ -43,14 +33,15 @@ impl StringTable {
     }
 
     pub fn len(&self) -> usize {
-        self.count
+        self.by_id.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.count == 0
+        self.by_id.is_empty()
     }
 
+    /// Every string, in id order.
     pub fn iter(&self) -> impl Iterator<Item = (StrId, &str)> {
-        self.by_id.iter().enumerate().filter_map(|(i, s)| s.as_deref().map(|s| (StrId(i as u32), s)))
+        self.by_id.iter().map(|(&i, s)| (StrId(i), &**s))
     }
 }

@@ -181,6 +181,8 @@ pub fn run(c: &CtlCmd) -> i32 {
     };
     let mut failures = 0;
     let mut stale = 0;
+    // Every process gets the request even when stdout is gone: printing stops, acting does not.
+    let mut out = Output::default();
     for (pid, path) in &targets {
         match send(path, &line, Duration::from_secs(5)) {
             Ok(reply) => {
@@ -188,7 +190,7 @@ pub fn run(c: &CtlCmd) -> i32 {
                 if !ok {
                     failures += 1;
                 }
-                print_reply(*pid, &c.action, &reply);
+                out.line(&reply_line(*pid, &c.action, &reply));
             }
             Err(e) if c.all && !process_alive(*pid) => {
                 stale += 1;
@@ -201,21 +203,35 @@ pub fn run(c: &CtlCmd) -> i32 {
                     std::io::ErrorKind::ConnectionRefused if !process_alive(*pid) => " (the process is gone)",
                     _ => "",
                 };
-                println!("pid {pid}: error: {e}{advice}");
+                out.line(&format!("pid {pid}: error: {e}{advice}"));
             }
         }
     }
     if stale > 0 {
         eprintln!("tprof ctl: skipped {stale} socket(s) of processes that are gone");
     }
-    if failures > 0 {
+    if failures > 0 || out.failed == Some(1) {
         1
     } else {
         0
     }
 }
 
-fn print_reply(pid: u32, action: &CtlAction, reply: &str) {
+/// Lines to stdout until a write fails (then the exit status it calls for).
+#[derive(Default)]
+struct Output {
+    failed: Option<i32>,
+}
+
+impl Output {
+    fn line(&mut self, text: &str) {
+        if self.failed.is_none() {
+            self.failed = super::stdout::println(text).err();
+        }
+    }
+}
+
+fn reply_line(pid: u32, action: &CtlAction, reply: &str) -> String {
     let mut lines = reply.lines();
     let first = lines.next().unwrap_or("error: empty reply");
     match action {
@@ -223,7 +239,7 @@ fn print_reply(pid: u32, action: &CtlAction, reply: &str) {
             let kv: Vec<(String, String)> =
                 lines.filter_map(|l| l.split_once('=').map(|(k, v)| (k.to_string(), v.to_string()))).collect();
             let get = |k: &str| kv.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str()).unwrap_or("-");
-            println!(
+            format!(
                 "pid {pid} rank {}: mode={} window={} manual={} windows={} events={} dropped={} calls={} \
                  (unrecorded {}) ring={}",
                 get("rank"),
@@ -236,9 +252,9 @@ fn print_reply(pid: u32, action: &CtlAction, reply: &str) {
                 get("calls"),
                 get("calls_unrecorded"),
                 get("ring")
-            );
+            )
         }
-        _ => println!("pid {pid}: {first}"),
+        _ => format!("pid {pid}: {first}"),
     }
 }
 

@@ -70,14 +70,20 @@ pub fn run(a: &DiagnoseCmd) -> i32 {
     }
     if a.json {
         match serde_json::to_string_pretty(&d) {
-            Ok(s) => println!("{s}"),
+            Ok(s) => {
+                if let Err(code) = super::stdout::println(&s) {
+                    return code;
+                }
+            }
             Err(e) => {
                 eprintln!("tprof: {e}");
                 return 1;
             }
         }
     } else {
-        print!("{}", render(&d, a.all));
+        if let Err(code) = super::stdout::print(&render(&d, a.all)) {
+            return code;
+        }
     }
     0
 }

@@ -128,7 +128,7 @@ pub fn run(a: &ExportCmd) -> i32 {
     } else {
         String::new()
     };
-    println!(
+    let done = format!(
         "tprof: wrote {} events from {} process{} to {place} ({}) in {secs:.2} s ({:.1} M events/s{filtered}); {}",
         w.events,
         report.decode.processes.len(),
@@ -137,5 +137,5 @@ pub fn run(a: &ExportCmd) -> i32 {
         w.events as f64 / secs / 1e6,
         a.format.open_hint()
     );
-    0
+    super::stdout::status(super::stdout::println(&done), 0)
 }

@@ -5,6 +5,7 @@ pub mod diagnose;
 pub mod export;
 pub mod ringfile;
 pub mod run;
+pub mod stdout;
 pub mod summary;
 pub mod table;
 
@@ -55,16 +56,17 @@ pub enum Command {
     Run(run::RunCmd),
     /// Start / stop / dump / query capture in running processes (one PID or --all ranks).
     Ctl(ctl::CtlCmd),
-    /// Header, record counts per type, time span, drops and damage of one ring file.
+    /// Header, record counts per type, time span, drops and damage of one ring file (exit 1 when damaged).
     Info { file: std::path::PathBuf },
-    /// Every record in commit order, names resolved.
+    /// Every intact record in commit order, names resolved; damage named on stderr (exit 1).
     Dump {
         file: std::path::PathBuf,
         /// One JSON object per line.
         #[arg(long)]
         json: bool,
     },
-    /// Verify ring files: exit 0 when intact, 1 with a damage report (file, offset, what).
+    /// Verify ring files (directories: every ring under them): exit 0 when intact, 1 with a damage
+    /// report (file, offset, what).
     Check {
         #[arg(required = true)]
         files: Vec<std::path::PathBuf>,

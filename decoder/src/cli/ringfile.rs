@@ -12,6 +12,19 @@ fn open(path: &Path) -> Result<RingReader, i32> {
     })
 }
 
+/// One line on stderr per damaged region: file, byte offset, what.
+fn report_damage(path: &Path, d: &Damage) {
+    eprintln!("tprof: {}: damage at offset {}: {}", path.display(), d.offset, d.what);
+}
+
+/// `writeln!` into a `String` (which cannot fail).
+macro_rules! line {
+    ($o:expr, $($arg:tt)*) => {{
+        use std::fmt::Write as _;
+        let _ = writeln!($o, $($arg)*);
+    }};
+}
+
 /// Replace `StrId(N)` in a record's debug text by the quoted name.
 fn resolve(text: &str, r: &RingReader, inline: &BTreeMap<u32, String>) -> String {
     let mut out = String::with_capacity(text.len());
@@ -42,22 +55,25 @@ pub fn info(path: &Path) -> i32 {
     };
     let h = r.header();
     let st = r.stats();
-    println!("file:        {}", path.display());
-    println!("format:      version {}, writer {}, mode {}", h.version, h.writer, h.mode);
-    println!("process:     pid {} (ppid {}) on {}", h.pid, h.ppid, h.hostname);
-    println!("command:     {}", h.cmdline.join(" "));
+    let mut o = String::new();
+    line!(o, "file:        {}", path.display());
+    line!(o, "format:      version {}, writer {}, mode {}", h.version, h.writer, h.mode);
+    line!(o, "process:     pid {} (ppid {}) on {}", h.pid, h.ppid, h.hostname);
+    line!(o, "command:     {}", h.cmdline.join(" "));
     let opt = |v: Option<u32>| v.map(|x| x.to_string()).unwrap_or_else(|| "-".into());
-    println!("rank:        {} (local {}, world {})", opt(h.rank), opt(h.local_rank), opt(h.world_size));
+    line!(o, "rank:        {} (local {}, world {})", opt(h.rank), opt(h.local_rank), opt(h.world_size));
     if let Some(j) = &h.job_id {
-        println!("job:         {j}");
+        line!(o, "job:         {j}");
     }
-    println!(
+    line!(
+        o,
         "clock:       {} ({:.0} ticks/s), start wall {} ns",
         h.clock_source.name(),
         h.ticks_per_sec,
         h.start_wall_ns
     );
-    println!(
+    line!(
+        o,
         "ring:        {} chunks x {} bytes ({} intact, {} empty), dictionary {} bytes, {} strings",
         h.chunk_count,
         h.chunk_bytes,
@@ -66,7 +82,8 @@ pub fn info(path: &Path) -> i32 {
         h.dict_bytes,
         r.strings().len()
     );
-    println!(
+    line!(
+        o,
         "state:       {}{}",
         if st.clean_close() { "closed cleanly" } else { "not closed (crash or still running)" },
         if st.wrapped() { ", wrapped (oldest events overwritten)" } else { "" }
@@ -91,25 +108,31 @@ pub fn info(path: &Path) -> i32 {
         }
     }
     let total: u64 = counts.values().sum();
-    println!("records:     {total}");
+    line!(o, "records:     {total}");
     for (k, v) in &counts {
-        println!("  {k:<22} {v}");
+        line!(o, "  {k:<22} {v}");
     }
     if lo <= hi {
         let tc = r.tick_converter();
         let span = tc.to_mono_ns(hi).saturating_sub(tc.to_mono_ns(lo));
-        println!("time span:   {:.6} s (wall {} .. {})", span as f64 / 1e9, tc.to_wall_ns(lo), tc.to_wall_ns(hi));
+        line!(o, "time span:   {:.6} s (wall {} .. {})", span as f64 / 1e9, tc.to_wall_ns(lo), tc.to_wall_ns(hi));
     }
-    println!("dropped:     {} events (shim), {} records (CUPTI)", st.dropped_events, st.cupti_dropped);
+    line!(o, "dropped:     {} events (shim), {} records (CUPTI)", st.dropped_events, st.cupti_dropped);
     if damage.is_empty() {
-        println!("damage:      none");
-    } else {
-        println!("damage:      {}", damage.len());
-        for d in &damage {
-            println!("  offset {}: {}", d.offset, d.what);
-        }
+        line!(o, "damage:      none");
+        return super::stdout::status(super::stdout::print(&o), 0);
     }
-    0
+    line!(o, "damage:      {}", damage.len());
+    for d in &damage {
+        line!(o, "  offset {}: {}", d.offset, d.what);
+    }
+    if let Err(code) = super::stdout::print(&o) {
+        return code;
+    }
+    for d in &damage {
+        report_damage(path, d);
+    }
+    1
 }
 
 /// One record as a flat JSON object: `type`, `wall_ns`, then its fields with names resolved
@@ -152,7 +175,12 @@ pub fn dump(path: &Path, json: bool) -> i32 {
     let mut inline: BTreeMap<u32, String> = BTreeMap::new();
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
+    // Damage found while opening (header, dictionary, skipped chunks) comes first.
     let mut status = 0;
+    for d in r.damage() {
+        report_damage(path, d);
+        status = 1;
+    }
     for item in r.records() {
         let line = match item {
             Ok(Decoded::Record(rec)) => {
@@ -185,25 +213,72 @@ pub fn dump(path: &Path, json: bool) -> i32 {
             }
             Err(d) => {
                 status = 1;
-                eprintln!("tprof: {}: damage at offset {}: {}", path.display(), d.offset, d.what);
+                report_damage(path, &d);
                 continue;
             }
         };
-        if writeln!(out, "{line}").is_err() {
-            return 0; // closed pipe (e.g. `| head`)
+        if let Err(e) = writeln!(out, "{line}") {
+            return super::stdout::failed(&e);
         }
+    }
+    if let Err(e) = out.flush() {
+        return super::stdout::failed(&e);
     }
     status
 }
 
-pub fn check(files: &[PathBuf]) -> i32 {
+/// The ring files `check` verifies: files as given, directories searched for every ring under
+/// them (as the analyses search them). A directory without rings counts as a failure.
+fn check_targets(args: &[PathBuf], bad: &mut usize, lines: &mut Vec<String>) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for a in args {
+        if !a.is_dir() {
+            out.push(a.clone());
+            continue;
+        }
+        let mut notes = crate::input::Notes::default();
+        let arg = a.display().to_string();
+        match crate::input::discover(&[arg], &mut notes) {
+            Ok(sources) => {
+                let rings: Vec<PathBuf> =
+                    sources.into_iter().filter(|s| s.kind == crate::input::SourceKind::Ring).map(|s| s.path).collect();
+                if rings.is_empty() {
+                    lines.push(format!("{}: no ring files in this directory", a.display()));
+                    *bad += 1;
+                }
+                out.extend(rings);
+            }
+            Err(e) => {
+                lines.push(e.to_string());
+                *bad += 1;
+            }
+        }
+        for n in notes.iter() {
+            eprintln!("tprof: {n}");
+        }
+    }
+    out
+}
+
+pub fn check(args: &[PathBuf]) -> i32 {
     let mut bad = 0;
-    for f in files {
+    let mut lines = Vec::new();
+    let files = check_targets(args, &mut bad, &mut lines);
+    for l in lines {
+        if let Err(code) = super::stdout::println(&l) {
+            return code;
+        }
+    }
+    // Each file's report goes out as it is made.
+    let say = |text: String| super::stdout::println(&text);
+    for f in &files {
         let r = match RingReader::open(f) {
             Ok(r) => r,
             Err(e) => {
-                println!("{e}");
                 bad += 1;
+                if let Err(code) = say(e.to_string()) {
+                    return code;
+                }
                 continue;
             }
         };
@@ -215,14 +290,17 @@ pub fn check(files: &[PathBuf]) -> i32 {
                 Err(d) => damage.push(d),
             }
         }
-        if damage.is_empty() {
-            println!("{}: ok ({records} records, {} chunks)", f.display(), r.chunks().len());
+        let mut report = if damage.is_empty() {
+            format!("{}: ok ({records} records, {} chunks)", f.display(), r.chunks().len())
         } else {
             bad += 1;
-            println!("{}: DAMAGED ({records} records readable)", f.display());
-            for d in &damage {
-                println!("{}: offset {}: {}", f.display(), d.offset, d.what);
-            }
+            format!("{}: DAMAGED ({records} records readable)", f.display())
+        };
+        for d in &damage {
+            report.push_str(&format!("\n{}: offset {}: {}", f.display(), d.offset, d.what));
+        }
+        if let Err(code) = say(report) {
+            return code;
         }
     }
     if bad > 0 {

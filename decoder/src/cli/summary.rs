@@ -50,14 +50,20 @@ pub fn run(a: &SummaryArgs) -> i32 {
     }
     if a.json {
         match serde_json::to_string_pretty(&summary) {
-            Ok(s) => println!("{s}"),
+            Ok(s) => {
+                if let Err(code) = super::stdout::println(&s) {
+                    return code;
+                }
+            }
             Err(e) => {
                 eprintln!("tprof: {e}");
                 return 1;
             }
         }
     } else {
-        print!("{}", render(&summary, a.top));
+        if let Err(code) = super::stdout::print(&render(&summary, a.top)) {
+            return code;
+        }
         eprintln!(
             "tprof: summarized {} events from {} files in {:.2} s",
             summary.totals.events,

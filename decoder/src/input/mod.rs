@@ -1,7 +1,9 @@
 //! Inputs: find the files a command was given (directories, files, globs), recognise their kind,
 //! and decode each into a [`crate::model::TraceSink`].
 
+pub mod id_slots;
 pub mod kineto;
+pub mod nvtx_pairing;
 pub mod ring;
 
 use std::fmt;
@@ -92,29 +94,34 @@ pub fn sniff(path: &Path) -> Result<Option<SourceKind>, InputError> {
 
 /// Expand command-line inputs: files are taken as given, directories are searched recursively
 /// (unknown files are skipped with a note), other arguments are treated as glob patterns.
+///
+/// Every real file is taken once, however many paths (symbolic or hard links, overlapping
+/// arguments) lead to it, and a directory is searched once: a link back up the tree is no loop.
 pub fn discover(args: &[impl AsRef<str>], notes: &mut Notes) -> Result<Vec<Source>, InputError> {
-    let mut out = Vec::new();
+    let mut walk = Walk::default();
     for arg in args {
         let arg = arg.as_ref();
         let path = Path::new(arg);
         if path.is_dir() {
-            let before = out.len();
-            walk_dir(path, &mut out, notes)?;
-            if out.len() == before {
+            let before = walk.out.len();
+            walk.dir(path, true, notes)?;
+            if walk.out.len() == before {
                 return Err(InputError::Empty(arg.to_string()));
             }
         } else if path.is_file() {
             match sniff(path)? {
-                Some(kind) => out.push(Source { path: path.to_path_buf(), kind }),
+                Some(kind) => walk.take(path, kind, notes),
                 None => return Err(InputError::Unknown { path: path.to_path_buf() }),
             }
+        } else if let Some(kind) = special_kind(path) {
+            return Err(InputError::NotRegular { path: path.to_path_buf(), kind });
         } else {
             let paths = glob::glob(arg).map_err(|_| InputError::NotFound { pattern: arg.to_string() })?;
             let mut any = false;
             for p in paths.flatten() {
                 if p.is_file() {
                     match sniff(&p)? {
-                        Some(kind) => out.push(Source { path: p, kind }),
+                        Some(kind) => walk.take(&p, kind, notes),
                         None => notes.add(Some(&p), "skipped: not a ring file or Kineto trace"),
                     }
                     any = true;
@@ -125,30 +132,99 @@ pub fn discover(args: &[impl AsRef<str>], notes: &mut Notes) -> Result<Vec<Sourc
             }
         }
     }
-    out.dedup_by(|a, b| a.path == b.path);
-    Ok(out)
+    Ok(walk.out)
 }
 
-fn walk_dir(dir: &Path, out: &mut Vec<Source>, notes: &mut Notes) -> Result<(), InputError> {
-    let mut entries: Vec<PathBuf> =
-        std::fs::read_dir(dir).map_err(|e| InputError::io(dir, e))?.filter_map(|e| e.ok().map(|e| e.path())).collect();
-    entries.sort();
-    for p in entries {
-        let hidden = p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.'));
-        if hidden {
-            continue;
+/// What an existing path that is neither a regular file nor a directory is ("a FIFO (named pipe)");
+/// None for regular files, directories and paths that do not exist (links followed).
+fn special_kind(path: &Path) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    let t = std::fs::metadata(path).ok()?.file_type();
+    Some(if t.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_file() || t.is_dir() {
+        return None;
+    } else {
+        "a special file"
+    })
+}
+
+/// Identity of a file or directory on this machine (device, inode), links followed.
+fn file_id(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// The sources found so far, and which files and directories they came from.
+#[derive(Default)]
+struct Walk {
+    out: Vec<Source>,
+    /// File identity -> the path it was taken under.
+    files: std::collections::HashMap<(u64, u64), PathBuf>,
+    dirs: std::collections::HashSet<(u64, u64)>,
+}
+
+impl Walk {
+    /// Takes a recognised file unless the same file was taken under another path.
+    fn take(&mut self, path: &Path, kind: SourceKind, notes: &mut Notes) {
+        if let Some(id) = file_id(path) {
+            if let Some(first) = self.files.get(&id) {
+                if first != path {
+                    notes.add(Some(path), format!("skipped: the same file as {}", first.display()));
+                }
+                return;
+            }
+            self.files.insert(id, path.to_path_buf());
         }
-        if p.is_dir() {
-            walk_dir(&p, out, notes)?;
-        } else if p.is_file() {
-            match sniff(&p) {
-                Ok(Some(kind)) => out.push(Source { path: p, kind }),
-                Ok(None) => notes.add(Some(&p), "skipped: not a ring file or Kineto trace"),
-                Err(e) => notes.add(Some(&p), format!("skipped: {e}")),
+        self.out.push(Source { path: path.to_path_buf(), kind });
+    }
+
+    /// Searches `dir` (`top`: named on the command line, so an error to read it is the command's;
+    /// below, a directory that cannot be read is skipped with a note, as a file is).
+    fn dir(&mut self, dir: &Path, top: bool, notes: &mut Notes) -> Result<(), InputError> {
+        if let Some(id) = file_id(dir) {
+            if !self.dirs.insert(id) {
+                notes.add(Some(dir), "skipped: a directory already searched (a link back up the tree?)");
+                return Ok(());
             }
         }
+        let listing = match std::fs::read_dir(dir) {
+            Ok(l) => l,
+            Err(e) if !top => {
+                notes.add(Some(dir), format!("skipped: cannot read this directory: {e}"));
+                return Ok(());
+            }
+            Err(e) => return Err(InputError::io(dir, e)),
+        };
+        let mut entries: Vec<PathBuf> = listing.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        // Real entries before links, so a file is named by its own path rather than a link's.
+        let is_link = |p: &PathBuf| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink());
+        entries.sort_by_cached_key(|p| (is_link(p), p.clone()));
+        for p in entries {
+            let hidden = p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.'));
+            if hidden {
+                continue;
+            }
+            if p.is_dir() {
+                self.dir(&p, false, notes)?;
+            } else if p.is_file() {
+                match sniff(&p) {
+                    Ok(Some(kind)) => self.take(&p, kind, notes),
+                    Ok(None) => notes.add(Some(&p), "skipped: not a ring file or Kineto trace"),
+                    Err(e) => notes.add(Some(&p), format!("skipped: {e}")),
+                }
+            } else if let Some(kind) = special_kind(&p) {
+                notes.add(Some(&p), format!("skipped: {kind}, not a regular file"));
+            }
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -172,5 +248,31 @@ mod tests {
         let s = discover(&[pat], &mut notes).unwrap();
         assert_eq!(s.len(), 1);
         assert!(discover(&["/nonexistent/x*"], &mut notes).is_err());
+    }
+
+    #[test]
+    fn links_lead_to_each_file_and_directory_once() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path();
+        std::fs::create_dir(root.join("sub")).unwrap();
+        std::fs::write(root.join("r0.tprof"), b"TPROF....").unwrap();
+        std::fs::write(root.join("sub/r1.tprof"), b"TPROF....").unwrap();
+        // Two links to the directory itself, one back up from below, one to a file, one hard link.
+        std::os::unix::fs::symlink(".", root.join("self")).unwrap();
+        std::os::unix::fs::symlink(".", root.join("self2")).unwrap();
+        std::os::unix::fs::symlink("..", root.join("sub/up")).unwrap();
+        std::os::unix::fs::symlink("r0.tprof", root.join("r0-link.tprof")).unwrap();
+        std::fs::hard_link(root.join("sub/r1.tprof"), root.join("r1-hard.tprof")).unwrap();
+        let mut notes = Notes::default();
+        let root_s = root.to_str().unwrap();
+        let pattern = format!("{root_s}/*.tprof");
+        let s = discover(&[root_s, pattern.as_str()], &mut notes).unwrap();
+        let names: Vec<String> = s.iter().map(|s| s.path.strip_prefix(root).unwrap().display().to_string()).collect();
+        assert_eq!(names, vec!["r0.tprof", "r1-hard.tprof"], "{notes:?}");
+        let said: Vec<String> = notes.iter().map(|n| n.to_string()).collect();
+        let first = root.join("r0.tprof").display().to_string();
+        let link_note = format!("r0-link.tprof: skipped: the same file as {first}");
+        assert!(said.iter().any(|n| n.ends_with(&link_note)), "{said:?}");
+        assert!(said.iter().any(|n| n.contains("self: skipped: a directory already searched")), "{said:?}");
     }
 }

@@ -3,15 +3,16 @@
 //! Ticks become global ns as `mono(ticks) + (start_wall - start_mono) + offset`: the file's
 //! ClockSync pairs give the tick -> CLOCK_MONOTONIC map, the header's start pair places the process
 //! on the wall clock, and the clock plan's per-host offset refines hosts against each other. NVTX
-//! push/pop and start/end are paired here into completed ranges (memory: open ranges only).
+//! push/pop and start/end are paired into completed ranges by [`super::nvtx_pairing`].
 
 use std::path::Path;
 
 use tprof_format::{Decoded, FileHeader, MonoCursor, Record, RingReader, StrId, TickConverter};
 
+use super::id_slots::IdSlots;
+use super::nvtx_pairing::{OpenRange, RangeTracker};
 use super::Notes;
 use crate::error::InputError;
-use crate::intervals::FastMap;
 use crate::model::*;
 
 /// Open a ring file, as an input error naming the file.
@@ -43,28 +44,45 @@ pub fn wall_base(header: &FileHeader, tc: &TickConverter, path: &Path, notes: &m
     base
 }
 
+/// The header's world size, unless the metadata that holds it is damaged or contradicts the rank
+/// (it sizes job-level checks: a garbage value must not be believed).
+fn trusted_world_size(reader: &RingReader, path: &Path, notes: &mut Notes) -> Option<u32> {
+    let h = reader.header();
+    let world = h.world_size?;
+    let meta_damaged = reader.damage().iter().any(|d| d.offset == tprof_format::header::META_OFFSET as u64);
+    if meta_damaged {
+        notes.add(Some(path), format!("world size {world} not used: the metadata holding it is damaged"));
+        return None;
+    }
+    if world == 0 || h.rank.is_some_and(|r| r >= world) {
+        let rank = h.rank.map_or("-".to_string(), |r| r.to_string());
+        notes.add(Some(path), format!("world size {world} not used: impossible for rank {rank}"));
+        return None;
+    }
+    Some(world)
+}
+
 /// Resolves string ids to interned names, learning inline definitions as they arrive.
 struct Names<'r> {
     reader: &'r RingReader,
-    cache: Vec<Option<Name>>,
+    cache: IdSlots<Name>,
     interner: Interner,
 }
 
 impl Names<'_> {
     fn get(&mut self, id: StrId) -> Name {
-        let i = id.0 as usize;
-        if let Some(Some(n)) = self.cache.get(i) {
+        if let Some(n) = self.cache.get(id.0) {
             return n.clone();
         }
         let n = self.interner.intern(&self.reader.name(id));
-        self.put(i, n.clone());
+        self.cache.insert(id.0, n.clone());
         n
     }
     /// True when `n` is the name of `id` (same interned allocation).
     fn is(&mut self, id: StrId, n: &Name) -> bool {
-        match self.cache.get(id.0 as usize) {
-            Some(Some(c)) => std::sync::Arc::ptr_eq(c, n),
-            _ => std::sync::Arc::ptr_eq(&self.get(id), n),
+        match self.cache.get(id.0) {
+            Some(c) => std::sync::Arc::ptr_eq(c, n),
+            None => std::sync::Arc::ptr_eq(&self.get(id), n),
         }
     }
     fn opt(&mut self, id: StrId) -> Option<Name> {
@@ -72,16 +90,7 @@ impl Names<'_> {
     }
     fn define(&mut self, id: StrId, text: &[u8]) {
         let n = self.interner.intern(&String::from_utf8_lossy(text));
-        self.put(id.0 as usize, n);
-    }
-    fn put(&mut self, i: usize, n: Name) {
-        if i > self.cache.len() + (1 << 20) {
-            return;
-        }
-        if i >= self.cache.len() {
-            self.cache.resize(i + 1, None);
-        }
-        self.cache[i] = Some(n);
+        self.cache.insert(id.0, n);
     }
 }
 
@@ -90,85 +99,8 @@ impl Names<'_> {
 /// names (an atomic read-modify-write per clone and per drop was the decode loop's largest cost).
 #[derive(Default)]
 struct Reused {
-    kernels: Vec<Option<Kernel>>,
-    apis: Vec<Option<Api>>,
-}
-
-/// The reusable slot of string id `id` (None for absurd ids: a corrupt id must not exhaust memory).
-fn reuse_slot<T>(v: &mut Vec<Option<T>>, id: StrId) -> Option<&mut Option<T>> {
-    let i = id.0 as usize;
-    if i >= v.len() {
-        if i > v.len() + (1 << 20) {
-            return None;
-        }
-        v.resize_with(i + 1, || None);
-    }
-    Some(&mut v[i])
-}
-
-struct OpenRange {
-    id: RangeId,
-    parent: Option<RangeId>,
-    depth: u32,
-    kind: RangeKind,
-    tid: u32,
-    domain: StrId,
-    name: StrId,
-    start: Ns,
-}
-
-/// Pairs NVTX push/pop and start/end into completed ranges.
-#[derive(Default)]
-struct RangeTracker {
-    next_id: u64,
-    stacks: FastMap<u32, Vec<OpenRange>>,
-    started: FastMap<u64, OpenRange>,
-    unmatched_ends: u64,
-}
-
-impl RangeTracker {
-    fn innermost(&self, tid: u32) -> Option<RangeId> {
-        self.stacks.get(&tid).and_then(|s| s.last()).map(|r| r.id)
-    }
-    fn push(&mut self, tid: u32, domain: StrId, name: StrId, start: Ns) {
-        let stack = self.stacks.entry(tid).or_default();
-        let (parent, depth) = (stack.last().map(|r| r.id), stack.len() as u32);
-        self.next_id += 1;
-        stack.push(OpenRange {
-            id: RangeId(self.next_id),
-            parent,
-            depth,
-            kind: RangeKind::Nvtx,
-            tid,
-            domain,
-            name,
-            start,
-        });
-    }
-    fn pop(&mut self, tid: u32, domain: StrId) -> Option<OpenRange> {
-        let stack = self.stacks.get_mut(&tid)?;
-        let i = stack.iter().rposition(|r| r.domain == domain).or(if stack.is_empty() {
-            None
-        } else {
-            Some(stack.len() - 1)
-        })?;
-        let r = stack.remove(i);
-        Some(r)
-    }
-    fn start(&mut self, tid: u32, domain: StrId, name: StrId, id: u64, start: Ns) {
-        self.next_id += 1;
-        let r = OpenRange {
-            id: RangeId(self.next_id),
-            parent: None,
-            depth: 0,
-            kind: RangeKind::NvtxStartEnd,
-            tid,
-            domain,
-            name,
-            start,
-        };
-        self.started.insert(id, r);
-    }
+    kernels: IdSlots<Kernel>,
+    apis: IdSlots<Api>,
 }
 
 /// Decode one ring file into `sink` as process `id`, shifting its times by `offset_ns`.
@@ -189,7 +121,7 @@ pub fn feed(
     let base = wall_base(h, &tc, path, notes) + offset_ns;
     let mut cursor = MonoCursor::default();
     let mut ns = |ticks: u64| -> Ns { (tc.to_mono_ns_near(ticks, &mut cursor) as i64 + base).max(0) as u64 };
-    let mut names = Names { reader: &reader, cache: Vec::new(), interner: Interner::new() };
+    let mut names = Names { reader: &reader, cache: IdSlots::default(), interner: Interner::new() };
     let dropped = stats.dropped_events + stats.cupti_dropped;
     if dropped > 0 {
         notes.add(Some(path), format!("the recorder dropped {dropped} events"));
@@ -204,7 +136,7 @@ pub fn feed(
         cmdline: h.cmdline.join(" "),
         rank: h.rank,
         local_rank: h.local_rank,
-        world_size: h.world_size,
+        world_size: trusted_world_size(&reader, path, notes),
         job_id: h.job_id.clone(),
         clock_offset_ns: offset_ns,
         gpu_activity: true,
@@ -264,12 +196,7 @@ pub fn feed(
                         arg,
                         range: None,
                     };
-                    let mut spare = None;
-                    let slot = match reuse_slot(&mut reused.apis, detail) {
-                        Some(s) => s,
-                        None => &mut spare,
-                    };
-                    let a = slot.get_or_insert_with(|| fresh(&mut names));
+                    let a = reused.apis.get_or_insert_with(detail.0, || fresh(&mut names));
                     // A string id can be redefined inline: check that the reused names are current.
                     if !names.is(name, &a.name) {
                         a.name = names.get(name);
@@ -322,12 +249,7 @@ pub fn feed(
                         graph_id,
                         collective: None,
                     };
-                    let mut spare = None;
-                    let slot = match reuse_slot(&mut reused.kernels, name) {
-                        Some(s) => s,
-                        None => &mut spare,
-                    };
-                    let k = slot.get_or_insert_with(|| fresh(&mut names));
+                    let k = reused.kernels.get_or_insert_with(name.0, || fresh(&mut names));
                     if !names.is(name, &k.name) {
                         k.name = names.get(name);
                     }
@@ -461,15 +383,22 @@ pub fn feed(
                     });
                 }
                 Record::NvtxPush { tid, domain, name, ts } => ranges.push(tid, domain, name, ns(ts)),
-                Record::NvtxPop { tid, domain, ts } => match ranges.pop(tid, domain) {
-                    Some(r) => emit_range(sink, &mut names, id, r, ns(ts)),
-                    None => ranges.unmatched_ends += 1,
-                },
-                Record::NvtxStart { tid, domain, name, id: rid, ts } => ranges.start(tid, domain, name, rid, ns(ts)),
-                Record::NvtxEnd { id: rid, ts, .. } => match ranges.started.remove(&rid) {
-                    Some(r) => emit_range(sink, &mut names, id, r, ns(ts)),
-                    None => ranges.unmatched_ends += 1,
-                },
+                Record::NvtxPop { tid, domain, ts } => {
+                    if let Some(r) = ranges.pop(tid, domain) {
+                        emit_range(sink, &mut names, id, r, ns(ts));
+                    }
+                }
+                Record::NvtxStart { tid, domain, name, id: rid, ts } => {
+                    if let Some((r, end)) = ranges.start(tid, domain, name, rid, ns(ts)) {
+                        emit_range(sink, &mut names, id, r, end);
+                    }
+                }
+                Record::NvtxEnd { id: rid, ts, .. } => {
+                    let end = ns(ts);
+                    if let Some(r) = ranges.end(rid, end) {
+                        emit_range(sink, &mut names, id, r, end);
+                    }
+                }
                 Record::NvtxMark { tid, domain, name, ts } => {
                     sink.handle_nvtx_mark(&NvtxMark {
                         proc: id,
@@ -498,20 +427,46 @@ pub fn feed(
         }
     }
     // Ranges still open at the end (crash, hang, capture stopped): close them at the last event.
-    let mut open: Vec<OpenRange> = ranges.stacks.drain().flat_map(|(_, s)| s.into_iter().rev()).collect();
-    open.extend(ranges.started.drain().map(|(_, r)| r));
+    let open = ranges.finish();
     if !open.is_empty() {
         notes.add(
             Some(path),
             format!("{} NVTX ranges were still open at the end; closed at the last event", open.len()),
         );
     }
-    open.sort_by_key(|r| std::cmp::Reverse(r.depth));
     for r in open {
         emit_range(sink, &mut names, id, r, last_ts);
     }
-    if ranges.unmatched_ends > 0 {
-        notes.add(Some(path), format!("{} NVTX range ends had no matching begin", ranges.unmatched_ends));
+    let losses = ranges.losses;
+    if losses.unmatched_ends > 0 {
+        notes.add(Some(path), format!("{} NVTX range ends had no matching begin", losses.unmatched_ends));
+    }
+    if losses.evicted_starts > 0 {
+        notes.add(
+            Some(path),
+            format!(
+                "{} NVTX start/end ranges dropped: their end did not come while {} later ranges were waiting",
+                losses.evicted_starts,
+                super::nvtx_pairing::MAX_PENDING
+            ),
+        );
+    }
+    if losses.untracked_pushes > 0 {
+        notes.add(
+            Some(path),
+            format!(
+                "{} NVTX push ranges dropped: nested deeper than {} or more than {} open at once",
+                losses.untracked_pushes,
+                super::nvtx_pairing::MAX_DEPTH,
+                super::nvtx_pairing::MAX_OPEN_PUSHES
+            ),
+        );
+    }
+    if losses.duplicate_ids > 0 {
+        notes.add(
+            Some(path),
+            format!("{} NVTX range starts or ends repeated a waiting range id; ignored", losses.duplicate_ids),
+        );
     }
     if unknown > 0 {
         notes.add(Some(path), format!("{unknown} records of types this tprof does not know were skipped"));

@@ -178,8 +178,8 @@ pub fn run(a: &ReportCmd) -> i32 {
                 t0.elapsed().as_secs_f64(),
                 w.bytes as f64 / 1e6
             );
-            println!("tprof: report written to {} (open it in a browser; it works offline)", abs.display());
-            0
+            let done = format!("tprof: report written to {} (open it in a browser; it works offline)", abs.display());
+            crate::cli::stdout::status(crate::cli::stdout::println(&done), 0)
         }
         Err(e) => {
             eprintln!("tprof: cannot write {}: {e}", a.output.display());
