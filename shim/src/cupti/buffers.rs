@@ -83,7 +83,8 @@ fn give_back(p: *mut u8) {
 pub unsafe extern "C" fn request(buffer: *mut *mut u8, size: *mut usize, max_num_records: *mut usize) {
     guard::ffi_guard((), || {
         let got = take();
-        let declines_ok = super::api().map(|a| sys::cupti_version_has(a.version, sys::CUPTI_API_VERSION_12_9)).unwrap_or(false);
+        let declines_ok =
+            super::api().map(|a| sys::cupti_version_has(a.version, sys::CUPTI_API_VERSION_12_9)).unwrap_or(false);
         let (p, n) = match got {
             Some(p) => (p, BUFFER_BYTES),
             // CUPTI before API version 27 may crash on a declined buffer: allocate past the cap.
