@@ -88,6 +88,7 @@ CUptiResult cuptiGetResultString(CUptiResult result, const char **str)
 }
 CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain domain, uint32_t cbid, const char **name)
 {
+    NO_DRIVER_RETURN(DRIVER_FREE);
     if (!name) return CUPTI_ERROR_INVALID_PARAMETER;
     *name = sgc_callback_name((int)domain, cbid);
     return *name ? CUPTI_SUCCESS : CUPTI_ERROR_INVALID_PARAMETER;
