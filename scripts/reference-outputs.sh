@@ -28,12 +28,16 @@ fi
 rm -rf "$OUT"
 mkdir -p "$OUT"
 inputs=()
-for d in "$RINGS"/*; do inputs+=("ring-$(basename "$d"):$d"); done
-for f in "$KINETO"/*.json.gz; do [ -e "$f" ] && inputs+=("kineto-$(basename "$f" .json.gz):$f"); done
+for d in "$RINGS"/*; do inputs+=("ring-$(basename "$d"):$(realpath "$d")"); done
+for f in "$KINETO"/*.json.gz; do [ -e "$f" ] && inputs+=("kineto-$(basename "$f" .json.gz):$(realpath "$f")"); done
+TPROF=$(realpath "$TPROF")
+n=${#inputs[@]}
+# Outputs are named relative to OUT, so file names written into them compare between runs.
+cd "$OUT"
 for entry in "${inputs[@]}"; do
   name=${entry%%:*}
   path=${entry#*:}
-  o="$OUT/$name"
+  o=$name
   mkdir -p "$o"
   "$TPROF" summary "$path" --json >"$o/summary.json" 2>"$o/summary.err" || echo "exit $?" >>"$o/summary.err"
   "$TPROF" summary "$path" >"$o/summary.txt" 2>&1 || true
@@ -49,4 +53,4 @@ for entry in "${inputs[@]}"; do
   # The report names the time it was made: drop that line so two builds compare.
   [ -f "$o/report.html" ] && sed -i -E 's/(generated|Generated)[^<]*//g' "$o/report.html"
 done
-echo "reference outputs of ${#inputs[@]} inputs in $OUT"
+echo "reference outputs of $n inputs in $OUT"
