@@ -489,6 +489,13 @@ fn start_inner() -> Result<(), Refusal> {
         let r = unsafe { period(FLUSH_PERIOD_MS) };
         note_if_failed("cuptiActivityFlushPeriod: buffers come with tprof's periodic flush only", r);
     }
+    // Which CUPTI traces this process (`tprof dump` shows it).
+    recorder::emit(Record::Marker {
+        kind: MarkerKind::Note,
+        ts: clock::now(),
+        value: u64::from(api.version),
+        name: strings::intern(&format!("cupti: {} (API version {})", api.path, api.version)),
+    });
     Ok(())
 }
 

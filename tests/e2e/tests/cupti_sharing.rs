@@ -94,3 +94,38 @@ fn nvtx_alone_never_loads_cupti() {
     let pushes = rings[0].records.iter().filter(|r| matches!(r, Record::NvtxPush { .. })).count();
     assert_eq!(pushes, 400);
 }
+
+#[test]
+fn cupti_of_the_runtimes_major_is_chosen() {
+    // A pip-style folder holding libcudart.so.13 and both libcupti.so.12 and libcupti.so.13: a CUDA 13
+    // program must be traced by CUPTI 13 (the mock's libcupti serves under both names).
+    let sim = simgpu_dir();
+    let prog = tprof_e2e::programs::programs_dir().join("cu13_vector_add");
+    assert!(prog.exists(), "missing {}: make -C tests/programs", prog.display());
+    let libs = temp_dir("cupti-major");
+    for (name, target) in [
+        ("libcudart.so.13", "libcudart.so.13"),
+        ("libcuda.so.1", "libcuda.so.1"),
+        ("libsimgpu.so", "libsimgpu.so"),
+        ("libnvidia-ml.so.1", "libnvidia-ml.so.1"),
+        ("libcupti.so.12", "libcupti.so.12"),
+        ("libcupti.so.13", "libcupti.so.12"),
+    ] {
+        std::os::unix::fs::symlink(sim.join(target), libs.join(name)).unwrap();
+    }
+    let run = RunSpec::new(&prog, &[], libs.clone()).run("cupti-major");
+    assert_eq!(run.code(), Some(0), "{}", run.stderr());
+    let rings = read_rings(&run.out_dir);
+    let chosen: Vec<&str> = rings[0]
+        .records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Marker { kind: MarkerKind::Note, name, .. } => Some(rings[0].name(*name)),
+            _ => None,
+        })
+        .filter(|n| n.starts_with("cupti: "))
+        .collect();
+    assert_eq!(chosen.len(), 1, "one note naming the CUPTI in use: {chosen:?}");
+    assert!(chosen[0].contains("/libcupti.so.13 "), "CUDA 13 runtime traced by {}", chosen[0]);
+    let _ = std::fs::remove_dir_all(&libs);
+}
