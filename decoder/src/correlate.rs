@@ -33,14 +33,41 @@ impl CollectiveInstance {
 }
 
 /// Pairs NCCL calls with their kernels.
+///
+/// A call outside a group launches its kernel itself: the two share the call's correlation id. The
+/// calls of a group (`ncclGroupStart` .. the outermost `ncclGroupEnd` on one thread) launch nothing;
+/// their kernels are launched by the `ncclGroupEnd` and carry its correlation id, several kernels
+/// to one id (two devices in one process, several operations in one group). Those are paired per
+/// device in call order; the send/recv of a group on one device share one fused kernel (as NCCL
+/// launches them), and collectives fused into fewer kernels than calls share the last one.
 #[derive(Debug, Default)]
 pub struct CollectiveMatcher {
     calls: HashMap<u64, Collective>,
-    kernels: HashMap<u64, Kernel>,
+    /// Kernels whose call (or group) has not been seen yet, by correlation.
+    kernels: HashMap<u64, Vec<Kernel>>,
+    /// Open groups per thread: depth and the data-moving calls made inside.
+    open: HashMap<u32, (u32, Vec<Collective>)>,
+    /// Closed groups waiting for their kernels, by the group end's correlation id, oldest first.
+    groups: HashMap<u64, GroupCalls>,
+    group_order: VecDeque<u64>,
     /// Calls and kernels without a correlation id, matched in order at the end.
     calls_fifo: VecDeque<Collective>,
     kernels_fifo: VecDeque<Kernel>,
     pub done: Vec<CollectiveInstance>,
+}
+
+/// The calls of one closed group still waiting for a kernel, and the last kernel seen per device.
+#[derive(Debug, Default)]
+struct GroupCalls {
+    pending: Vec<Collective>,
+    last_kernel: Vec<(u32, (Ns, Ns))>,
+}
+
+/// Closed groups kept waiting for kernels at most; the oldest is then resolved with what it has.
+const MAX_PENDING_GROUPS: usize = 1 << 16;
+
+fn is_p2p(op: CollOp) -> bool {
+    matches!(op, CollOp::Send | CollOp::Recv)
 }
 
 fn instance(c: Option<&Collective>, k: Option<&Kernel>) -> CollectiveInstance {
@@ -61,15 +88,126 @@ fn instance(c: Option<&Collective>, k: Option<&Kernel>) -> CollectiveInstance {
 
 impl CollectiveMatcher {
     pub fn call(&mut self, c: &Collective) {
+        match c.op {
+            CollOp::GroupStart => {
+                self.open.entry(c.tid).or_default().0 += 1;
+                return;
+            }
+            CollOp::GroupEnd => {
+                self.group_end(c);
+                return;
+            }
+            _ => {}
+        }
         if !c.op.moves_data() {
             return;
         }
+        if let Some((depth, calls)) = self.open.get_mut(&c.tid) {
+            if *depth > 0 {
+                calls.push(c.clone());
+                return;
+            }
+        }
         if c.correlation == 0 {
             self.calls_fifo.push_back(c.clone());
-        } else if let Some(k) = self.kernels.remove(&c.correlation) {
+        } else if let Some(k) = self.take_kernel(c.correlation) {
             self.done.push(instance(Some(c), Some(&k)));
         } else {
             self.calls.insert(c.correlation, c.clone());
+        }
+    }
+
+    /// The outermost group end closes the thread's group: its calls wait for the kernels that carry
+    /// the group end's correlation id.
+    fn group_end(&mut self, end: &Collective) {
+        let Some((depth, calls)) = self.open.get_mut(&end.tid) else { return };
+        *depth = depth.saturating_sub(1);
+        if *depth > 0 {
+            return;
+        }
+        let calls = std::mem::take(calls);
+        self.open.remove(&end.tid);
+        if calls.is_empty() {
+            return;
+        }
+        if end.correlation == 0 {
+            // No link to the kernels: they pair in issue order at the end, like uncorrelated calls.
+            self.calls_fifo.extend(calls);
+            return;
+        }
+        if self.groups.len() >= MAX_PENDING_GROUPS {
+            if let Some(oldest) = self.group_order.pop_front() {
+                if let Some(g) = self.groups.remove(&oldest) {
+                    self.resolve_group(g);
+                }
+            }
+        }
+        self.groups.insert(end.correlation, GroupCalls { pending: calls, last_kernel: Vec::new() });
+        self.group_order.push_back(end.correlation);
+        let mut early = self.kernels.remove(&end.correlation).unwrap_or_default();
+        early.sort_by_key(|k| k.start);
+        for k in early {
+            self.group_kernel(end.correlation, &k);
+        }
+    }
+
+    fn take_kernel(&mut self, correlation: u64) -> Option<Kernel> {
+        let list = self.kernels.get_mut(&correlation)?;
+        let k = (!list.is_empty()).then(|| list.remove(0));
+        if list.is_empty() {
+            self.kernels.remove(&correlation);
+        }
+        k
+    }
+
+    /// One kernel of a closed group: the next call on its device, or every send/recv on its device
+    /// for the fused point-to-point kernel.
+    fn group_kernel(&mut self, g: u64, k: &Kernel) {
+        let Some(group) = self.groups.get_mut(&g) else { return };
+        let on_device = |c: &Collective| c.device == k.device;
+        let device_known = group.pending.iter().any(on_device);
+        let mine = |c: &Collective| !device_known || on_device(c);
+        let p2p_kernel = coll_op_from_name(&k.name) == CollOp::Send
+            || k.name.contains("SendRecv")
+            || group.pending.iter().filter(|c| mine(c)).all(|c| is_p2p(c.op));
+        let mut taken = Vec::new();
+        if p2p_kernel {
+            let mut i = 0;
+            while i < group.pending.len() {
+                if mine(&group.pending[i]) && is_p2p(group.pending[i].op) {
+                    taken.push(group.pending.remove(i));
+                } else {
+                    i += 1;
+                }
+            }
+        } else if let Some(i) = group.pending.iter().position(|c| mine(c) && !is_p2p(c.op)) {
+            taken.push(group.pending.remove(i));
+        }
+        match group.last_kernel.iter_mut().find(|(d, _)| *d == k.device) {
+            Some(e) => e.1 = (k.start, k.end),
+            None => group.last_kernel.push((k.device, (k.start, k.end))),
+        }
+        let empty = group.pending.is_empty();
+        if taken.is_empty() {
+            self.done.push(instance(None, Some(k)));
+        }
+        for c in &taken {
+            self.done.push(instance(Some(c), Some(k)));
+        }
+        if empty {
+            self.groups.remove(&g);
+            self.group_order.retain(|&x| x != g);
+        }
+    }
+
+    /// A group whose kernels will not come: calls on a device that had a kernel share its time (the
+    /// collectives were fused into fewer kernels), the others keep their host times.
+    fn resolve_group(&mut self, g: GroupCalls) {
+        for c in &g.pending {
+            let gpu = g.last_kernel.iter().find(|(d, _)| *d == c.device).map(|e| e.1);
+            let mut inst = instance(Some(c), None);
+            inst.gpu = gpu;
+            self.done.push(inst);
         }
     }
 
@@ -78,20 +216,31 @@ impl CollectiveMatcher {
         if k.work_kind() != GpuWorkKind::Communication {
             return;
         }
-        if let Some(c) = (k.correlation != 0).then(|| self.calls.remove(&k.correlation)).flatten() {
+        if k.correlation != 0 && self.groups.contains_key(&k.correlation) {
+            self.group_kernel(k.correlation, k);
+        } else if let Some(c) = (k.correlation != 0).then(|| self.calls.remove(&k.correlation)).flatten() {
             self.done.push(instance(Some(&c), Some(k)));
         } else if k.correlation != 0 {
-            self.kernels.insert(k.correlation, k.clone());
+            self.kernels.entry(k.correlation).or_default().push(k.clone());
         } else {
             self.kernels_fifo.push_back(k.clone());
         }
     }
 
-    /// End of the process: leftovers are paired in issue order, the rest stand alone.
+    /// End of the process: groups resolve with what they have, leftovers are paired in issue order,
+    /// the rest stand alone.
     pub fn finish(&mut self) {
+        for g in std::mem::take(&mut self.group_order) {
+            if let Some(group) = self.groups.remove(&g) {
+                self.resolve_group(group);
+            }
+        }
+        for (_, (_, calls)) in self.open.drain() {
+            self.calls_fifo.extend(calls);
+        }
         let mut calls: Vec<Collective> = self.calls.drain().map(|(_, c)| c).chain(self.calls_fifo.drain(..)).collect();
         let mut kernels: Vec<Kernel> =
-            self.kernels.drain().map(|(_, k)| k).chain(self.kernels_fifo.drain(..)).collect();
+            self.kernels.drain().flat_map(|(_, k)| k).chain(self.kernels_fifo.drain(..)).collect();
         calls.sort_by_key(|c| c.start);
         kernels.sort_by_key(|k| k.start);
         // Kernels that carry their own collective info (imports) stand alone.
@@ -364,5 +513,90 @@ mod tests {
         assert_eq!(m.done.len(), 2);
         assert!(m.done.iter().all(|c| c.gpu.is_some() && c.host.is_some()));
         assert_eq!(m.done.iter().map(|c| c.time_ns()).sum::<u64>(), 60);
+    }
+
+    fn coll(op: CollOp, corr: u64, device: u32, seq: u64, bytes: u64) -> Collective {
+        Collective {
+            proc: ProcId(0),
+            tid: 1,
+            op,
+            start: seq * 10,
+            end: seq * 10 + 1,
+            comm: 9,
+            rank: device,
+            nranks: 2,
+            count: 0,
+            datatype: 0,
+            bytes,
+            peer: if matches!(op, CollOp::Send | CollOp::Recv) { 1 - device as i32 } else { -1 },
+            stream: 0,
+            seq,
+            result: 0,
+            correlation: corr,
+            device,
+            range: None,
+        }
+    }
+
+    fn on(device: u32, mut k: Kernel) -> Kernel {
+        k.device = device;
+        k
+    }
+
+    #[test]
+    fn grouped_calls_pair_with_the_group_ends_kernels_per_device_in_call_order() {
+        // One thread drives two devices: a group of all-reduce (1 MiB) and all-gather (4 MiB) on each.
+        let mut m = CollectiveMatcher::default();
+        let g = 100;
+        // A kernel of the group arrives before the group's records (CUPTI's buffers come later or
+        // earlier than the host's).
+        m.kernel(&on(1, kernel(g, 200, 260, "ncclDevKernel_AllReduce_Sum_f32_RING_LL")));
+        m.call(&coll(CollOp::GroupStart, 1, 0, 0, 0));
+        m.call(&coll(CollOp::AllReduce, 2, 0, 0, 1 << 20));
+        m.call(&coll(CollOp::AllReduce, 3, 1, 0, 1 << 20));
+        m.call(&coll(CollOp::AllGather, 4, 0, 1, 4 << 20));
+        m.call(&coll(CollOp::AllGather, 5, 1, 1, 4 << 20));
+        m.call(&coll(CollOp::GroupEnd, g, 0, 0, 0));
+        m.kernel(&on(0, kernel(g, 200, 250, "ncclDevKernel_AllReduce_Sum_f32_RING_LL")));
+        m.kernel(&on(0, kernel(g, 250, 450, "ncclDevKernel_AllGather_RING_LL")));
+        m.kernel(&on(1, kernel(g, 260, 470, "ncclDevKernel_AllGather_RING_LL")));
+        m.finish();
+        let mut got: Vec<(CollOp, u64, Option<(Ns, Ns)>)> = m.done.iter().map(|c| (c.op, c.bytes, c.gpu)).collect();
+        got.sort_by_key(|g| (g.0 as u8, g.2));
+        assert_eq!(
+            got,
+            vec![
+                (CollOp::AllReduce, 1 << 20, Some((200, 250))),
+                (CollOp::AllReduce, 1 << 20, Some((200, 260))),
+                (CollOp::AllGather, 4 << 20, Some((250, 450))),
+                (CollOp::AllGather, 4 << 20, Some((260, 470))),
+            ]
+        );
+    }
+
+    #[test]
+    fn grouped_send_recv_share_their_fused_kernel() {
+        let mut m = CollectiveMatcher::default();
+        m.call(&coll(CollOp::GroupStart, 1, 0, 0, 0));
+        m.call(&coll(CollOp::Send, 2, 0, 0, 1 << 20));
+        m.call(&coll(CollOp::Recv, 3, 0, 1, 1 << 20));
+        m.call(&coll(CollOp::GroupEnd, 7, 0, 0, 0));
+        m.kernel(&kernel(7, 100, 180, "ncclDevKernel_SendRecv"));
+        m.finish();
+        assert_eq!(m.done.len(), 2);
+        assert!(m.done.iter().all(|c| c.gpu == Some((100, 180))), "{:?}", m.done);
+    }
+
+    #[test]
+    fn collectives_fused_into_fewer_kernels_share_the_last_one() {
+        let mut m = CollectiveMatcher::default();
+        m.call(&coll(CollOp::GroupStart, 1, 0, 0, 0));
+        m.call(&coll(CollOp::AllReduce, 2, 0, 0, 1 << 20));
+        m.call(&coll(CollOp::AllReduce, 3, 0, 1, 1 << 20));
+        m.call(&coll(CollOp::GroupEnd, 7, 0, 0, 0));
+        m.kernel(&kernel(7, 100, 300, "ncclDevKernel_AllReduce_Sum_f32_RING_LL"));
+        m.finish();
+        assert_eq!(m.done.len(), 2);
+        assert!(m.done.iter().all(|c| c.gpu == Some((100, 300))), "{:?}", m.done);
     }
 }
