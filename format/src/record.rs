@@ -348,32 +348,6 @@ pub mod type_code {
 }
 
 impl Record {
-    /// The on-disk type code of this record.
-    pub fn type_code(&self) -> u8 {
-        use type_code::*;
-        match self {
-            Record::ClockSync { .. } => CLOCK_SYNC,
-            Record::Api { .. } => API,
-            Record::Kernel { .. } => KERNEL,
-            Record::Memcpy { .. } => MEMCPY,
-            Record::Memset { .. } => MEMSET,
-            Record::Sync { .. } => SYNC,
-            Record::Memory { .. } => MEMORY,
-            Record::Collective { .. } => COLLECTIVE,
-            Record::ExternalCorrelation { .. } => EXTERNAL_CORRELATION,
-            Record::NvtxPush { .. } => NVTX_PUSH,
-            Record::NvtxPop { .. } => NVTX_POP,
-            Record::NvtxStart { .. } => NVTX_START,
-            Record::NvtxEnd { .. } => NVTX_END,
-            Record::NvtxMark { .. } => NVTX_MARK,
-            Record::ThreadName { .. } => THREAD_NAME,
-            Record::Counter { .. } => COUNTER,
-            Record::Marker { .. } => MARKER,
-            Record::Overhead { .. } => OVERHEAD,
-            Record::StringRef { .. } => STRING,
-        }
-    }
-
     /// A short lowercase name of the record type (for `tprof info` counts and dumps).
     pub fn type_name(&self) -> &'static str {
         type_name(self.type_code())
