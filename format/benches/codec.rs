@@ -10,26 +10,20 @@ use std::time::Instant;
 use tprof_format::codec::{decode_one, encode_into, encode_window, DeltaState, WINDOW};
 use tprof_format::*;
 
-/// Deterministic xorshift.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
+/// A well-mixed 64-bit value from `i` (the same mix every run).
+fn spread(i: u64) -> u64 {
+    let x = (i + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    x ^ (x >> 29)
 }
 
 fn mix(n: usize) -> Vec<Record> {
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let mut ts = 1_000_000_000u64;
     let mut corr = 1u32;
     let mut out = Vec::with_capacity(n);
-    while out.len() < n {
-        ts += 200 + rng.next() % 5000;
+    for i in 0..n as u64 {
+        let r = spread(i);
+        ts += 200 + (r >> 40) % 5000;
         corr += 1;
-        let r = rng.next();
         let name = StrId(100 + (r % 200) as u32);
         let start = ts;
         let end = ts + 1000 + (r >> 8) % 100_000;
