@@ -64,7 +64,8 @@ impl std::fmt::Display for CodecError {
 
 // Each record type's payload: its fields in wire order, each with its encoding (the encodings are
 // described in `fields`). The payload encoder and decoder, `Record::type_code` and the widest payload
-// come from this table. Version 1 is on disk: never reorder or change a row; a newer version only
+// come from this table. A row that misses a field of its variant, or an encoding that does not fit
+// the field's type, does not compile. Version 1 is on disk: never reorder or change a row; a newer version only
 // appends fields at the end of a row (old readers ignore them) or adds rows with new type codes.
 record_codec! {
     records {

@@ -321,7 +321,8 @@ pub enum Record {
     StringRef { id: StrId },
 }
 
-/// Stable on-disk type codes. Never renumber; add new codes at the end.
+/// Stable on-disk type codes. Never renumber; add new codes at the end. Which record has which code
+/// (`Record::type_code`) is part of the record table in [`crate::codec`].
 pub mod type_code {
     pub const CLOCK_SYNC: u8 = 1;
     pub const API: u8 = 2;
