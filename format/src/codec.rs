@@ -5,12 +5,17 @@
 //! timestamp in the same chunk (intervals store `end` relative to `start`), correlation ids are deltas
 //! against the previous correlation id. The delta state resets at every chunk start, so every chunk
 //! decodes on its own. Readers skip unknown types by their length and ignore trailing payload bytes they
-//! do not know (newer writers only ever append fields).
+//! do not know (newer writers only ever append fields). Each record type's payload layout is one row
+//! of the table below; the encoder and the decoder are both generated from it.
+
+mod fields;
 
 use crate::record::*;
-use crate::varint::{delta, get_u64, put_u64, undelta};
+use crate::varint::{get_u64, put_u64};
+use fields::{record_codec, PayloadWriter, WindowWriter};
 
-/// Largest payload a record (other than a string) can need.
+/// Room reserved for one record's payload (other than a string): at least the widest the record table
+/// allows (checked below the table).
 const MAX_RECORD_PAYLOAD: usize = 192;
 
 /// Per-chunk delta state, shared by the encoder and the decoder.
@@ -57,276 +62,62 @@ impl std::fmt::Display for CodecError {
     }
 }
 
-/// Where [`encode_payload`] writes: a bounds-checked slice ([`PayloadWriter`]) or, when the output has
-/// room for any record, a fixed window with no per-byte checks ([`WindowWriter`]). Both write the same
-/// bytes.
-trait PayloadOut {
-    fn u(&mut self, v: u64);
-    fn raw(&mut self, bytes: &[u8]);
-    #[inline(always)]
-    fn ts(&mut self, st: &mut DeltaState, ts: u64) {
-        self.u(delta(ts, st.prev_ts));
-        st.prev_ts = ts;
-    }
-    #[inline(always)]
-    fn end(&mut self, start: u64, end: u64) {
-        self.u(delta(end, start));
-    }
-    #[inline(always)]
-    fn corr(&mut self, st: &mut DeltaState, c: u32) {
-        self.u(delta(u64::from(c), u64::from(st.prev_corr)));
-        st.prev_corr = c;
-    }
-    #[inline(always)]
-    fn i(&mut self, v: i64) {
-        self.u(crate::varint::zigzag(v));
-    }
-}
-
-struct PayloadWriter<'a> {
-    buf: &'a mut [u8],
-    pos: usize,
-    ok: bool,
-}
-
-impl PayloadOut for PayloadWriter<'_> {
-    #[inline]
-    fn u(&mut self, v: u64) {
-        self.ok &= put_u64(self.buf, &mut self.pos, v);
-    }
-    #[inline]
-    fn raw(&mut self, bytes: &[u8]) {
-        if self.pos + bytes.len() <= self.buf.len() {
-            self.buf[self.pos..self.pos + bytes.len()].copy_from_slice(bytes);
-            self.pos += bytes.len();
-        } else {
-            self.ok = false;
+// Each record type's payload: its fields in wire order, each with its encoding (the encodings are
+// described in `fields`). The payload encoder and decoder, `Record::type_code` and the widest payload
+// come from this table. A row that misses a field of its variant, or an encoding that does not fit
+// the field's type, does not compile. Version 1 is on disk: never reorder or change a row; a newer version only
+// appends fields at the end of a row (old readers ignore them) or adds rows with new type codes.
+record_codec! {
+    records {
+        // Absolute, not a delta: readers pick clock pairs out of a chunk without decoding the rest.
+        ClockSync = CLOCK_SYNC { ticks: u64, mono_ns: u64, wall_ns: u64 }
+        Api = API {
+            tid: u32, domain: byte(ApiDomain), name: str, start: tick, end: since(start), result: i32,
+            correlation: corr, detail: str, stream: u64, arg: u64,
         }
-    }
-}
-
-/// Writes into a window of [`WINDOW`] bytes known to hold the whole record: positions are masked
-/// into the window (no bounds check or failure path per byte; the mask never bites, since no payload
-/// reaches the window's end).
-struct WindowWriter<'a> {
-    buf: &'a mut [u8; WINDOW],
-    pos: usize,
-}
-
-impl PayloadOut for WindowWriter<'_> {
-    #[inline(always)]
-    fn u(&mut self, mut v: u64) {
-        while v >= 0x80 {
-            self.buf[self.pos & (WINDOW - 1)] = v as u8 | 0x80;
-            self.pos += 1;
-            v >>= 7;
+        Kernel = KERNEL {
+            device: u32, context: u32, stream: u32, start: tick, end: since(start), grid: [u32; 3],
+            block: [u32; 3], registers: u16, shared_mem: u32, correlation: corr, name: str, graph_id: u32,
         }
-        self.buf[self.pos & (WINDOW - 1)] = v as u8;
-        self.pos += 1;
-    }
-    #[inline(always)]
-    fn raw(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.buf[self.pos & (WINDOW - 1)] = b;
-            self.pos += 1;
+        Memcpy = MEMCPY {
+            device: u32, context: u32, stream: u32, start: tick, end: since(start), bytes: u64,
+            kind: byte(CopyKind), src_kind: byte(MemoryKind), dst_kind: byte(MemoryKind), correlation: corr,
         }
+        Memset = MEMSET {
+            device: u32, context: u32, stream: u32, start: tick, end: since(start), bytes: u64, value: u32,
+            dst_kind: byte(MemoryKind), correlation: corr,
+        }
+        Sync = SYNC {
+            kind: byte(SyncKind), tid: u32, context: u32, stream: u32, event: u64, start: tick,
+            end: since(start), correlation: corr, result: i32,
+        }
+        Memory = MEMORY {
+            op: byte(MemOp), space: byte(MemSpace), device: u32, address: u64, bytes: u64, reserved: u64,
+            ts: tick, result: i32, correlation: corr, tid: u32,
+        }
+        Collective = COLLECTIVE {
+            tid: u32, op: byte(CollOp), start: tick, end: since(start), comm: u64, rank: u32, nranks: u32,
+            count: u64, datatype: u8, bytes: u64, peer: i32, stream: u64, seq: u64, result: i32,
+            correlation: corr, device: u32,
+        }
+        ExternalCorrelation = EXTERNAL_CORRELATION { kind: u8, external_id: u64, correlation: corr }
+        NvtxPush = NVTX_PUSH { tid: u32, domain: str, name: str, ts: tick }
+        NvtxPop = NVTX_POP { tid: u32, domain: str, ts: tick }
+        NvtxStart = NVTX_START { tid: u32, domain: str, name: str, id: u64, ts: tick }
+        NvtxEnd = NVTX_END { tid: u32, id: u64, ts: tick }
+        NvtxMark = NVTX_MARK { tid: u32, domain: str, name: str, ts: tick }
+        ThreadName = THREAD_NAME { tid: u32, name: str }
+        Counter = COUNTER { name: str, device: u32, ts: tick, value: f64 }
+        Marker = MARKER { kind: byte(MarkerKind), ts: tick, value: u64, name: str }
+        Overhead = OVERHEAD { kind: u8, start: tick, end: since(start), tid: u32 }
+    }
+    encode_only {
+        // The string id alone; decoders read type STRING as `Decoded::String` (see `encode_string_into`).
+        StringRef = STRING { id: str }
     }
 }
 
-#[inline(always)]
-fn encode_payload<W: PayloadOut>(rec: &Record, st: &mut DeltaState, w: &mut W) {
-    match *rec {
-        Record::ClockSync { ticks, mono_ns, wall_ns } => {
-            // Absolute, not a delta: readers pick clock pairs out of a chunk without decoding the rest.
-            w.u(ticks);
-            w.u(mono_ns);
-            w.u(wall_ns);
-        }
-        Record::Api { tid, domain, name, start, end, result, correlation, detail, stream, arg } => {
-            w.u(tid.into());
-            w.u(domain as u64);
-            w.u(name.0.into());
-            w.ts(st, start);
-            w.end(start, end);
-            w.i(result.into());
-            w.corr(st, correlation);
-            w.u(detail.0.into());
-            w.u(stream);
-            w.u(arg);
-        }
-        Record::Kernel {
-            device,
-            context,
-            stream,
-            start,
-            end,
-            grid,
-            block,
-            registers,
-            shared_mem,
-            correlation,
-            name,
-            graph_id,
-        } => {
-            w.u(device.into());
-            w.u(context.into());
-            w.u(stream.into());
-            w.ts(st, start);
-            w.end(start, end);
-            for g in grid {
-                w.u(g.into());
-            }
-            for b in block {
-                w.u(b.into());
-            }
-            w.u(registers.into());
-            w.u(shared_mem.into());
-            w.corr(st, correlation);
-            w.u(name.0.into());
-            w.u(graph_id.into());
-        }
-        Record::Memcpy { device, context, stream, start, end, bytes, kind, src_kind, dst_kind, correlation } => {
-            w.u(device.into());
-            w.u(context.into());
-            w.u(stream.into());
-            w.ts(st, start);
-            w.end(start, end);
-            w.u(bytes);
-            w.u(kind as u64);
-            w.u(src_kind as u64);
-            w.u(dst_kind as u64);
-            w.corr(st, correlation);
-        }
-        Record::Memset { device, context, stream, start, end, bytes, value, dst_kind, correlation } => {
-            w.u(device.into());
-            w.u(context.into());
-            w.u(stream.into());
-            w.ts(st, start);
-            w.end(start, end);
-            w.u(bytes);
-            w.u(value.into());
-            w.u(dst_kind as u64);
-            w.corr(st, correlation);
-        }
-        Record::Sync { kind, tid, context, stream, event, start, end, correlation, result } => {
-            w.u(kind as u64);
-            w.u(tid.into());
-            w.u(context.into());
-            w.u(stream.into());
-            w.u(event);
-            w.ts(st, start);
-            w.end(start, end);
-            w.corr(st, correlation);
-            w.i(result.into());
-        }
-        Record::Memory { op, space, device, address, bytes, reserved, ts, result, correlation, tid } => {
-            w.u(op as u64);
-            w.u(space as u64);
-            w.u(device.into());
-            w.u(address);
-            w.u(bytes);
-            w.u(reserved);
-            w.ts(st, ts);
-            w.i(result.into());
-            w.corr(st, correlation);
-            w.u(tid.into());
-        }
-        Record::Collective {
-            tid,
-            op,
-            start,
-            end,
-            comm,
-            rank,
-            nranks,
-            count,
-            datatype,
-            bytes,
-            peer,
-            stream,
-            seq,
-            result,
-            correlation,
-            device,
-        } => {
-            w.u(tid.into());
-            w.u(op as u64);
-            w.ts(st, start);
-            w.end(start, end);
-            w.u(comm);
-            w.u(rank.into());
-            w.u(nranks.into());
-            w.u(count);
-            w.u(datatype.into());
-            w.u(bytes);
-            w.i(peer.into());
-            w.u(stream);
-            w.u(seq);
-            w.i(result.into());
-            w.corr(st, correlation);
-            w.u(device.into());
-        }
-        Record::ExternalCorrelation { kind, external_id, correlation } => {
-            w.u(kind.into());
-            w.u(external_id);
-            w.corr(st, correlation);
-        }
-        Record::NvtxPush { tid, domain, name, ts } => {
-            w.u(tid.into());
-            w.u(domain.0.into());
-            w.u(name.0.into());
-            w.ts(st, ts);
-        }
-        Record::NvtxPop { tid, domain, ts } => {
-            w.u(tid.into());
-            w.u(domain.0.into());
-            w.ts(st, ts);
-        }
-        Record::NvtxStart { tid, domain, name, id, ts } => {
-            w.u(tid.into());
-            w.u(domain.0.into());
-            w.u(name.0.into());
-            w.u(id);
-            w.ts(st, ts);
-        }
-        Record::NvtxEnd { tid, id, ts } => {
-            w.u(tid.into());
-            w.u(id);
-            w.ts(st, ts);
-        }
-        Record::NvtxMark { tid, domain, name, ts } => {
-            w.u(tid.into());
-            w.u(domain.0.into());
-            w.u(name.0.into());
-            w.ts(st, ts);
-        }
-        Record::ThreadName { tid, name } => {
-            w.u(tid.into());
-            w.u(name.0.into());
-        }
-        Record::Counter { name, device, ts, value } => {
-            w.u(name.0.into());
-            w.u(device.into());
-            w.ts(st, ts);
-            w.raw(&value.to_bits().to_le_bytes());
-        }
-        Record::Marker { kind, ts, value, name } => {
-            w.u(kind as u64);
-            w.ts(st, ts);
-            w.u(value);
-            w.u(name.0.into());
-        }
-        Record::Overhead { kind, start, end, tid } => {
-            w.u(kind.into());
-            w.ts(st, start);
-            w.end(start, end);
-            w.u(tid.into());
-        }
-        Record::StringRef { id } => {
-            w.u(id.0.into());
-        }
-    }
-}
+const _: () = assert!(WIDEST_PAYLOAD <= MAX_RECORD_PAYLOAD);
 
 /// Writes the frame header for `code` and a payload of `len` bytes at `out[0..]`; returns its size.
 fn put_frame(out: &mut [u8], code: u8, len: usize) -> Option<usize> {
@@ -451,222 +242,6 @@ pub fn split_frame(buf: &[u8]) -> Result<(u8, &[u8], usize), CodecError> {
         return Err(CodecError::Truncated { needed: total, available: buf.len() });
     }
     Ok((code, &buf[head..total], total))
-}
-
-struct PayloadReader<'a> {
-    buf: &'a [u8],
-    pos: usize,
-    code: u8,
-}
-
-impl PayloadReader<'_> {
-    #[inline(always)]
-    fn u(&mut self) -> Result<u64, CodecError> {
-        get_u64(self.buf, &mut self.pos)
-            .ok_or(CodecError::BadPayload { code: self.code, what: "field missing or malformed" })
-    }
-    #[inline(always)]
-    fn u32(&mut self) -> Result<u32, CodecError> {
-        let v = self.u()?;
-        u32::try_from(v).map_err(|_| CodecError::BadPayload { code: self.code, what: "value out of range for u32" })
-    }
-    #[inline(always)]
-    fn u16(&mut self) -> Result<u16, CodecError> {
-        let v = self.u()?;
-        u16::try_from(v).map_err(|_| CodecError::BadPayload { code: self.code, what: "value out of range for u16" })
-    }
-    #[inline(always)]
-    fn u8(&mut self) -> Result<u8, CodecError> {
-        let v = self.u()?;
-        u8::try_from(v).map_err(|_| CodecError::BadPayload { code: self.code, what: "value out of range for u8" })
-    }
-    #[inline(always)]
-    fn i32(&mut self) -> Result<i32, CodecError> {
-        let v = crate::varint::unzigzag(self.u()?);
-        i32::try_from(v).map_err(|_| CodecError::BadPayload { code: self.code, what: "value out of range for i32" })
-    }
-    #[inline(always)]
-    fn ts(&mut self, st: &mut DeltaState) -> Result<u64, CodecError> {
-        let v = undelta(self.u()?, st.prev_ts);
-        st.prev_ts = v;
-        Ok(v)
-    }
-    #[inline(always)]
-    fn end(&mut self, start: u64) -> Result<u64, CodecError> {
-        Ok(undelta(self.u()?, start))
-    }
-    #[inline(always)]
-    fn corr(&mut self, st: &mut DeltaState) -> Result<u32, CodecError> {
-        let v = undelta(self.u()?, u64::from(st.prev_corr));
-        let c = u32::try_from(v)
-            .map_err(|_| CodecError::BadPayload { code: self.code, what: "correlation out of range" })?;
-        st.prev_corr = c;
-        Ok(c)
-    }
-    #[inline(always)]
-    fn sid(&mut self) -> Result<StrId, CodecError> {
-        Ok(StrId(self.u32()?))
-    }
-    fn f64(&mut self) -> Result<f64, CodecError> {
-        let b = self
-            .buf
-            .get(self.pos..self.pos + 8)
-            .ok_or(CodecError::BadPayload { code: self.code, what: "counter value missing" })?;
-        self.pos += 8;
-        Ok(f64::from_bits(u64::from_le_bytes(b.try_into().expect("8 bytes"))))
-    }
-}
-
-fn decode_payload(code: u8, payload: &[u8], st: &mut DeltaState) -> Result<Record, CodecError> {
-    use type_code::*;
-    let mut r = PayloadReader { buf: payload, pos: 0, code };
-    let rec = match code {
-        CLOCK_SYNC => Record::ClockSync { ticks: r.u()?, mono_ns: r.u()?, wall_ns: r.u()? },
-        API => {
-            let tid = r.u32()?;
-            let domain = ApiDomain::from_u8(r.u8()?);
-            let name = r.sid()?;
-            let start = r.ts(st)?;
-            let end = r.end(start)?;
-            Record::Api {
-                tid,
-                domain,
-                name,
-                start,
-                end,
-                result: r.i32()?,
-                correlation: r.corr(st)?,
-                detail: r.sid()?,
-                stream: r.u()?,
-                arg: r.u()?,
-            }
-        }
-        KERNEL => {
-            let device = r.u32()?;
-            let context = r.u32()?;
-            let stream = r.u32()?;
-            let start = r.ts(st)?;
-            let end = r.end(start)?;
-            let grid = [r.u32()?, r.u32()?, r.u32()?];
-            let block = [r.u32()?, r.u32()?, r.u32()?];
-            Record::Kernel {
-                device,
-                context,
-                stream,
-                start,
-                end,
-                grid,
-                block,
-                registers: r.u16()?,
-                shared_mem: r.u32()?,
-                correlation: r.corr(st)?,
-                name: r.sid()?,
-                graph_id: r.u32()?,
-            }
-        }
-        MEMCPY => {
-            let device = r.u32()?;
-            let context = r.u32()?;
-            let stream = r.u32()?;
-            let start = r.ts(st)?;
-            let end = r.end(start)?;
-            Record::Memcpy {
-                device,
-                context,
-                stream,
-                start,
-                end,
-                bytes: r.u()?,
-                kind: CopyKind::from_u8(r.u8()?),
-                src_kind: MemoryKind::from_u8(r.u8()?),
-                dst_kind: MemoryKind::from_u8(r.u8()?),
-                correlation: r.corr(st)?,
-            }
-        }
-        MEMSET => {
-            let device = r.u32()?;
-            let context = r.u32()?;
-            let stream = r.u32()?;
-            let start = r.ts(st)?;
-            let end = r.end(start)?;
-            Record::Memset {
-                device,
-                context,
-                stream,
-                start,
-                end,
-                bytes: r.u()?,
-                value: r.u32()?,
-                dst_kind: MemoryKind::from_u8(r.u8()?),
-                correlation: r.corr(st)?,
-            }
-        }
-        SYNC => {
-            let kind = SyncKind::from_u8(r.u8()?);
-            let tid = r.u32()?;
-            let context = r.u32()?;
-            let stream = r.u32()?;
-            let event = r.u()?;
-            let start = r.ts(st)?;
-            let end = r.end(start)?;
-            Record::Sync { kind, tid, context, stream, event, start, end, correlation: r.corr(st)?, result: r.i32()? }
-        }
-        MEMORY => Record::Memory {
-            op: MemOp::from_u8(r.u8()?),
-            space: MemSpace::from_u8(r.u8()?),
-            device: r.u32()?,
-            address: r.u()?,
-            bytes: r.u()?,
-            reserved: r.u()?,
-            ts: r.ts(st)?,
-            result: r.i32()?,
-            correlation: r.corr(st)?,
-            tid: r.u32()?,
-        },
-        COLLECTIVE => {
-            let tid = r.u32()?;
-            let op = CollOp::from_u8(r.u8()?);
-            let start = r.ts(st)?;
-            let end = r.end(start)?;
-            Record::Collective {
-                tid,
-                op,
-                start,
-                end,
-                comm: r.u()?,
-                rank: r.u32()?,
-                nranks: r.u32()?,
-                count: r.u()?,
-                datatype: r.u8()?,
-                bytes: r.u()?,
-                peer: r.i32()?,
-                stream: r.u()?,
-                seq: r.u()?,
-                result: r.i32()?,
-                correlation: r.corr(st)?,
-                device: r.u32()?,
-            }
-        }
-        EXTERNAL_CORRELATION => {
-            Record::ExternalCorrelation { kind: r.u8()?, external_id: r.u()?, correlation: r.corr(st)? }
-        }
-        NVTX_PUSH => Record::NvtxPush { tid: r.u32()?, domain: r.sid()?, name: r.sid()?, ts: r.ts(st)? },
-        NVTX_POP => Record::NvtxPop { tid: r.u32()?, domain: r.sid()?, ts: r.ts(st)? },
-        NVTX_START => Record::NvtxStart { tid: r.u32()?, domain: r.sid()?, name: r.sid()?, id: r.u()?, ts: r.ts(st)? },
-        NVTX_END => Record::NvtxEnd { tid: r.u32()?, id: r.u()?, ts: r.ts(st)? },
-        NVTX_MARK => Record::NvtxMark { tid: r.u32()?, domain: r.sid()?, name: r.sid()?, ts: r.ts(st)? },
-        THREAD_NAME => Record::ThreadName { tid: r.u32()?, name: r.sid()? },
-        COUNTER => Record::Counter { name: r.sid()?, device: r.u32()?, ts: r.ts(st)?, value: r.f64()? },
-        MARKER => Record::Marker { kind: MarkerKind::from_u8(r.u8()?), ts: r.ts(st)?, value: r.u()?, name: r.sid()? },
-        OVERHEAD => {
-            let kind = r.u8()?;
-            let start = r.ts(st)?;
-            let end = r.end(start)?;
-            Record::Overhead { kind, start, end, tid: r.u32()? }
-        }
-        _ => return Err(CodecError::BadPayload { code, what: "not a record type" }),
-    };
-    Ok(rec)
 }
 
 /// Decodes the frame at the start of `buf`. Returns the item and the frame size.
@@ -895,7 +470,7 @@ mod tests {
                     let m = encode_checked(r, &mut st_checked, &mut exact).expect("fits its own size");
                     assert_eq!((n, &window[..n]), (m, &exact[..]), "{r:?}");
                     assert_eq!((st_fast.prev_ts, st_fast.prev_corr), (st_checked.prev_ts, st_checked.prev_corr));
-                    assert!(n - 2 <= MAX_RECORD_PAYLOAD, "{r:?}: {n} bytes");
+                    assert!(n - 2 <= WIDEST_PAYLOAD, "{r:?}: {n} bytes");
                     // One byte short: the checked path refuses and leaves the state alone.
                     let mut short = vec![0u8; n - 1];
                     let mut st = before;

@@ -7,6 +7,10 @@
 //! Records are plain `Copy` values with no heap data, so the shim can store them on its hot path
 //! into preallocated per-thread buffers.
 
+mod wire_enum;
+
+use wire_enum::wire_enum;
+
 /// An interned string. Id 0 is the empty string / "unknown".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize), serde(transparent))]
@@ -16,286 +20,106 @@ impl StrId {
     pub const NONE: StrId = StrId(0);
 }
 
-/// Kind of a memory copy, as CUPTI's `CUpti_ActivityMemcpyKind`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[repr(u8)]
-pub enum CopyKind {
-    #[default]
-    Unknown = 0,
-    HtoD = 1,
-    DtoH = 2,
-    HtoA = 3,
-    AtoH = 4,
-    AtoA = 5,
-    AtoD = 6,
-    DtoA = 7,
-    DtoD = 8,
-    HtoH = 9,
-    PtoP = 10,
-}
-
-impl CopyKind {
-    pub fn from_u8(v: u8) -> CopyKind {
-        use CopyKind::*;
-        match v {
-            1 => HtoD,
-            2 => DtoH,
-            3 => HtoA,
-            4 => AtoH,
-            5 => AtoA,
-            6 => AtoD,
-            7 => DtoA,
-            8 => DtoD,
-            9 => HtoH,
-            10 => PtoP,
-            _ => Unknown,
-        }
-    }
-    pub fn name(self) -> &'static str {
-        use CopyKind::*;
-        match self {
-            Unknown => "Unknown",
-            HtoD => "HtoD",
-            DtoH => "DtoH",
-            HtoA => "HtoA",
-            AtoH => "AtoH",
-            AtoA => "AtoA",
-            AtoD => "AtoD",
-            DtoA => "DtoA",
-            DtoD => "DtoD",
-            HtoH => "HtoH",
-            PtoP => "PtoP",
-        }
+wire_enum! {
+    /// Kind of a memory copy, as CUPTI's `CUpti_ActivityMemcpyKind`.
+    pub enum CopyKind {
+        #[default]
+        Unknown = 0 => "Unknown",
+        HtoD = 1 => "HtoD",
+        DtoH = 2 => "DtoH",
+        HtoA = 3 => "HtoA",
+        AtoH = 4 => "AtoH",
+        AtoA = 5 => "AtoA",
+        AtoD = 6 => "AtoD",
+        DtoA = 7 => "DtoA",
+        DtoD = 8 => "DtoD",
+        HtoH = 9 => "HtoH",
+        PtoP = 10 => "PtoP",
     }
 }
 
-/// Kind of memory at one end of a copy or memset, as CUPTI's `CUpti_ActivityMemoryKind`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[repr(u8)]
-pub enum MemoryKind {
-    #[default]
-    Unknown = 0,
-    Pageable = 1,
-    Pinned = 2,
-    Device = 3,
-    Array = 4,
-    Managed = 5,
-    DeviceStatic = 6,
-    ManagedStatic = 7,
-}
-
-impl MemoryKind {
-    pub fn from_u8(v: u8) -> MemoryKind {
-        use MemoryKind::*;
-        match v {
-            1 => Pageable,
-            2 => Pinned,
-            3 => Device,
-            4 => Array,
-            5 => Managed,
-            6 => DeviceStatic,
-            7 => ManagedStatic,
-            _ => Unknown,
-        }
-    }
-    pub fn name(self) -> &'static str {
-        use MemoryKind::*;
-        match self {
-            Unknown => "unknown",
-            Pageable => "pageable",
-            Pinned => "pinned",
-            Device => "device",
-            Array => "array",
-            Managed => "managed",
-            DeviceStatic => "device_static",
-            ManagedStatic => "managed_static",
-        }
+wire_enum! {
+    /// Kind of memory at one end of a copy or memset, as CUPTI's `CUpti_ActivityMemoryKind`.
+    pub enum MemoryKind {
+        #[default]
+        Unknown = 0 => "unknown",
+        Pageable = 1 => "pageable",
+        Pinned = 2 => "pinned",
+        Device = 3 => "device",
+        Array = 4 => "array",
+        Managed = 5 => "managed",
+        DeviceStatic = 6 => "device_static",
+        ManagedStatic = 7 => "managed_static",
     }
 }
 
-/// What a synchronization waited for (CUPTI `CUpti_ActivitySynchronizationType`, plus host-side kinds).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[repr(u8)]
-pub enum SyncKind {
-    #[default]
-    Unknown = 0,
-    EventSynchronize = 1,
-    StreamWaitEvent = 2,
-    StreamSynchronize = 3,
-    ContextSynchronize = 4,
-}
-
-impl SyncKind {
-    pub fn from_u8(v: u8) -> SyncKind {
-        use SyncKind::*;
-        match v {
-            1 => EventSynchronize,
-            2 => StreamWaitEvent,
-            3 => StreamSynchronize,
-            4 => ContextSynchronize,
-            _ => Unknown,
-        }
-    }
-    pub fn name(self) -> &'static str {
-        use SyncKind::*;
-        match self {
-            Unknown => "unknown",
-            EventSynchronize => "event_synchronize",
-            StreamWaitEvent => "stream_wait_event",
-            StreamSynchronize => "stream_synchronize",
-            ContextSynchronize => "context_synchronize",
-        }
+wire_enum! {
+    /// What a synchronization waited for (CUPTI `CUpti_ActivitySynchronizationType`, plus host-side kinds).
+    pub enum SyncKind {
+        #[default]
+        Unknown = 0 => "unknown",
+        EventSynchronize = 1 => "event_synchronize",
+        StreamWaitEvent = 2 => "stream_wait_event",
+        StreamSynchronize = 3 => "stream_synchronize",
+        ContextSynchronize = 4 => "context_synchronize",
     }
 }
 
-/// A memory operation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[repr(u8)]
-pub enum MemOp {
-    #[default]
-    Alloc = 0,
-    Free = 1,
-    /// An allocation that failed (e.g. out of memory); `bytes` is the requested size.
-    AllocFailed = 2,
-}
-
-impl MemOp {
-    pub fn from_u8(v: u8) -> MemOp {
-        match v {
-            1 => MemOp::Free,
-            2 => MemOp::AllocFailed,
-            _ => MemOp::Alloc,
-        }
-    }
-    pub fn name(self) -> &'static str {
-        match self {
-            MemOp::Alloc => "alloc",
-            MemOp::Free => "free",
-            MemOp::AllocFailed => "alloc_failed",
-        }
+wire_enum! {
+    /// A memory operation.
+    pub enum MemOp {
+        #[default]
+        Alloc = 0 => "alloc",
+        Free = 1 => "free",
+        /// An allocation that failed (e.g. out of memory); `bytes` is the requested size.
+        AllocFailed = 2 => "alloc_failed",
     }
 }
 
-/// Which memory an allocation came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[repr(u8)]
-pub enum MemSpace {
-    #[default]
-    Device = 0,
-    DeviceAsync = 1,
-    HostPinned = 2,
-    Managed = 3,
-}
-
-impl MemSpace {
-    pub fn from_u8(v: u8) -> MemSpace {
-        match v {
-            1 => MemSpace::DeviceAsync,
-            2 => MemSpace::HostPinned,
-            3 => MemSpace::Managed,
-            _ => MemSpace::Device,
-        }
-    }
-    pub fn name(self) -> &'static str {
-        match self {
-            MemSpace::Device => "device",
-            MemSpace::DeviceAsync => "device_async",
-            MemSpace::HostPinned => "host_pinned",
-            MemSpace::Managed => "managed",
-        }
+wire_enum! {
+    /// Which memory an allocation came from.
+    pub enum MemSpace {
+        #[default]
+        Device = 0 => "device",
+        DeviceAsync = 1 => "device_async",
+        HostPinned = 2 => "host_pinned",
+        Managed = 3 => "managed",
     }
 }
 
-/// NCCL operation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[repr(u8)]
-pub enum CollOp {
-    #[default]
-    Unknown = 0,
-    AllReduce = 1,
-    AllGather = 2,
-    ReduceScatter = 3,
-    Broadcast = 4,
-    Reduce = 5,
-    AllToAll = 6,
-    Send = 7,
-    Recv = 8,
-    GroupStart = 9,
-    GroupEnd = 10,
-    CommInit = 11,
-    CommDestroy = 12,
-    CommAbort = 13,
-    CommFinalize = 14,
-    AsyncError = 15,
-    Gather = 16,
-    Scatter = 17,
-    /// One-sided write into a peer's registered window, then a signal (`ncclPutSignal`).
-    PutSignal = 18,
-    /// A signal to a peer without data (`ncclSignal`).
-    Signal = 19,
-    /// Waiting for peers' signals (`ncclWaitSignal`).
-    WaitSignal = 20,
+wire_enum! {
+    /// NCCL operation.
+    #[derive(PartialOrd, Ord)]
+    pub enum CollOp {
+        #[default]
+        Unknown = 0 => "Unknown",
+        AllReduce = 1 => "AllReduce",
+        AllGather = 2 => "AllGather",
+        ReduceScatter = 3 => "ReduceScatter",
+        Broadcast = 4 => "Broadcast",
+        Reduce = 5 => "Reduce",
+        AllToAll = 6 => "AllToAll",
+        Send = 7 => "Send",
+        Recv = 8 => "Recv",
+        GroupStart = 9 => "GroupStart",
+        GroupEnd = 10 => "GroupEnd",
+        CommInit = 11 => "CommInit",
+        CommDestroy = 12 => "CommDestroy",
+        CommAbort = 13 => "CommAbort",
+        CommFinalize = 14 => "CommFinalize",
+        AsyncError = 15 => "AsyncError",
+        Gather = 16 => "Gather",
+        Scatter = 17 => "Scatter",
+        /// One-sided write into a peer's registered window, then a signal (`ncclPutSignal`).
+        PutSignal = 18 => "PutSignal",
+        /// A signal to a peer without data (`ncclSignal`).
+        Signal = 19 => "Signal",
+        /// Waiting for peers' signals (`ncclWaitSignal`).
+        WaitSignal = 20 => "WaitSignal",
+    }
 }
 
 impl CollOp {
-    pub fn from_u8(v: u8) -> CollOp {
-        use CollOp::*;
-        match v {
-            1 => AllReduce,
-            2 => AllGather,
-            3 => ReduceScatter,
-            4 => Broadcast,
-            5 => Reduce,
-            6 => AllToAll,
-            7 => Send,
-            8 => Recv,
-            9 => GroupStart,
-            10 => GroupEnd,
-            11 => CommInit,
-            12 => CommDestroy,
-            13 => CommAbort,
-            14 => CommFinalize,
-            15 => AsyncError,
-            16 => Gather,
-            17 => Scatter,
-            18 => PutSignal,
-            19 => Signal,
-            20 => WaitSignal,
-            _ => Unknown,
-        }
-    }
-    pub fn name(self) -> &'static str {
-        use CollOp::*;
-        match self {
-            Unknown => "Unknown",
-            AllReduce => "AllReduce",
-            AllGather => "AllGather",
-            ReduceScatter => "ReduceScatter",
-            Broadcast => "Broadcast",
-            Reduce => "Reduce",
-            AllToAll => "AllToAll",
-            Send => "Send",
-            Recv => "Recv",
-            GroupStart => "GroupStart",
-            GroupEnd => "GroupEnd",
-            CommInit => "CommInit",
-            CommDestroy => "CommDestroy",
-            CommAbort => "CommAbort",
-            CommFinalize => "CommFinalize",
-            AsyncError => "AsyncError",
-            Gather => "Gather",
-            Scatter => "Scatter",
-            PutSignal => "PutSignal",
-            Signal => "Signal",
-            WaitSignal => "WaitSignal",
-        }
-    }
     /// True for operations that move data (have bytes and a sequence number). The one-sided
     /// operations ([`CollOp::is_one_sided`]) are not among them: only the origin rank calls them, so
     /// they have no per-communicator sequence number that matches across ranks.
@@ -312,114 +136,50 @@ impl CollOp {
     }
 }
 
-/// Marker kinds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[repr(u8)]
-pub enum MarkerKind {
-    #[default]
-    Unknown = 0,
-    StepBegin = 1,
-    StepEnd = 2,
-    CaptureStart = 3,
-    CaptureStop = 4,
-    /// The hang watchdog fired; `value` = how long the call had been pending (ns), `name` = what was pending.
-    HangSuspected = 5,
-    /// `value` = events dropped by the shim since the previous marker of this kind.
-    DroppedEvents = 6,
-    /// `value` = records CUPTI reported dropped since the previous marker of this kind.
-    CuptiDropped = 7,
-    /// CUPTI is not available (no driver, another subscriber, disabled); `name` says why.
-    CuptiUnavailable = 8,
-    /// Process is exiting (clean shutdown); `value` = exit status when known.
-    ProcessExit = 9,
-    /// The shim disabled itself (panic caught, bad state); `name` says why.
-    ShimDisabled = 10,
-    /// Flight-recorder dump request served.
-    FlightDump = 11,
-    /// A fork happened; `value` = child pid (written in the parent).
-    Fork = 12,
-    /// Free-form note; `name` carries the text.
-    Note = 13,
-}
-
-impl MarkerKind {
-    pub fn from_u8(v: u8) -> MarkerKind {
-        use MarkerKind::*;
-        match v {
-            1 => StepBegin,
-            2 => StepEnd,
-            3 => CaptureStart,
-            4 => CaptureStop,
-            5 => HangSuspected,
-            6 => DroppedEvents,
-            7 => CuptiDropped,
-            8 => CuptiUnavailable,
-            9 => ProcessExit,
-            10 => ShimDisabled,
-            11 => FlightDump,
-            12 => Fork,
-            13 => Note,
-            _ => Unknown,
-        }
-    }
-    pub fn name(self) -> &'static str {
-        use MarkerKind::*;
-        match self {
-            Unknown => "unknown",
-            StepBegin => "step_begin",
-            StepEnd => "step_end",
-            CaptureStart => "capture_start",
-            CaptureStop => "capture_stop",
-            HangSuspected => "hang_suspected",
-            DroppedEvents => "dropped_events",
-            CuptiDropped => "cupti_dropped",
-            CuptiUnavailable => "cupti_unavailable",
-            ProcessExit => "process_exit",
-            ShimDisabled => "shim_disabled",
-            FlightDump => "flight_dump",
-            Fork => "fork",
-            Note => "note",
-        }
+wire_enum! {
+    /// Marker kinds.
+    pub enum MarkerKind {
+        #[default]
+        Unknown = 0 => "unknown",
+        StepBegin = 1 => "step_begin",
+        StepEnd = 2 => "step_end",
+        CaptureStart = 3 => "capture_start",
+        CaptureStop = 4 => "capture_stop",
+        /// The hang watchdog fired; `value` = how long the call had been pending (ns), `name` = what was pending.
+        HangSuspected = 5 => "hang_suspected",
+        /// `value` = events dropped by the shim since the previous marker of this kind.
+        DroppedEvents = 6 => "dropped_events",
+        /// `value` = records CUPTI reported dropped since the previous marker of this kind.
+        CuptiDropped = 7 => "cupti_dropped",
+        /// CUPTI is not available (no driver, another subscriber, disabled); `name` says why.
+        CuptiUnavailable = 8 => "cupti_unavailable",
+        /// Process is exiting (clean shutdown); `value` = exit status when known.
+        ProcessExit = 9 => "process_exit",
+        /// The shim disabled itself (panic caught, bad state); `name` says why.
+        ShimDisabled = 10 => "shim_disabled",
+        /// Flight-recorder dump request served.
+        FlightDump = 11 => "flight_dump",
+        /// A fork happened; `value` = child pid (written in the parent).
+        Fork = 12 => "fork",
+        /// Free-form note; `name` carries the text.
+        Note = 13 => "note",
     }
 }
 
-/// Where an API record came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[repr(u8)]
-pub enum ApiDomain {
-    /// Intercepted CUDA runtime call.
-    #[default]
-    Runtime = 0,
-    /// Intercepted CUDA driver call.
-    Driver = 1,
-    /// A CUPTI RUNTIME activity record.
-    CuptiRuntime = 2,
-    /// A CUPTI DRIVER activity record.
-    CuptiDriver = 3,
-    /// An NCCL call.
-    Nccl = 4,
-}
-
-impl ApiDomain {
-    pub fn from_u8(v: u8) -> ApiDomain {
-        match v {
-            1 => ApiDomain::Driver,
-            2 => ApiDomain::CuptiRuntime,
-            3 => ApiDomain::CuptiDriver,
-            4 => ApiDomain::Nccl,
-            _ => ApiDomain::Runtime,
-        }
-    }
-    pub fn name(self) -> &'static str {
-        match self {
-            ApiDomain::Runtime => "runtime",
-            ApiDomain::Driver => "driver",
-            ApiDomain::CuptiRuntime => "cupti_runtime",
-            ApiDomain::CuptiDriver => "cupti_driver",
-            ApiDomain::Nccl => "nccl",
-        }
+wire_enum! {
+    /// Where an API record came from.
+    pub enum ApiDomain {
+        /// Intercepted CUDA runtime call.
+        #[default]
+        Runtime = 0 => "runtime",
+        /// Intercepted CUDA driver call.
+        Driver = 1 => "driver",
+        /// A CUPTI RUNTIME activity record.
+        CuptiRuntime = 2 => "cupti_runtime",
+        /// A CUPTI DRIVER activity record.
+        CuptiDriver = 3 => "cupti_driver",
+        /// An NCCL call.
+        Nccl = 4 => "nccl",
     }
 }
 
@@ -561,7 +321,8 @@ pub enum Record {
     StringRef { id: StrId },
 }
 
-/// Stable on-disk type codes. Never renumber; add new codes at the end.
+/// Stable on-disk type codes. Never renumber; add new codes at the end. Which record has which code
+/// (`Record::type_code`) is part of the record table in [`crate::codec`].
 pub mod type_code {
     pub const CLOCK_SYNC: u8 = 1;
     pub const API: u8 = 2;
@@ -588,32 +349,6 @@ pub mod type_code {
 }
 
 impl Record {
-    /// The on-disk type code of this record.
-    pub fn type_code(&self) -> u8 {
-        use type_code::*;
-        match self {
-            Record::ClockSync { .. } => CLOCK_SYNC,
-            Record::Api { .. } => API,
-            Record::Kernel { .. } => KERNEL,
-            Record::Memcpy { .. } => MEMCPY,
-            Record::Memset { .. } => MEMSET,
-            Record::Sync { .. } => SYNC,
-            Record::Memory { .. } => MEMORY,
-            Record::Collective { .. } => COLLECTIVE,
-            Record::ExternalCorrelation { .. } => EXTERNAL_CORRELATION,
-            Record::NvtxPush { .. } => NVTX_PUSH,
-            Record::NvtxPop { .. } => NVTX_POP,
-            Record::NvtxStart { .. } => NVTX_START,
-            Record::NvtxEnd { .. } => NVTX_END,
-            Record::NvtxMark { .. } => NVTX_MARK,
-            Record::ThreadName { .. } => THREAD_NAME,
-            Record::Counter { .. } => COUNTER,
-            Record::Marker { .. } => MARKER,
-            Record::Overhead { .. } => OVERHEAD,
-            Record::StringRef { .. } => STRING,
-        }
-    }
-
     /// A short lowercase name of the record type (for `tprof info` counts and dumps).
     pub fn type_name(&self) -> &'static str {
         type_name(self.type_code())
@@ -667,5 +402,46 @@ pub fn type_name(code: u8) -> &'static str {
         OVERHEAD => "overhead",
         STRING => "string",
         _ => "unknown",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One wire enum's table: every byte reads back as its variant, bytes this version does not know
+    /// read as the default, names are distinct.
+    fn check_table<E: Copy + PartialEq + Default + std::fmt::Debug>(
+        all: &[E],
+        byte: impl Fn(E) -> u8,
+        from_u8: impl Fn(u8) -> E,
+        name: impl Fn(E) -> &'static str,
+    ) {
+        for &v in all {
+            assert_eq!(from_u8(byte(v)), v);
+        }
+        let known: Vec<u8> = all.iter().map(|&v| byte(v)).collect();
+        for b in (0..=u8::MAX).filter(|b| !known.contains(b)) {
+            assert_eq!(from_u8(b), E::default(), "byte {b}");
+        }
+        let mut names: Vec<&str> = all.iter().map(|&v| name(v)).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), all.len(), "names of {all:?} are not distinct");
+    }
+
+    #[test]
+    fn wire_enum_tables_read_back_and_name_every_variant() {
+        check_table(CopyKind::ALL, |v| v as u8, CopyKind::from_u8, CopyKind::name);
+        check_table(MemoryKind::ALL, |v| v as u8, MemoryKind::from_u8, MemoryKind::name);
+        check_table(SyncKind::ALL, |v| v as u8, SyncKind::from_u8, SyncKind::name);
+        check_table(MemOp::ALL, |v| v as u8, MemOp::from_u8, MemOp::name);
+        check_table(MemSpace::ALL, |v| v as u8, MemSpace::from_u8, MemSpace::name);
+        check_table(CollOp::ALL, |v| v as u8, CollOp::from_u8, CollOp::name);
+        check_table(MarkerKind::ALL, |v| v as u8, MarkerKind::from_u8, MarkerKind::name);
+        check_table(ApiDomain::ALL, |v| v as u8, ApiDomain::from_u8, ApiDomain::name);
+        assert_eq!(CollOp::ALL.len(), 21);
+        assert_eq!(MarkerKind::from_u8(13), MarkerKind::Note);
+        assert_eq!(MemOp::from_u8(200), MemOp::Alloc);
     }
 }
