@@ -810,6 +810,9 @@ void sg_op_wait(sg_op *op)
     uint64_t end = op->end_ns;
     pthread_mutex_unlock(&sg_lock);
     sleep_until(end);
+    /* what the caller now knows is done is in the ground truth before the call returns (the worker
+     * may not have woken yet, and the process may _exit next) */
+    sg_progress(0);
 }
 
 int sg_stream_synchronize(sg_stream *s)
@@ -973,6 +976,7 @@ void sg_progress(int drain_all)
             sgc_emit_op(op);
             count_busy(op);
         }
+        sg_truth_flush(); /* one write for the pass, before anyone can see it complete */
         pthread_mutex_lock(&sg_lock);
         for (size_t i = 0; i < n; i++) op_unref_locked(done[i]);
         pthread_mutex_unlock(&sg_lock);

@@ -1,4 +1,9 @@
-/* truth.c - ground truth: <dir>/truth-<pid>.jsonl, one JSON object per line (docs/DESIGN.md). */
+/* truth.c - ground truth: <dir>/truth-<pid>.jsonl, one JSON object per line (docs/DESIGN.md).
+ *
+ * Every line reaches the file (O_APPEND, one write(2) per batch) as soon as what it describes is
+ * complete: op lines at the end of each completion pass (core.c sg_progress, run by the worker and by
+ * every synchronising call before it returns), other lines when they are written. Nothing waits for
+ * exit handlers, so a process that ends with _exit (or is killed) keeps what it completed. */
 #define _GNU_SOURCE
 #include "truth.h"
 
@@ -254,6 +259,7 @@ void sg_truth_line(const char *json)
         g_len += n;
         g_buf[g_len++] = '\n';
     }
+    flush_locked(); /* written now: a process may end with _exit right after */
     pthread_mutex_unlock(&g_tlock);
 }
 
