@@ -352,7 +352,7 @@ static int classify_ptr(CUdeviceptr p)
 {
     mem_ent e;
     return sg_mem_find((const void *)(uintptr_t)p, &e) &&
-           (e.kind == SG_MEM_DEVICE || e.kind == SG_MEM_MANAGED || e.kind == SG_MEM_MAPPED);
+           sg_mem_kind_is_device(e.kind);
 }
 static int unified_kind(CUdeviceptr dst, CUdeviceptr src)
 {

@@ -263,6 +263,19 @@ void sg_truth_line(const char *json)
     pthread_mutex_unlock(&g_tlock);
 }
 
+void sg_truth_host_line(const char *type, int device, int64_t stream, uint32_t correlation, const char *fields)
+{
+    sg_init();
+    if (!g_dir || !type) return;
+    uint64_t t = sg_now_ns();
+    pthread_mutex_lock(&g_tlock);
+    common_locked(type, device, stream, t, t, 0, correlation);
+    if (fields && *fields) buf_printf(",%s", fields);
+    buf_printf("}\n");
+    flush_locked();
+    pthread_mutex_unlock(&g_tlock);
+}
+
 void sg_truth_flush(void)
 {
     if (!g_dir) return;
