@@ -54,6 +54,13 @@ SG_EXPORT const char *sg_intern(const char *s);
  * every mock; sg_func_name gives the name of a handle from sg_func_handle, NULL for anything else. */
 SG_EXPORT void *sg_func_handle(const char *name);
 SG_EXPORT const char *sg_func_name(const void *handle);
+/* Function attributes of a handle by CUfunction_attribute number (the runtime's cudaFuncAttribute
+ * values 8..15 are the same numbers): value = what the program set, else the simulated H100's default;
+ * update checks and stores a settable one: 0, 1 (read-only attribute or value out of range:
+ * CUDA_ERROR_INVALID_VALUE / cudaErrorInvalidValue) or -1 (not a function handle). */
+#define SG_FUNC_ATTRS 32
+SG_EXPORT int sg_func_attr_value(const void *handle, int attr);
+SG_EXPORT int sg_func_attr_update(const void *handle, int attr, int value);
 SG_EXPORT void sg_progress(int drain_all);
 SG_EXPORT void sg_worker_kick(void);
 /* enqueue helpers used by graphs (cudart) go through the public API; ops carry graph ids: */

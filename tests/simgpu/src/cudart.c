@@ -417,24 +417,35 @@ cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest)
     if (greatest) *greatest = -5;
     RET(cudaSuccess);
 }
+/* Function attributes: those of the kernel's function handle, shared with the driver's
+ * cuFuncGetAttribute / cuFuncSetAttribute (core.c). */
 cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value)
 {
-    (void)func, (void)attr, (void)value;
     rt_init();
     API("cudaFuncSetAttribute", NULL);
-    RET(cudaSuccess);
+    if (!func) RET(cudaErrorInvalidDeviceFunction);
+    void *h = sg_func_handle(sg_rt_kernel_name(func));
+    RET(sg_func_attr_update(h, (int)attr, value) == 0 ? cudaSuccess : cudaErrorInvalidValue);
 }
 cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const void *func)
 {
-    (void)func;
     rt_init();
     API("cudaFuncGetAttributes", NULL);
     if (!attr) RET(cudaErrorInvalidValue);
+    if (!func) RET(cudaErrorInvalidDeviceFunction);
+    void *h = sg_func_handle(sg_rt_kernel_name(func));
     memset(attr, 0, sizeof *attr);
-    attr->maxThreadsPerBlock = 1024;
-    attr->numRegs = 32;
-    attr->ptxVersion = 90;
-    attr->binaryVersion = 90;
+    attr->maxThreadsPerBlock = sg_func_attr_value(h, 0);
+    attr->numRegs = sg_func_attr_value(h, 4);
+    attr->ptxVersion = sg_func_attr_value(h, 5);
+    attr->binaryVersion = sg_func_attr_value(h, 6);
+    attr->maxDynamicSharedSizeBytes = sg_func_attr_value(h, cudaFuncAttributeMaxDynamicSharedMemorySize);
+    attr->preferredShmemCarveout = sg_func_attr_value(h, cudaFuncAttributePreferredSharedMemoryCarveout);
+    attr->requiredClusterWidth = sg_func_attr_value(h, cudaFuncAttributeRequiredClusterWidth);
+    attr->requiredClusterHeight = sg_func_attr_value(h, cudaFuncAttributeRequiredClusterHeight);
+    attr->requiredClusterDepth = sg_func_attr_value(h, cudaFuncAttributeRequiredClusterDepth);
+    attr->nonPortableClusterSizeAllowed = sg_func_attr_value(h, cudaFuncAttributeNonPortableClusterSizeAllowed);
+    attr->clusterSchedulingPolicyPreference = sg_func_attr_value(h, cudaFuncAttributeClusterSchedulingPolicyPreference);
     RET(cudaSuccess);
 }
 cudaError_t cudaDeviceSynchronize(void)
