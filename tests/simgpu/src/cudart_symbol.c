@@ -58,6 +58,7 @@ void __cudaRegisterManagedVar(void **h, void **hostVarPtrAddress, char *deviceAd
     (void)h, (void)deviceAddress, (void)deviceName, (void)ext, (void)constant, (void)global;
     sg_init();
     void *p = NULL;
+    if (sg_no_driver()) return; /* nothing to allocate it on: the address stays unset, as NVIDIA's */
     if (hostVarPtrAddress && size && sg_dev_alloc(&p, size, 0, SG_MEM_MANAGED, 0, 0, 0) == 0) *hostVarPtrAddress = p;
 }
 
