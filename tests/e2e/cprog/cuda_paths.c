@@ -100,14 +100,14 @@ static int oom(void) {
 }
 
 static int missing(void) {
-  /* cudaMallocFromPoolAsync is wrapped by tprof; the simulated runtime does not define it. */
-  typedef int (*fn_t)(void **, size_t, void *, void *);
-  fn_t f = (fn_t)dlsym(RTLD_DEFAULT, "cudaMallocFromPoolAsync");
+  /* cudaMemset2D_ptds is wrapped by tprof; the simulated runtime does not define it. */
+  typedef int (*fn_t)(void *, size_t, int, size_t, size_t);
+  fn_t f = (fn_t)dlsym(RTLD_DEFAULT, "cudaMemset2D_ptds");
   int r1 = -1, r2 = -1;
-  void *p = NULL;
+  static char row[64];
   if (f) {
-    r1 = f(&p, 64, NULL, NULL);
-    r2 = f(&p, 64, NULL, NULL);
+    r1 = f(row, sizeof row, 0, sizeof row, 1);
+    r2 = f(row, sizeof row, 0, sizeof row, 1);
   }
   printf("cuda_paths missing: %s\n", f ? "found" : "absent");
   fprintf(stderr, "cuda_paths missing: results %d %d\n", r1, r2);

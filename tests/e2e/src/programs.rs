@@ -363,6 +363,11 @@ pub struct TruthRecord {
     pub nranks: Option<u64>,
     #[serde(default)]
     pub kernel: Option<String>,
+    /// Work queued by a graph launch: the graph's and the node's ids, as CUPTI reports them.
+    #[serde(default)]
+    pub graph_id: Option<u64>,
+    #[serde(default)]
+    pub graph_node_id: Option<u64>,
     #[serde(default)]
     pub unfinished: bool,
     #[serde(default)]

@@ -408,6 +408,6 @@ fn missing_real_symbol_warns_once_and_returns_the_no_driver_error() {
     let r = sim_run(&prog, &["missing"], "missing");
     let stderr = r.stderr();
     assert_eq!(warning_lines(&stderr), 1, "one warning for two calls:\n{stderr}");
-    assert!(stderr.contains("cudaMallocFromPoolAsync"), "{stderr}");
+    assert!(stderr.contains("cudaMemset2D_ptds"), "{stderr}");
     assert!(stderr.contains("results 35 35"), "{stderr}");
 }

@@ -154,3 +154,65 @@ fn cuda_calls_from_a_signal_handler_neither_deadlock_nor_lose_records() {
     assert!(r.num("handler_calls") >= 200, "{}", r.stdout);
     assert_eq!(r.num("setdevice_records") + r.num("dropped"), r.num("handler_calls"), "{}", r.stdout);
 }
+
+/// A process that ends with `_exit` right after synchronising keeps every op and line in its truth.
+#[test]
+fn ground_truth_survives_exit_without_handlers() {
+    let r = ok("exit_truth", &[]);
+    for (key, n) in [("complete_sync", 8), ("complete_sync_copy", 8), ("complete_sleep", 8)] {
+        assert_eq!(r.num(key), n, "{key}: {}", r.stdout);
+    }
+    let markers = r.truth.iter().filter(|v| v["type"] == "exit_marker").count();
+    assert_eq!(markers, 24, "the line written right before _exit, in every child");
+}
+
+/// Graphs built node by node, cloned, updated: truth and CUPTI agree on every graph kernel's ids.
+#[test]
+fn explicit_graph_api_matches_ground_truth() {
+    let r = ok("graph_api", &[]);
+    assert_eq!(r.num("kernels"), 16);
+    assert_eq!(r.num("truth_agree"), 16);
+    assert_eq!(r.num("host_calls"), 8);
+    assert_eq!(r.figures["mem_records"], "6/6");
+    let graph_kernels = r.truth.iter().filter(|v| v["type"] == "kernel" && v["graph_id"].as_u64().unwrap_or(0) > 0);
+    assert_eq!(graph_kernels.count(), 16, "every kernel of the graph launches carries its graph id");
+}
+
+/// Memory pools: every pool allocation and free is a `mempool` truth line and a CUPTI record.
+#[test]
+fn memory_pools_match_ground_truth() {
+    let r = ok("mempool", &[]);
+    assert_eq!(r.num("truth_allocs"), 10);
+    assert_eq!(r.num("truth_frees"), 10);
+    assert_eq!(r.num("cupti_pool_records"), 20);
+    let releases = r.truth.iter().filter(|v| v["type"] == "mempool" && v["op"] == "release").count();
+    assert!(releases > 0, "releases are in the truth");
+}
+
+#[test]
+fn module_variables_and_symbol_copies() {
+    let r = ok("symbols", &[]);
+    assert_eq!(r.num("truth_copies"), 10);
+    assert_eq!(r.num("correlated"), 8);
+}
+
+#[test]
+fn peer_access_and_mapped_host_memory() {
+    let r = ok("access", &[]);
+    assert_eq!(r.num("ptop_truth"), 3);
+    assert_eq!(r.num("ptop_cupti"), 3);
+}
+
+#[test]
+fn profiler_start_stop() {
+    let r = ok("profiler", &[]);
+    assert_eq!(r.num("lines"), 6);
+    assert_eq!(r.num("matched"), 6);
+    assert_eq!(r.num("kernels"), 3);
+}
+
+#[test]
+fn driver_context_module_function_and_pointer_calls() {
+    let r = ok("driver_apis", &[]);
+    assert_eq!(r.num("module_kernels"), 1);
+}

@@ -2,7 +2,8 @@
 # run.sh BUILD_DIR: runs every selftest with a fresh SIMGPU_TRUTH dir; prints each test's summary line.
 B="$1"
 fail=0
-for t in fidelity basics callbacks tsclock oom graph capture pinned driver vmm hang inject signals nvcc_kernels; do
+for t in fidelity basics callbacks tsclock oom graph capture pinned driver vmm hang inject signals exit_truth \
+         graph_api mempool symbols access profiler driver_apis nvcc_kernels; do
   bin="$B/selftest/$t"
   [ -x "$bin" ] || { [ "$t" = nvcc_kernels ] && continue; echo "missing $bin" >&2; fail=1; continue; }
   dir=$(mktemp -d "${TMPDIR:-/tmp}/simgpu-truth.XXXXXX")

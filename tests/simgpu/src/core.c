@@ -129,6 +129,8 @@ const char *sg_intern(const char *s)
 typedef struct func_ent {
     uint64_t tag; /* makes the handle point at something recognisable in a debugger */
     const char *name;
+    int attr[SG_FUNC_ATTRS]; /* values set by cuFuncSetAttribute / cudaFuncSetAttribute */
+    uint32_t attr_set;       /* bit per attribute set */
     struct func_ent *next_by_name, *next_by_addr;
 } func_ent;
 static func_ent *g_func_by_name[FUNC_BUCKETS], *g_func_by_addr[FUNC_BUCKETS];
@@ -171,6 +173,61 @@ const char *sg_func_name(const void *handle)
         }
     pthread_mutex_unlock(&g_func_lock);
     return name;
+}
+
+static func_ent *func_find_locked(const void *handle)
+{
+    for (func_ent *e = g_func_by_addr[addr_bucket(handle)]; e; e = e->next_by_addr)
+        if ((const void *)e == handle) return e;
+    return NULL;
+}
+
+/* CU_FUNC_ATTRIBUTE_* of a kernel on the simulated H100 (no static shared, constant or local memory,
+ * 32 registers, sm_90): MAX_THREADS_PER_BLOCK 1024, NUM_REGS 32, PTX/BINARY_VERSION 90,
+ * MAX_DYNAMIC_SHARED_SIZE_BYTES 48 KiB, PREFERRED_SHARED_MEMORY_CARVEOUT -1 (no preference). */
+static int func_attr_default(int attr)
+{
+    switch (attr) {
+    case 0: return 1024;
+    case 4: return 32;
+    case 5: case 6: return 90;
+    case 8: return 49152;
+    case 9: return -1;
+    default: return 0;
+    }
+}
+
+int sg_func_attr_value(const void *handle, int attr)
+{
+    int v = func_attr_default(attr);
+    if (attr < 0 || attr >= SG_FUNC_ATTRS) return v;
+    pthread_mutex_lock(&g_func_lock);
+    func_ent *e = func_find_locked(handle);
+    if (e && (e->attr_set >> attr & 1)) v = e->attr[attr];
+    pthread_mutex_unlock(&g_func_lock);
+    return v;
+}
+
+int sg_func_attr_update(const void *handle, int attr, int value)
+{
+    int ok;
+    switch (attr) {
+    case 8: ok = value >= 0 && value <= 232448; break;  /* MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, no static */
+    case 9: ok = value >= -1 && value <= 100; break;     /* percent, -1: no preference */
+    case 11: case 12: case 13: ok = value >= 0; break;   /* cluster dims: checked at launch */
+    case 14: ok = value == 0 || value == 1; break;
+    case 15: ok = value >= 0 && value <= 2; break;       /* CUclusterSchedulingPolicy */
+    default: ok = 0; break;                              /* read-only or unknown */
+    }
+    if (!ok) return 1;
+    pthread_mutex_lock(&g_func_lock);
+    func_ent *e = func_find_locked(handle);
+    if (e) {
+        e->attr[attr] = value;
+        e->attr_set |= 1u << attr;
+    }
+    pthread_mutex_unlock(&g_func_lock);
+    return e ? 0 : -1;
 }
 
 /* ---------------------------------------------------------------- init */
@@ -810,6 +867,9 @@ void sg_op_wait(sg_op *op)
     uint64_t end = op->end_ns;
     pthread_mutex_unlock(&sg_lock);
     sleep_until(end);
+    /* what the caller now knows is done is in the ground truth before the call returns (the worker
+     * may not have woken yet, and the process may _exit next) */
+    sg_progress(0);
 }
 
 int sg_stream_synchronize(sg_stream *s)
@@ -973,6 +1033,7 @@ void sg_progress(int drain_all)
             sgc_emit_op(op);
             count_busy(op);
         }
+        sg_truth_flush(); /* one write for the pass, before anyone can see it complete */
         pthread_mutex_lock(&sg_lock);
         for (size_t i = 0; i < n; i++) op_unref_locked(done[i]);
         pthread_mutex_unlock(&sg_lock);

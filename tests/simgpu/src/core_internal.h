@@ -54,6 +54,13 @@ SG_EXPORT const char *sg_intern(const char *s);
  * every mock; sg_func_name gives the name of a handle from sg_func_handle, NULL for anything else. */
 SG_EXPORT void *sg_func_handle(const char *name);
 SG_EXPORT const char *sg_func_name(const void *handle);
+/* Function attributes of a handle by CUfunction_attribute number (the runtime's cudaFuncAttribute
+ * values 8..15 are the same numbers): value = what the program set, else the simulated H100's default;
+ * update checks and stores a settable one: 0, 1 (read-only attribute or value out of range:
+ * CUDA_ERROR_INVALID_VALUE / cudaErrorInvalidValue) or -1 (not a function handle). */
+#define SG_FUNC_ATTRS 32
+SG_EXPORT int sg_func_attr_value(const void *handle, int attr);
+SG_EXPORT int sg_func_attr_update(const void *handle, int attr, int value);
 SG_EXPORT void sg_progress(int drain_all);
 SG_EXPORT void sg_worker_kick(void);
 /* enqueue helpers used by graphs (cudart) go through the public API; ops carry graph ids: */
@@ -85,10 +92,27 @@ typedef struct sg_copy_desc {
 } sg_copy_desc;
 SG_EXPORT sg_op *sg_enqueue_copy(sg_stream *s, const sg_copy_desc *c, int want_ref);
 /* allocation registry (mem.c) */
-typedef struct mem_ent { uintptr_t base; size_t size; int device; int kind; } mem_ent;
-/* SG_MEM_MAPPED: device memory mapped with the driver's cuMemMap (freed only through cuMemUnmap) */
-enum { SG_MEM_DEVICE = 1, SG_MEM_MANAGED, SG_MEM_PINNED, SG_MEM_REGISTERED, SG_MEM_MAPPED };
+typedef struct mem_ent {
+    uintptr_t base;
+    size_t size;
+    int device;
+    int kind;
+    void *owner;  /* the allocator's record of the range (pool block, graph allocation, module variable) */
+    void *pool;   /* SG_MEM_POOL: the cudaMemPool_t / CUmemoryPool handle it came from */
+    uint64_t id;  /* process-wide unique, never reused (CU_POINTER_ATTRIBUTE_BUFFER_ID) */
+    unsigned flags; /* host memory: the cudaHostAlloc / cudaHostRegister flags */
+} mem_ent;
+/* SG_MEM_MAPPED: device memory mapped with the driver's cuMemMap (freed only through cuMemUnmap);
+ * SG_MEM_POOL: a block of a stream-ordered memory pool (cudart_mempool.c); SG_MEM_GRAPH: the address
+ * range of a graph allocation node (cudart_graph.c); SG_MEM_MODULE: the device copy of a module
+ * variable (__device__ / __constant__, cudart_symbol.c). All but PINNED / REGISTERED are device memory. */
+enum { SG_MEM_DEVICE = 1, SG_MEM_MANAGED, SG_MEM_PINNED, SG_MEM_REGISTERED, SG_MEM_MAPPED, SG_MEM_POOL, SG_MEM_GRAPH,
+       SG_MEM_MODULE };
+static inline int sg_mem_kind_is_device(int kind) { return kind != SG_MEM_PINNED && kind != SG_MEM_REGISTERED; }
 SG_EXPORT int sg_mem_add(uintptr_t base, size_t size, int device, int kind);
+/* sg_mem_add with the allocator's owner record, pool handle and host flags. */
+SG_EXPORT int sg_mem_add_ext(uintptr_t base, size_t size, int device, int kind, void *owner, void *pool,
+                             unsigned flags);
 SG_EXPORT int sg_mem_find(const void *p, mem_ent *out);
 SG_EXPORT int sg_mem_remove(const void *p, mem_ent *out);
 SG_EXPORT size_t sg_page_round(size_t n);
@@ -113,5 +137,10 @@ SG_EXPORT void sgc_emit_sync(int type, uint64_t start, uint64_t end, uint32_t co
                              uint32_t stream_id, uint32_t event_id, int ret);
 SG_EXPORT void sgc_emit_memory(int op_type, int mem_kind, uint32_t corr, uint64_t addr,
                                uint64_t bytes, int device, uint32_t stream_id, int is_async);
+/* A stream-ordered allocation or free of a memory pool (Memory4 with its memoryPoolConfig: a local
+ * pool, its release threshold, reserved (size) and used (utilizedSize) bytes after the operation). */
+SG_EXPORT void sgc_emit_memory_pool(int op_type, uint32_t corr, uint64_t addr, uint64_t bytes, int device,
+                                    uint32_t stream_id, uint64_t release_threshold, uint64_t pool_size,
+                                    uint64_t pool_used);
 SG_EXPORT uint32_t sgc_thread_id(void);
 #endif

@@ -138,16 +138,53 @@ CUresult cuCtxSetCurrent(CUcontext c)
     t_has_ctx = 1;
     DRET(CUDA_SUCCESS);
 }
-CUresult cuCtxCreate_v2(CUcontext *pc, unsigned flags, CUdevice d)
+/* cuCtxCreate in its ABIs: a context on the device made current on the calling thread. There is one
+ * context per device here (the primary one): every created context is it. Flags: at most one
+ * scheduling flag, nothing outside CU_CTX_FLAGS_MASK. Execution affinity (an SM count up to the
+ * device's) is accepted and has no effect; CIG (CUDA in graphics) contexts are not supported. */
+static CUresult ctx_create(CUcontext *pc, unsigned flags, CUdevice d)
 {
-    (void)flags;
-    DAPI("cuCtxCreate_v2", NULL);
-    if (!pc) DRET(CUDA_ERROR_INVALID_VALUE);
-    if (d < 0 || d >= sg_device_count()) DRET(CUDA_ERROR_INVALID_DEVICE);
+    if (!pc) return CUDA_ERROR_INVALID_VALUE;
+    if (!g_inited) return CUDA_ERROR_NOT_INITIALIZED;
+    unsigned sched = flags & CU_CTX_SCHED_MASK;
+    if ((flags & ~(unsigned)CU_CTX_FLAGS_MASK) || (sched & (sched - 1))) return CUDA_ERROR_INVALID_VALUE;
+    if (d < 0 || d >= sg_device_count()) return CUDA_ERROR_INVALID_DEVICE;
     *pc = (CUcontext)sg_context_handle(d);
     sg_set_current_device(d);
     t_has_ctx = 1;
-    DRET(CUDA_SUCCESS);
+    return CUDA_SUCCESS;
+}
+static CUresult check_affinity(const CUexecAffinityParam *p, int n)
+{
+    if (n < 0 || (n > 0 && !p)) return CUDA_ERROR_INVALID_VALUE;
+    for (int i = 0; i < n; i++)
+        if (p[i].type != CU_EXEC_AFFINITY_TYPE_SM_COUNT || p[i].param.smCount.val == 0 || p[i].param.smCount.val > 132)
+            return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+CUresult cuCtxCreate(CUcontext *pc, unsigned flags, CUdevice d)
+{
+    DAPI("cuCtxCreate", NULL);
+    DRET(ctx_create(pc, flags, d));
+}
+CUresult cuCtxCreate_v2(CUcontext *pc, unsigned flags, CUdevice d)
+{
+    DAPI("cuCtxCreate_v2", NULL);
+    DRET(ctx_create(pc, flags, d));
+}
+CUresult cuCtxCreate_v3(CUcontext *pc, CUexecAffinityParam *params, int n, unsigned flags, CUdevice d)
+{
+    DAPI("cuCtxCreate_v3", NULL);
+    CUresult r = check_affinity(params, n);
+    DRET(r == CUDA_SUCCESS ? ctx_create(pc, flags, d) : r);
+}
+/* CUDA 13's cuCtxCreate (cuda.h: #define cuCtxCreate cuCtxCreate_v4); params may be NULL. */
+CUresult cuCtxCreate_v4(CUcontext *pc, CUctxCreateParams *params, unsigned flags, CUdevice d)
+{
+    DAPI("cuCtxCreate_v4", NULL);
+    if (params && params->cigParams) DRET(params->numExecAffinityParams ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_SUPPORTED);
+    CUresult r = params ? check_affinity(params->execAffinityParams, params->numExecAffinityParams) : CUDA_SUCCESS;
+    DRET(r == CUDA_SUCCESS ? ctx_create(pc, flags, d) : r);
 }
 CUresult cuCtxDestroy_v2(CUcontext c)
 {
@@ -211,6 +248,39 @@ CUresult cuModuleLoadData(CUmodule *m, const void *image)
     (void)image;
     DAPI("cuModuleLoadData", NULL);
     if (!m) DRET(CUDA_ERROR_INVALID_VALUE);
+    static int token;
+    *m = (CUmodule)&token;
+    DRET(CUDA_SUCCESS);
+}
+/* The JIT options the driver writes back: log sizes (nothing was logged: 0, the buffers emptied) and
+ * the wall time (0 ms: nothing is compiled). Other options are inputs and are accepted. */
+CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned n, CUjit_option *options, void **values)
+{
+    DAPI("cuModuleLoadDataEx", NULL);
+    if (!m || !image || (n && (!options || !values))) DRET(CUDA_ERROR_INVALID_VALUE);
+    char *info = NULL, *error = NULL;
+    for (unsigned i = 0; i < n; i++) {
+        if (options[i] == CU_JIT_INFO_LOG_BUFFER) info = values[i];
+        if (options[i] == CU_JIT_ERROR_LOG_BUFFER) error = values[i];
+    }
+    for (unsigned i = 0; i < n; i++) {
+        switch (options[i]) {
+        case CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES:
+            if (info && (uintptr_t)values[i]) info[0] = 0;
+            values[i] = (void *)(uintptr_t)0;
+            break;
+        case CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES:
+            if (error && (uintptr_t)values[i]) error[0] = 0;
+            values[i] = (void *)(uintptr_t)0;
+            break;
+        case CU_JIT_WALL_TIME: {
+            float ms = 0.0f;
+            memcpy(&values[i], &ms, sizeof ms);
+            break;
+        }
+        default: break;
+        }
+    }
     static int token;
     *m = (CUmodule)&token;
     DRET(CUDA_SUCCESS);
@@ -352,7 +422,7 @@ static int classify_ptr(CUdeviceptr p)
 {
     mem_ent e;
     return sg_mem_find((const void *)(uintptr_t)p, &e) &&
-           (e.kind == SG_MEM_DEVICE || e.kind == SG_MEM_MANAGED || e.kind == SG_MEM_MAPPED);
+           sg_mem_kind_is_device(e.kind);
 }
 static int unified_kind(CUdeviceptr dst, CUdeviceptr src)
 {
@@ -397,6 +467,22 @@ static CUresult stream_sync(const char *api, CUstream st, int pt)
 CUresult cuStreamSynchronize(CUstream st) { return stream_sync("cuStreamSynchronize", st, 0); }
 CUresult cuStreamSynchronize_ptsz(CUstream st) { return stream_sync("cuStreamSynchronize_ptsz", st, 1); }
 
+/* profiler control (cudaProfiler.h): marks for a profiler's capture range, always CUDA_SUCCESS; a
+ * `profiler` ground-truth line, as the runtime's cudaProfilerStart / Stop write */
+CUresult cuProfilerStart(void);
+CUresult cuProfilerStop(void);
+static CUresult profiler_mark(const char *api, const char *op)
+{
+    DAPI(api, NULL);
+    if (!g_inited) DRET(CUDA_ERROR_NOT_INITIALIZED);
+    char fields[32];
+    snprintf(fields, sizeof fields, "\"op\":\"%s\"", op);
+    sg_truth_host_line("profiler", sg_current_device(), -1, _c.correlation, fields);
+    DRET(CUDA_SUCCESS);
+}
+CUresult cuProfilerStart(void) { return profiler_mark("cuProfilerStart", "start"); }
+CUresult cuProfilerStop(void) { return profiler_mark("cuProfilerStop", "stop"); }
+
 /* errors */
 static const struct { CUresult r; const char *name, *desc; } g_errs[] = {
     {CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
@@ -408,6 +494,8 @@ static const struct { CUresult r; const char *name, *desc; } g_errs[] = {
     {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
     {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
+    {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+    {CUDA_ERROR_NOT_PERMITTED, "CUDA_ERROR_NOT_PERMITTED", "operation not permitted"},
 };
 CUresult cuGetErrorString(CUresult e, const char **s)
 {
@@ -450,10 +538,10 @@ static const struct {
     {"cuCtxSynchronize", 13000, "cuCtxSynchronize_v2"},
     {"cuCtxGetDevice", 2000, "cuCtxGetDevice"},
     {"cuCtxGetDevice", 13000, "cuCtxGetDevice_v2"},
-    {"cuCtxCreate", 2000, NULL},
+    {"cuCtxCreate", 2000, "cuCtxCreate"},
     {"cuCtxCreate", 3020, "cuCtxCreate_v2"},
-    {"cuCtxCreate", 11040, NULL},
-    {"cuCtxCreate", 12050, NULL},
+    {"cuCtxCreate", 11040, "cuCtxCreate_v3"},
+    {"cuCtxCreate", 12050, "cuCtxCreate_v4"},
     {"cuCtxDestroy", 2000, NULL},
     {"cuCtxDestroy", 4000, "cuCtxDestroy_v2"},
     {"cuDevicePrimaryCtxRelease", 7000, NULL},

@@ -135,23 +135,6 @@ const char *sg_rt_kernel_name(const void *func)
     return sg_intern(buf);
 }
 
-/* pointer classification: 1 device/managed, 0 host; *pinned for host memory */
-static int ptr_is_device(const void *p, int *pinned, int *device)
-{
-    mem_ent e;
-    if (sg_mem_find(p, &e)) {
-        if (e.kind == SG_MEM_DEVICE || e.kind == SG_MEM_MANAGED) {
-            if (device) *device = e.device;
-            if (pinned) *pinned = 0;
-            return 1;
-        }
-        if (pinned) *pinned = 1;
-        return 0;
-    }
-    if (pinned) *pinned = 0;
-    return 0;
-}
-
 /* ---------------------------------------------------------------- launches */
 
 cudaError_t sg_rt_launch(const char *api, const char *name, dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
@@ -263,21 +246,6 @@ void __cudaRegisterFunction(void **h, const char *hostFun, char *deviceFun, cons
     (void)h, (void)deviceFun, (void)tl, (void)tid, (void)bid, (void)bDim, (void)gDim, (void)wSize;
     rt_init_light();
     fn_register(hostFun, deviceName ? deviceName : deviceFun);
-}
-void __cudaRegisterVar(void **h, char *hostVar, char *deviceAddress, const char *deviceName, int ext, size_t size,
-                       int constant, int global);
-void __cudaRegisterVar(void **h, char *hostVar, char *deviceAddress, const char *deviceName, int ext, size_t size,
-                       int constant, int global)
-{
-    (void)h, (void)hostVar, (void)deviceAddress, (void)deviceName, (void)ext, (void)size, (void)constant, (void)global;
-}
-void __cudaRegisterManagedVar(void **h, void **hostVarPtrAddress, char *deviceAddress, const char *deviceName,
-                              int ext, size_t size, int constant, int global);
-void __cudaRegisterManagedVar(void **h, void **hostVarPtrAddress, char *deviceAddress, const char *deviceName,
-                              int ext, size_t size, int constant, int global)
-{
-    (void)h, (void)hostVarPtrAddress, (void)deviceAddress, (void)deviceName, (void)ext, (void)size,
-        (void)constant, (void)global;
 }
 char __cudaInitModule(void **h);
 char __cudaInitModule(void **h) { (void)h; return 1; }
@@ -432,39 +400,35 @@ cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest)
     if (greatest) *greatest = -5;
     RET(cudaSuccess);
 }
-cudaError_t cudaDeviceCanAccessPeer(int *can, int dev, int peer)
-{
-    rt_init();
-    API("cudaDeviceCanAccessPeer", NULL);
-    if (!can) RET(cudaErrorInvalidValue);
-    *can = dev != peer && dev >= 0 && peer >= 0 && dev < sg_device_count() && peer < sg_device_count();
-    RET(cudaSuccess);
-}
-cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned flags)
-{
-    (void)peer, (void)flags;
-    rt_init();
-    API("cudaDeviceEnablePeerAccess", NULL);
-    RET(cudaSuccess);
-}
+/* Function attributes: those of the kernel's function handle, shared with the driver's
+ * cuFuncGetAttribute / cuFuncSetAttribute (core.c). */
 cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value)
 {
-    (void)func, (void)attr, (void)value;
     rt_init();
     API("cudaFuncSetAttribute", NULL);
-    RET(cudaSuccess);
+    if (!func) RET(cudaErrorInvalidDeviceFunction);
+    void *h = sg_func_handle(sg_rt_kernel_name(func));
+    RET(sg_func_attr_update(h, (int)attr, value) == 0 ? cudaSuccess : cudaErrorInvalidValue);
 }
 cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const void *func)
 {
-    (void)func;
     rt_init();
     API("cudaFuncGetAttributes", NULL);
     if (!attr) RET(cudaErrorInvalidValue);
+    if (!func) RET(cudaErrorInvalidDeviceFunction);
+    void *h = sg_func_handle(sg_rt_kernel_name(func));
     memset(attr, 0, sizeof *attr);
-    attr->maxThreadsPerBlock = 1024;
-    attr->numRegs = 32;
-    attr->ptxVersion = 90;
-    attr->binaryVersion = 90;
+    attr->maxThreadsPerBlock = sg_func_attr_value(h, 0);
+    attr->numRegs = sg_func_attr_value(h, 4);
+    attr->ptxVersion = sg_func_attr_value(h, 5);
+    attr->binaryVersion = sg_func_attr_value(h, 6);
+    attr->maxDynamicSharedSizeBytes = sg_func_attr_value(h, cudaFuncAttributeMaxDynamicSharedMemorySize);
+    attr->preferredShmemCarveout = sg_func_attr_value(h, cudaFuncAttributePreferredSharedMemoryCarveout);
+    attr->requiredClusterWidth = sg_func_attr_value(h, cudaFuncAttributeRequiredClusterWidth);
+    attr->requiredClusterHeight = sg_func_attr_value(h, cudaFuncAttributeRequiredClusterHeight);
+    attr->requiredClusterDepth = sg_func_attr_value(h, cudaFuncAttributeRequiredClusterDepth);
+    attr->nonPortableClusterSizeAllowed = sg_func_attr_value(h, cudaFuncAttributeNonPortableClusterSizeAllowed);
+    attr->clusterSchedulingPolicyPreference = sg_func_attr_value(h, cudaFuncAttributeClusterSchedulingPolicyPreference);
     RET(cudaSuccess);
 }
 cudaError_t cudaDeviceSynchronize(void)
@@ -478,6 +442,7 @@ cudaError_t cudaDeviceSynchronize(void)
     sg_device_synchronize(d);
     sgc_emit_sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE, t0, sg_now_ns(), _c.correlation, d,
                   (uint32_t)-1, (uint32_t)-1, 0);
+    sg_rt_pool_sync_trim(_c.correlation);
     RET(cudaSuccess);
 }
 cudaError_t cudaDeviceReset(void)
@@ -485,6 +450,7 @@ cudaError_t cudaDeviceReset(void)
     rt_init();
     API("cudaDeviceReset", NULL);
     sg_device_synchronize(sg_current_device());
+    sg_rt_peer_reset(sg_current_device());
     RET(cudaSuccess);
 }
 cudaError_t cudaThreadSynchronize(void) { return cudaDeviceSynchronize(); }
@@ -532,6 +498,7 @@ static cudaError_t stream_sync(const char *api, cudaStream_t st, int pt)
     sg_stream_synchronize(s);
     sgc_emit_sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, t0, sg_now_ns(), _c.correlation,
                   sg_stream_device(s), sg_stream_id(s), (uint32_t)-1, 0);
+    sg_rt_pool_sync_trim(_c.correlation);
     RET(cudaSuccess);
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t st) { return stream_sync("cudaStreamSynchronize", st, 0); }
@@ -675,6 +642,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e)
     if (ev->marker) sg_op_wait(ev->marker);
     sgc_emit_sync(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE, t0, sg_now_ns(), _c.correlation,
                   sg_current_device(), (uint32_t)-1, ev->id, 0);
+    sg_rt_pool_sync_trim(_c.correlation);
     RET(cudaSuccess);
 }
 static cudaError_t elapsed(const char *api, float *ms, cudaEvent_t a, cudaEvent_t b)
@@ -742,35 +710,9 @@ cudaError_t cudaFree(void *p)
     rt_init();
     API("cudaFree", NULL);
     if (p) sg_device_synchronize(sg_current_device()); /* cudaFree synchronises, as CUDA's does */
-    RET((cudaError_t)sg_dev_free(p, _c.correlation, 0, 0));
+    RET(sg_rt_free(p, NULL, _c.correlation));
 }
-static cudaError_t malloc_async(const char *api, void **p, size_t size, cudaStream_t st, int pt)
-{
-    rt_init();
-    API(api, NULL);
-    sg_stream *s = sg_stream_resolve(st, pt);
-    if (!s) RET(cudaErrorInvalidResourceHandle);
-    RET((cudaError_t)sg_dev_alloc(p, size, sg_stream_device(s), SG_MEM_DEVICE, _c.correlation, sg_stream_id(s), 1));
-}
-cudaError_t cudaMallocAsync(void **p, size_t size, cudaStream_t st) { return malloc_async("cudaMallocAsync", p, size, st, 0); }
-cudaError_t cudaMallocAsync_ptsz(void **p, size_t size, cudaStream_t st);
-cudaError_t cudaMallocAsync_ptsz(void **p, size_t size, cudaStream_t st)
-{
-    return malloc_async("cudaMallocAsync_ptsz", p, size, st, 1);
-}
-static cudaError_t free_async(const char *api, void *p, cudaStream_t st, int pt)
-{
-    rt_init();
-    API(api, NULL);
-    sg_stream *s = sg_stream_resolve(st, pt);
-    if (!s) RET(cudaErrorInvalidResourceHandle);
-    RET((cudaError_t)sg_dev_free(p, _c.correlation, sg_stream_id(s), 1));
-}
-cudaError_t cudaFreeAsync(void *p, cudaStream_t st) { return free_async("cudaFreeAsync", p, st, 0); }
-cudaError_t cudaFreeAsync_ptsz(void *p, cudaStream_t st);
-cudaError_t cudaFreeAsync_ptsz(void *p, cudaStream_t st) { return free_async("cudaFreeAsync_ptsz", p, st, 1); }
-
-static cudaError_t host_alloc(void **p, size_t size, uint32_t corr)
+static cudaError_t host_alloc(void **p, size_t size, unsigned flags, uint32_t corr)
 {
     if (!p) return cudaErrorInvalidValue;
     if (!size) {
@@ -779,7 +721,7 @@ static cudaError_t host_alloc(void **p, size_t size, uint32_t corr)
     }
     void *m = mmap(NULL, sg_page_round(size), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) return cudaErrorMemoryAllocation;
-    sg_mem_add((uintptr_t)m, size, sg_current_device(), SG_MEM_PINNED);
+    sg_mem_add_ext((uintptr_t)m, size, sg_current_device(), SG_MEM_PINNED, NULL, NULL, flags);
     *p = m;
     sgc_emit_memory(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, CUPTI_ACTIVITY_MEMORY_KIND_PINNED, corr,
                     (uint64_t)(uintptr_t)m, size, sg_current_device(), 0, 0);
@@ -789,14 +731,15 @@ cudaError_t cudaMallocHost(void **p, size_t size)
 {
     rt_init();
     API("cudaMallocHost", NULL);
-    RET(host_alloc(p, size, _c.correlation));
+    RET(host_alloc(p, size, cudaHostAllocDefault, _c.correlation));
 }
 cudaError_t cudaHostAlloc(void **p, size_t size, unsigned flags)
 {
-    (void)flags;
     rt_init();
     API("cudaHostAlloc", NULL);
-    RET(host_alloc(p, size, _c.correlation));
+    if (flags & ~(unsigned)(cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined))
+        RET(cudaErrorInvalidValue);
+    RET(host_alloc(p, size, flags, _c.correlation));
 }
 cudaError_t cudaFreeHost(void *p)
 {
@@ -812,12 +755,11 @@ cudaError_t cudaFreeHost(void *p)
 }
 cudaError_t cudaHostRegister(void *p, size_t size, unsigned flags)
 {
-    (void)flags;
     rt_init();
     API("cudaHostRegister", NULL);
     if (!p || !size) RET(cudaErrorInvalidValue);
     if (sg_mem_find(p, NULL)) RET(cudaErrorHostMemoryAlreadyRegistered);
-    sg_mem_add((uintptr_t)p, size, sg_current_device(), SG_MEM_REGISTERED);
+    sg_mem_add_ext((uintptr_t)p, size, sg_current_device(), SG_MEM_REGISTERED, NULL, NULL, flags);
     RET(cudaSuccess);
 }
 cudaError_t cudaHostUnregister(void *p)
@@ -847,223 +789,19 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void
     memset(a, 0, sizeof *a);
     mem_ent e;
     if (sg_mem_find(p, &e)) {
-        a->type = e.kind == SG_MEM_DEVICE    ? cudaMemoryTypeDevice
+        int dev = sg_mem_kind_is_device(e.kind) && e.kind != SG_MEM_MANAGED;
+        a->type = dev                        ? cudaMemoryTypeDevice
                   : e.kind == SG_MEM_MANAGED ? cudaMemoryTypeManaged
                                              : cudaMemoryTypeHost;
         a->device = e.device;
         a->devicePointer = (void *)p;
-        a->hostPointer = e.kind == SG_MEM_DEVICE ? NULL : (void *)p;
+        a->hostPointer = dev ? NULL : (void *)p;
     } else {
         a->type = cudaMemoryTypeUnregistered;
         a->device = -2;
         a->hostPointer = (void *)p;
     }
     RET(cudaSuccess);
-}
-
-/* copies: classify, copy the bytes now, queue the timing op */
-static int classify(const void *dst, const void *src, enum cudaMemcpyKind kind, int *pinned)
-{
-    int sp = 0, dp = 0;
-    int sdev = ptr_is_device(src, &sp, NULL), ddev = ptr_is_device(dst, &dp, NULL);
-    switch (kind) {
-    case cudaMemcpyHostToDevice: *pinned = sp; return SG_COPY_HTOD;
-    case cudaMemcpyDeviceToHost: *pinned = dp; return SG_COPY_DTOH;
-    case cudaMemcpyDeviceToDevice: *pinned = 0; return SG_COPY_DTOD;
-    case cudaMemcpyHostToHost: *pinned = sp && dp; return SG_COPY_HTOH;
-    default:
-        if (sdev && ddev) { *pinned = 0; return SG_COPY_DTOD; }
-        if (sdev) { *pinned = dp; return SG_COPY_DTOH; }
-        if (ddev) { *pinned = sp; return SG_COPY_HTOD; }
-        *pinned = sp && dp;
-        return SG_COPY_HTOH;
-    }
-}
-
-static cudaError_t check_dev_range(const void *p, size_t n)
-{
-    mem_ent e;
-    if (!sg_mem_find(p, &e) || (e.kind != SG_MEM_DEVICE && e.kind != SG_MEM_MANAGED)) return cudaErrorInvalidValue;
-    if ((uintptr_t)p + n > e.base + e.size) return cudaErrorInvalidValue;
-    return cudaSuccess;
-}
-
-cudaError_t sg_rt_copy(uint32_t corr, void *dst, const void *src, size_t width, size_t height, size_t dpitch,
-                       size_t spitch, int copy_kind, int pinned, sg_stream *s, int is_async)
-{
-    size_t bytes = width * height;
-    if (bytes && (!dst || !src)) return cudaErrorInvalidValue;
-    if (copy_kind == SG_COPY_HTOD || copy_kind == SG_COPY_DTOD || copy_kind == SG_COPY_PTOP)
-        if (bytes && check_dev_range(dst, dpitch * (height - 1) + width) != cudaSuccess) return cudaErrorInvalidValue;
-    if (copy_kind == SG_COPY_DTOH || copy_kind == SG_COPY_DTOD || copy_kind == SG_COPY_PTOP)
-        if (bytes && check_dev_range(src, spitch * (height - 1) + width) != cudaSuccess) return cudaErrorInvalidValue;
-    for (size_t r = 0; r < height && width; r++)
-        memmove((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
-    sg_copy_desc c;
-    memset(&c, 0, sizeof c);
-    c.copy_kind = copy_kind;
-    c.bytes = bytes;
-    c.host_pinned = pinned;
-    c.is_async = is_async;
-    c.correlation = corr;
-    sg_graph_node n;
-    memset(&n, 0, sizeof n);
-    n.type = SG_NODE_COPY;
-    n.c = c;
-    cudaError_t err;
-    if (sg_rt_capture_node(s, &n, &err)) return err;
-    int host_side = copy_kind == SG_COPY_HTOD || copy_kind == SG_COPY_DTOH || copy_kind == SG_COPY_HTOH;
-    int wait = !is_async || (host_side && !pinned); /* pageable async copies are synchronous */
-    sg_op *op = sg_enqueue_copy(s, &c, wait);
-    if (wait) {
-        sg_op_wait(op);
-        sg_op_release(op);
-    }
-    return cudaSuccess;
-}
-
-#define MEMCPY_FN(fname, api, pt, async)                                                                      \
-    cudaError_t fname(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t st)         \
-    {                                                                                                          \
-        rt_init();                                                                                             \
-        API(api, NULL);                                                                                        \
-        sg_stream *s = sg_stream_resolve(st, pt);                                                              \
-        if (!s) RET(cudaErrorInvalidResourceHandle);                                                           \
-        int pinned;                                                                                            \
-        int k = classify(dst, src, kind, &pinned);                                                             \
-        RET(sg_rt_copy(_c.correlation, dst, src, n, 1, n, n, k, pinned, s, async));                            \
-    }
-cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t st);
-MEMCPY_FN(cudaMemcpyAsync, "cudaMemcpyAsync", 0, 1)
-MEMCPY_FN(cudaMemcpyAsync_ptsz, "cudaMemcpyAsync_ptsz", 1, 1)
-
-cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind)
-{
-    rt_init();
-    API("cudaMemcpy", NULL);
-    sg_stream *s = sg_stream_resolve(NULL, 0);
-    int pinned;
-    int k = classify(dst, src, kind, &pinned);
-    RET(sg_rt_copy(_c.correlation, dst, src, n, 1, n, n, k, pinned, s, 0));
-}
-cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind);
-cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind)
-{
-    rt_init();
-    API("cudaMemcpy_ptds", NULL);
-    sg_stream *s = sg_stream_resolve(NULL, 1);
-    int pinned;
-    int k = classify(dst, src, kind, &pinned);
-    RET(sg_rt_copy(_c.correlation, dst, src, n, 1, n, n, k, pinned, s, 0));
-}
-
-static cudaError_t memcpy2d(const char *api, void *dst, size_t dp, const void *src, size_t sp, size_t w, size_t h,
-                            enum cudaMemcpyKind kind, cudaStream_t st, int pt, int async)
-{
-    rt_init();
-    API(api, NULL);
-    sg_stream *s = sg_stream_resolve(st, pt);
-    if (!s) RET(cudaErrorInvalidResourceHandle);
-    if (w > dp || w > sp) RET(cudaErrorInvalidPitchValue);
-    int pinned;
-    int k = classify(dst, src, kind, &pinned);
-    RET(sg_rt_copy(_c.correlation, dst, src, w, h, dp, sp, k, pinned, s, async));
-}
-cudaError_t cudaMemcpy2D(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, enum cudaMemcpyKind k)
-{
-    return memcpy2d("cudaMemcpy2D", d, dp, s, sp, w, h, k, NULL, 0, 0);
-}
-cudaError_t cudaMemcpy2D_ptds(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, enum cudaMemcpyKind k);
-cudaError_t cudaMemcpy2D_ptds(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, enum cudaMemcpyKind k)
-{
-    return memcpy2d("cudaMemcpy2D_ptds", d, dp, s, sp, w, h, k, NULL, 1, 0);
-}
-cudaError_t cudaMemcpy2DAsync(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, enum cudaMemcpyKind k,
-                              cudaStream_t st)
-{
-    return memcpy2d("cudaMemcpy2DAsync", d, dp, s, sp, w, h, k, st, 0, 1);
-}
-cudaError_t cudaMemcpy2DAsync_ptsz(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h,
-                                   enum cudaMemcpyKind k, cudaStream_t st);
-cudaError_t cudaMemcpy2DAsync_ptsz(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h,
-                                   enum cudaMemcpyKind k, cudaStream_t st)
-{
-    return memcpy2d("cudaMemcpy2DAsync_ptsz", d, dp, s, sp, w, h, k, st, 1, 1);
-}
-
-static cudaError_t memcpy_peer(const char *api, void *dst, int dd, const void *src, int sd, size_t n,
-                               cudaStream_t st, int pt, int async)
-{
-    rt_init();
-    API(api, NULL);
-    (void)dd, (void)sd;
-    sg_stream *s = sg_stream_resolve(st, pt);
-    if (!s) RET(cudaErrorInvalidResourceHandle);
-    RET(sg_rt_copy(_c.correlation, dst, src, n, 1, n, n, SG_COPY_PTOP, 0, s, async));
-}
-cudaError_t cudaMemcpyPeer(void *dst, int dd, const void *src, int sd, size_t n)
-{
-    return memcpy_peer("cudaMemcpyPeer", dst, dd, src, sd, n, NULL, 0, 0);
-}
-cudaError_t cudaMemcpyPeerAsync(void *dst, int dd, const void *src, int sd, size_t n, cudaStream_t st)
-{
-    return memcpy_peer("cudaMemcpyPeerAsync", dst, dd, src, sd, n, st, 0, 1);
-}
-cudaError_t cudaMemcpyPeerAsync_ptsz(void *dst, int dd, const void *src, int sd, size_t n, cudaStream_t st);
-cudaError_t cudaMemcpyPeerAsync_ptsz(void *dst, int dd, const void *src, int sd, size_t n, cudaStream_t st)
-{
-    return memcpy_peer("cudaMemcpyPeerAsync_ptsz", dst, dd, src, sd, n, st, 1, 1);
-}
-
-/* memset: value 0 over whole pages is done with MADV_DONTNEED (no memory touched) */
-static void fill(void *p, int value, size_t n)
-{
-    uintptr_t a = (uintptr_t)p, e = a + n;
-    uintptr_t pa = (a + 4095) & ~(uintptr_t)4095, pe = e & ~(uintptr_t)4095;
-    if ((value & 0xff) == 0 && pe > pa + 65536) {
-        memset(p, 0, pa - a);
-        madvise((void *)pa, pe - pa, MADV_DONTNEED);
-        memset((void *)pe, 0, e - pe);
-    } else {
-        memset(p, value, n);
-    }
-}
-
-static cudaError_t memset_common(const char *api, void *p, int value, size_t n, cudaStream_t st, int pt, int async)
-{
-    rt_init();
-    API(api, NULL);
-    sg_stream *s = sg_stream_resolve(st, pt);
-    if (!s) RET(cudaErrorInvalidResourceHandle);
-    if (n && check_dev_range(p, n) != cudaSuccess) RET(cudaErrorInvalidValue);
-    if (n) fill(p, value, n);
-    sg_copy_desc c;
-    memset(&c, 0, sizeof c);
-    c.is_memset = 1;
-    c.bytes = n;
-    c.value = (uint32_t)(value & 0xff);
-    c.is_async = async;
-    c.correlation = _c.correlation;
-    sg_graph_node node;
-    memset(&node, 0, sizeof node);
-    node.type = SG_NODE_COPY;
-    node.c = c;
-    cudaError_t err;
-    if (sg_rt_capture_node(s, &node, &err)) RET(err);
-    sg_enqueue_copy(s, &c, 0);
-    RET(cudaSuccess);
-}
-cudaError_t cudaMemset(void *p, int v, size_t n) { return memset_common("cudaMemset", p, v, n, NULL, 0, 0); }
-cudaError_t cudaMemset_ptds(void *p, int v, size_t n);
-cudaError_t cudaMemset_ptds(void *p, int v, size_t n) { return memset_common("cudaMemset_ptds", p, v, n, NULL, 1, 0); }
-cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t st)
-{
-    return memset_common("cudaMemsetAsync", p, v, n, st, 0, 1);
-}
-cudaError_t cudaMemsetAsync_ptsz(void *p, int v, size_t n, cudaStream_t st);
-cudaError_t cudaMemsetAsync_ptsz(void *p, int v, size_t n, cudaStream_t st)
-{
-    return memset_common("cudaMemsetAsync_ptsz", p, v, n, st, 1, 1);
 }
 
 /* ---------------------------------------------------------------- errors */
@@ -1107,6 +845,14 @@ static const struct { int code; const char *name, *desc; } g_errs[] = {
     {cudaErrorSymbolNotFound, "cudaErrorSymbolNotFound", "named symbol not found"},
     {cudaErrorNotSupported, "cudaErrorNotSupported", "operation not supported"},
     {cudaErrorLaunchFailure, "cudaErrorLaunchFailure", "unspecified launch failure"},
+    {cudaErrorInvalidSymbol, "cudaErrorInvalidSymbol", "invalid device symbol"},
+    {cudaErrorInvalidMemcpyDirection, "cudaErrorInvalidMemcpyDirection", "invalid copy direction for memcpy"},
+    {cudaErrorInvalidDeviceFunction, "cudaErrorInvalidDeviceFunction", "invalid device function"},
+    {cudaErrorPeerAccessAlreadyEnabled, "cudaErrorPeerAccessAlreadyEnabled", "peer access is already enabled"},
+    {cudaErrorPeerAccessNotEnabled, "cudaErrorPeerAccessNotEnabled", "peer access has not been enabled"},
+    {cudaErrorNotPermitted, "cudaErrorNotPermitted", "operation not permitted"},
+    {cudaErrorStreamCaptureInvalidated, "cudaErrorStreamCaptureInvalidated", "operation failed due to a previous error during capture"},
+    {cudaErrorGraphExecUpdateFailure, "cudaErrorGraphExecUpdateFailure", "the graph update was not performed because it included changes which violated constraints specific to instantiated graph update"},
 };
 const char *cudaGetErrorString(cudaError_t e)
 {

@@ -1,44 +1,154 @@
-/* cudart_graph.c - mock CUDA runtime: stream capture and graphs.
+/* cudart_graph.c - mock CUDA runtime: graphs and executable graphs.
  *
- * A capture sequence starts on one stream (cudaStreamBeginCapture[ToGraph]); other streams join it
- * by waiting on an event recorded in it (fork) and must be waited on by the origin stream before
- * cudaStreamEndCapture (join), as in CUDA. Work queued on a member stream becomes a graph node and
- * runs nothing; cudaGraphLaunch of an instantiation queues the nodes, in capture order, on the launch
- * stream (branches are serialised). Rules enforced (cudaStreamCaptureMode, driver_types.h errors):
- * legacy-stream work while a blocking stream of the device captures -> 906 and invalidation; query /
- * synchronize of a capturing stream -> 900, of an event recorded in a capture -> 907; a capturing
- * stream waiting on an event recorded outside it -> 905 (902 across two captures); potentially unsafe
- * calls (cudaMalloc, cudaDeviceSynchronize) forbidden by the thread's interaction mode -> 900. Each
- * invalidates the capture: later captured work returns 901, and cudaStreamEndCapture returns 901
- * with a NULL graph (904 for a fork that was never joined). */
+ * A graph is a list of nodes in the order they were added (captured, cudart_capture.c, or added with
+ * cudaGraphAdd*Node, each with its dependencies, which must be nodes already in the graph: so that order
+ * is a topological order). cudaGraphInstantiate copies the nodes into an executable graph; nothing runs
+ * before cudaGraphLaunch, which queues them in that order on the launch stream (branches serialised)
+ * behind the previous launch of the same executable, each with the launch's correlation id, graphId =
+ * the id of the graph it was instantiated from and graphNodeId = the node's id (both as CUPTI reports:
+ * unique per process, from 1). Copies and memsets move their bytes when they run.
+ * Memory nodes: cudaGraphAddMemAllocNode reserves the address at once (fixed for the graph's life);
+ * the memory is charged to the device, with a CUPTI Memory record, when the alloc node runs and given
+ * back when its free node runs (or cudaFree / cudaFreeAsync frees it outside the graph, or an
+ * executable instantiated with cudaGraphInstantiateFlagAutoFreeOnLaunch is launched again). A launch
+ * while an allocation of the executable is still allocated fails with cudaErrorInvalidValue, a graph
+ * with memory nodes has at most one executable at a time and cannot be cloned (cudaErrorNotSupported).
+ * cudaGraphExecUpdate pairs the nodes of the executable and the graph by position and accepts the
+ * update when the count, the types and every node's dependencies match (else
+ * cudaErrorGraphExecUpdateFailure with the reason in the result info); updated nodes keep the node ids
+ * and graph id of the executable. cudaGraphUpload validates and returns (no work is visible). */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+
+#include <cupti_activity.h>
 
 #include "cudart_internal.h"
 
-/* ---------------------------------------------------------------- graphs and executables */
+/* ---------------------------------------------------------------- graph allocations */
+
+struct sg_graph_alloc {
+    uintptr_t base;
+    size_t bytes, mapped;
+    int device;
+    int allocated;         /* charged to the device: its alloc node ran, not freed since */
+    const void *freed_by;  /* the graph with a free node for it, NULL: none */
+    const void *exec;      /* the executable of its graph, NULL: none */
+    int refs;              /* nodes (of graphs and executables) that name it */
+};
+
+static pthread_mutex_t g_alloc_lock = PTHREAD_MUTEX_INITIALIZER;
+
+#define GRAPH_ALLOC_GRANULE (2u << 20)
+
+cudaError_t sg_rt_graph_alloc_new(size_t bytes, int device, sg_graph_alloc **out)
+{
+    if (!bytes || device < 0 || device >= sg_device_count()) return cudaErrorInvalidValue;
+    sg_graph_alloc *a = calloc(1, sizeof *a);
+    if (!a) return cudaErrorMemoryAllocation;
+    a->mapped = (bytes + GRAPH_ALLOC_GRANULE - 1) / GRAPH_ALLOC_GRANULE * GRAPH_ALLOC_GRANULE;
+    void *m = mmap(NULL, a->mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) {
+        free(a);
+        return cudaErrorMemoryAllocation;
+    }
+    a->base = (uintptr_t)m;
+    a->bytes = bytes;
+    a->device = device;
+    a->refs = 1;
+    sg_mem_add_ext(a->base, bytes, device, SG_MEM_GRAPH, a, NULL, 0);
+    *out = a;
+    return cudaSuccess;
+}
+
+void *sg_rt_graph_alloc_ptr(const sg_graph_alloc *a) { return (void *)a->base; }
+
+sg_graph_alloc *sg_rt_graph_alloc_of(const void *p)
+{
+    mem_ent e;
+    if (!p || !sg_mem_find(p, &e) || e.kind != SG_MEM_GRAPH || e.base != (uintptr_t)p) return NULL;
+    return e.owner;
+}
+
+static void alloc_retain(sg_graph_alloc *a)
+{
+    pthread_mutex_lock(&g_alloc_lock);
+    a->refs++;
+    pthread_mutex_unlock(&g_alloc_lock);
+}
+
+/* Last reference gone: the address range goes once the memory is not allocated any more. Lock held. */
+static void alloc_drop_locked(sg_graph_alloc *a)
+{
+    if (a->refs > 0 || a->allocated) return;
+    sg_mem_remove((void *)a->base, NULL);
+    munmap((void *)a->base, a->mapped);
+    free(a);
+}
+
+static void alloc_release(sg_graph_alloc *a)
+{
+    pthread_mutex_lock(&g_alloc_lock);
+    a->refs--;
+    alloc_drop_locked(a);
+    pthread_mutex_unlock(&g_alloc_lock);
+}
+void sg_rt_graph_alloc_release(sg_graph_alloc *a) { alloc_release(a); }
+
+/* Lock held. Gives the memory back (CUPTI release record). */
+static void alloc_unmap_locked(sg_graph_alloc *a, uint32_t corr, uint32_t stream_id, int is_async)
+{
+    a->allocated = 0;
+    sg_mem_unreserve(a->device, a->bytes);
+    sgc_emit_memory(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, corr, a->base,
+                    a->bytes, a->device, stream_id, is_async);
+}
+
+cudaError_t sg_rt_graph_alloc_free_outside(sg_graph_alloc *a, uint32_t corr, uint32_t stream_id, int is_async)
+{
+    pthread_mutex_lock(&g_alloc_lock);
+    cudaError_t e = cudaErrorInvalidValue;
+    if (a->allocated && !a->freed_by) {
+        alloc_unmap_locked(a, corr, stream_id, is_async);
+        alloc_drop_locked(a); /* a may be gone */
+        e = cudaSuccess;
+    }
+    pthread_mutex_unlock(&g_alloc_lock);
+    return e;
+}
+
+/* ---------------------------------------------------------------- graphs */
+
+#define NODE_MAGIC 0x474e4f44u
+typedef struct graph_node {
+    uint32_t magic;
+    sg_graph *owner;
+    sg_graph_node n;
+    int index;   /* position in the graph */
+    int *deps;   /* positions of its dependencies, in the order given */
+    int ndeps;
+} graph_node;
 
 struct sg_graph {
     uint32_t magic;
     uint32_t id;
-    sg_graph_node *nodes;
+    graph_node **nodes;
     int n, cap;
+    int mem_nodes; /* memory allocation / free nodes */
 };
 #define GRAPH_MAGIC 0x47524148u
-typedef struct sg_graph_exec { uint32_t magic; uint32_t graph_id; sg_graph_node *nodes; int n; } sg_graph_exec;
-#define EXEC_MAGIC 0x47455845u
 static uint32_t g_graph_ids;
 static uint64_t g_node_ids;
 
-static sg_graph *graph_get(cudaGraph_t h)
+sg_graph *sg_rt_graph_get(cudaGraph_t h)
 {
     sg_graph *g = (sg_graph *)h;
     return g && g->magic == GRAPH_MAGIC ? g : NULL;
 }
 
-static sg_graph *graph_new(void)
+sg_graph *sg_rt_graph_new(void)
 {
     sg_graph *g = calloc(1, sizeof *g);
     if (!g) return NULL;
@@ -47,459 +157,96 @@ static sg_graph *graph_new(void)
     return g;
 }
 
-static void graph_free(sg_graph *g)
+void sg_rt_graph_free(sg_graph *g)
 {
     g->magic = 0;
+    for (int i = 0; i < g->n; i++) {
+        graph_node *gn = g->nodes[i];
+        if (gn->n.alloc) alloc_release(gn->n.alloc);
+        gn->magic = 0;
+        free(gn->deps);
+        free(gn);
+    }
     free(g->nodes);
     free(g);
 }
 
-static int graph_add(sg_graph *g, const sg_graph_node *n)
+/* Appends n (a new node id) with dependencies at positions deps[0..ndeps). Returns the node or NULL. */
+static graph_node *graph_add(sg_graph *g, const sg_graph_node *n, const int *deps, int ndeps)
 {
     if (g->n == g->cap) {
         int nc = g->cap ? g->cap * 2 : 16;
-        sg_graph_node *nn = realloc(g->nodes, (size_t)nc * sizeof *nn);
-        if (!nn) return -1;
+        graph_node **nn = realloc(g->nodes, (size_t)nc * sizeof *nn);
+        if (!nn) return NULL;
         g->nodes = nn;
         g->cap = nc;
     }
-    g->nodes[g->n] = *n;
-    g->nodes[g->n].node_id = __atomic_add_fetch(&g_node_ids, 1, __ATOMIC_RELAXED);
-    g->n++;
-    return 0;
-}
-
-/* ---------------------------------------------------------------- capture sequences */
-
-#define MAX_MEMBERS 64
-typedef struct member {
-    sg_stream *s;
-    uint64_t ops;       /* nodes captured from this stream */
-    uint64_t joined;    /* ops of this stream the origin has waited on (directly) */
-    int via;            /* member index this stream was joined into (-1: none), for transitive joins */
-    uint64_t via_seq;
-} member;
-typedef struct sg_capture {
-    uint64_t id;
-    sg_graph *graph;
-    int own_graph; /* created by the capture (freed if it fails), not given to cudaStreamBeginCaptureToGraph */
-    int mode;
-    pthread_t thread;
-    int invalidated;
-    member m[MAX_MEMBERS]; /* m[0] is the origin stream */
-    int nm;
-    struct sg_capture *next;
-} sg_capture;
-
-static pthread_mutex_t g_cap_lock = PTHREAD_MUTEX_INITIALIZER;
-static sg_capture *g_captures;
-static int g_active; /* captures in progress, read without the lock on every queued op */
-static uint64_t g_capture_ids;
-static __thread int t_mode = cudaStreamCaptureModeGlobal;
-
-static sg_capture *capture_of_locked(sg_stream *s) { return (sg_capture *)sg_stream_capture_slot_get(s); }
-
-static member *member_of(sg_capture *c, sg_stream *s)
-{
-    for (int i = 0; i < c->nm; i++)
-        if (c->m[i].s == s) return &c->m[i];
-    return NULL;
-}
-
-static sg_capture *capture_by_id_locked(uint64_t id)
-{
-    for (sg_capture *c = g_captures; c && id; c = c->next)
-        if (c->id == id) return c;
-    return NULL;
-}
-
-static int is_legacy(sg_stream *s) { return s == sg_stream_resolve(SG_STREAM_LEGACY, 0); }
-
-/* Every member stream is joined into the origin: directly (the origin waited on an event recorded
- * after its last node) or through a member that is. */
-static int all_joined_locked(const sg_capture *c)
-{
-    int joined[MAX_MEMBERS] = {0};
-    joined[0] = 1;
-    for (int changed = 1; changed;) {
-        changed = 0;
-        for (int i = 1; i < c->nm; i++) {
-            if (joined[i]) continue;
-            const member *m = &c->m[i];
-            if (m->ops <= m->joined || (m->via >= 0 && joined[m->via] && m->ops <= m->via_seq)) {
-                joined[i] = 1;
-                changed = 1;
-            }
+    graph_node *gn = calloc(1, sizeof *gn);
+    if (!gn) return NULL;
+    if (ndeps) {
+        gn->deps = malloc((size_t)ndeps * sizeof *gn->deps);
+        if (!gn->deps) {
+            free(gn);
+            return NULL;
         }
+        memcpy(gn->deps, deps, (size_t)ndeps * sizeof *deps);
     }
-    for (int i = 0; i < c->nm; i++)
-        if (!joined[i]) return 0;
-    return 1;
+    gn->magic = NODE_MAGIC;
+    gn->owner = g;
+    gn->n = *n;
+    gn->n.node_id = __atomic_add_fetch(&g_node_ids, 1, __ATOMIC_RELAXED);
+    gn->index = g->n;
+    gn->ndeps = ndeps;
+    if (n->alloc) alloc_retain(n->alloc); /* the node's reference */
+    if (n->type == SG_NODE_MEM_ALLOC || n->type == SG_NODE_MEM_FREE) g->mem_nodes++;
+    g->nodes[g->n++] = gn;
+    return gn;
 }
 
-static void capture_end_locked(sg_capture *c)
+int sg_rt_graph_append(sg_graph *g, const sg_graph_node *n) { return graph_add(g, n, NULL, 0) ? 0 : -1; }
+
+static graph_node *node_get(cudaGraphNode_t h)
 {
-    for (int i = 0; i < c->nm; i++) sg_stream_capture_slot_set(c->m[i].s, NULL);
-    for (sg_capture **p = &g_captures; *p; p = &(*p)->next)
-        if (*p == c) {
-            *p = c->next;
-            break;
+    graph_node *gn = (graph_node *)h;
+    return gn && gn->magic == NODE_MAGIC ? gn : NULL;
+}
+
+/* Positions of the dependencies (nodes of g, no duplicates) into *out (malloc'ed, NULL for none). */
+static cudaError_t dep_positions(sg_graph *g, const cudaGraphNode_t *deps, size_t ndeps, int **out)
+{
+    *out = NULL;
+    if (!ndeps) return cudaSuccess;
+    if (!deps) return cudaErrorInvalidValue;
+    int *pos = malloc(ndeps * sizeof *pos);
+    if (!pos) return cudaErrorMemoryAllocation;
+    for (size_t i = 0; i < ndeps; i++) {
+        graph_node *d = node_get(deps[i]);
+        int dup = 0;
+        for (size_t j = 0; d && j < i; j++) dup |= pos[j] == d->index;
+        if (!d || d->owner != g || dup) {
+            free(pos);
+            return cudaErrorInvalidValue;
         }
-    __atomic_sub_fetch(&g_active, 1, __ATOMIC_RELEASE);
-    free(c);
-}
-
-int sg_rt_capture_node(sg_stream *s, const sg_graph_node *n, cudaError_t *err)
-{
-    if (!__atomic_load_n(&g_active, __ATOMIC_ACQUIRE)) return 0;
-    pthread_mutex_lock(&g_cap_lock);
-    sg_capture *c = capture_of_locked(s);
-    if (c) {
-        if (c->invalidated) {
-            *err = cudaErrorStreamCaptureInvalidated;
-        } else {
-            *err = graph_add(c->graph, n) ? cudaErrorMemoryAllocation : cudaSuccess;
-            member *m = member_of(c, s);
-            if (m && *err == cudaSuccess) m->ops++;
-        }
-        pthread_mutex_unlock(&g_cap_lock);
-        return 1;
+        pos[i] = d->index;
     }
-    int implicit = 0;
-    if (is_legacy(s)) {
-        int dev = sg_stream_device(s);
-        for (sg_capture *k = g_captures; k; k = k->next)
-            for (int i = 0; i < k->nm; i++)
-                if (sg_stream_device(k->m[i].s) == dev && !sg_stream_nonblocking(k->m[i].s)) {
-                    k->invalidated = 1;
-                    implicit = 1;
-                }
-    }
-    pthread_mutex_unlock(&g_cap_lock);
-    if (implicit) *err = cudaErrorStreamCaptureImplicit;
-    return implicit;
-}
-
-int sg_rt_capture_event_record(sg_stream *s, sg_capture_mark *mark, cudaError_t *err)
-{
-    memset(mark, 0, sizeof *mark);
-    if (!__atomic_load_n(&g_active, __ATOMIC_ACQUIRE)) return 0;
-    pthread_mutex_lock(&g_cap_lock);
-    sg_capture *c = capture_of_locked(s);
-    if (c) {
-        member *m = member_of(c, s);
-        mark->capture_id = c->id;
-        mark->stream = s;
-        mark->seq = m ? m->ops : 0;
-        *err = c->invalidated ? cudaErrorStreamCaptureInvalidated : cudaSuccess;
-    }
-    pthread_mutex_unlock(&g_cap_lock);
-    return c != NULL;
-}
-
-int sg_rt_capture_event_wait(sg_stream *s, const sg_capture_mark *mark, int recorded, unsigned flags,
-                             cudaError_t *err)
-{
-    if (!__atomic_load_n(&g_active, __ATOMIC_ACQUIRE)) return 0;
-    pthread_mutex_lock(&g_cap_lock);
-    sg_capture *cs = capture_of_locked(s);
-    sg_capture *ce = capture_by_id_locked(mark->capture_id);
-    int handled = 1;
-    *err = cudaSuccess;
-    if (ce && !cs) {
-        /* fork: s joins the event's capture */
-        if (ce->invalidated) {
-            *err = cudaErrorStreamCaptureInvalidated;
-        } else if (ce->nm == MAX_MEMBERS) {
-            ce->invalidated = 1;
-            *err = cudaErrorStreamCaptureUnsupported;
-        } else {
-            ce->m[ce->nm++] = (member){s, 0, 0, -1, 0};
-            sg_stream_capture_slot_set(s, ce);
-        }
-    } else if (ce && cs != ce) {
-        cs->invalidated = ce->invalidated = 1;
-        *err = cudaErrorStreamCaptureMerge;
-    } else if (ce) {
-        /* a dependency inside the capture: a join when it leads into the origin */
-        member *src = member_of(ce, mark->stream);
-        member *dst = member_of(ce, s);
-        if (src && dst && src != dst) {
-            if (dst == &ce->m[0]) {
-                if (mark->seq > src->joined) src->joined = mark->seq;
-            } else {
-                src->via = (int)(dst - ce->m);
-                if (mark->seq > src->via_seq) src->via_seq = mark->seq;
-            }
-        }
-    } else if (cs) {
-        /* a capturing stream waiting on work outside the capture */
-        if (recorded && !(flags & cudaEventWaitExternal)) {
-            cs->invalidated = 1;
-            *err = cudaErrorStreamCaptureIsolation;
-        }
-    } else {
-        handled = 0;
-    }
-    pthread_mutex_unlock(&g_cap_lock);
-    return handled;
-}
-
-cudaError_t sg_rt_capture_check_event(const sg_capture_mark *mark)
-{
-    if (!mark->capture_id || !__atomic_load_n(&g_active, __ATOMIC_ACQUIRE)) return cudaSuccess;
-    pthread_mutex_lock(&g_cap_lock);
-    sg_capture *c = capture_by_id_locked(mark->capture_id);
-    if (c) c->invalidated = 1;
-    pthread_mutex_unlock(&g_cap_lock);
-    return c ? cudaErrorCapturedEvent : cudaSuccess;
-}
-
-cudaError_t sg_rt_capture_check_stream(sg_stream *s)
-{
-    if (!__atomic_load_n(&g_active, __ATOMIC_ACQUIRE)) return cudaSuccess;
-    pthread_mutex_lock(&g_cap_lock);
-    sg_capture *c = capture_of_locked(s);
-    if (c) c->invalidated = 1;
-    pthread_mutex_unlock(&g_cap_lock);
-    return c ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
-}
-
-cudaError_t sg_rt_capture_check_unsafe(void)
-{
-    if (!__atomic_load_n(&g_active, __ATOMIC_ACQUIRE) || t_mode == cudaStreamCaptureModeRelaxed) return cudaSuccess;
-    int forbidden = 0;
-    pthread_mutex_lock(&g_cap_lock);
-    for (sg_capture *c = g_captures; c; c = c->next) {
-        if (c->mode == cudaStreamCaptureModeRelaxed) continue;
-        int mine = pthread_equal(c->thread, pthread_self());
-        if (mine || (t_mode == cudaStreamCaptureModeGlobal && c->mode == cudaStreamCaptureModeGlobal)) {
-            c->invalidated = 1;
-            forbidden = 1;
-        }
-    }
-    pthread_mutex_unlock(&g_cap_lock);
-    return forbidden ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
-}
-
-/* ---------------------------------------------------------------- capture API */
-
-/* into: the graph of cudaStreamBeginCaptureToGraph (to_graph), else a new one. */
-static cudaError_t begin_capture(const char *api, cudaStream_t st, int to_graph, cudaGraph_t into, int mode, int pt)
-{
-    sg_rt_init();
-    API(api, NULL);
-    sg_stream *s = sg_stream_resolve(st, pt);
-    if (!s) RET(cudaErrorInvalidResourceHandle);
-    if (to_graph && !graph_get(into)) RET(cudaErrorInvalidValue);
-    if (is_legacy(s)) RET(cudaErrorStreamCaptureUnsupported);
-    if (mode < cudaStreamCaptureModeGlobal || mode > cudaStreamCaptureModeRelaxed) RET(cudaErrorInvalidValue);
-    sg_graph *g = to_graph ? graph_get(into) : graph_new();
-    if (!g) RET(cudaErrorMemoryAllocation);
-    sg_capture *c = calloc(1, sizeof *c);
-    if (!c) {
-        if (!to_graph) graph_free(g);
-        RET(cudaErrorMemoryAllocation);
-    }
-    pthread_mutex_lock(&g_cap_lock);
-    if (capture_of_locked(s)) {
-        pthread_mutex_unlock(&g_cap_lock);
-        free(c);
-        if (!to_graph) graph_free(g);
-        RET(cudaErrorIllegalState);
-    }
-    c->id = ++g_capture_ids;
-    c->graph = g;
-    c->own_graph = !to_graph;
-    c->mode = mode;
-    c->thread = pthread_self();
-    c->m[0] = (member){s, 0, 0, -1, 0};
-    c->nm = 1;
-    c->next = g_captures;
-    g_captures = c;
-    sg_stream_capture_slot_set(s, c);
-    __atomic_add_fetch(&g_active, 1, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&g_cap_lock);
-    RET(cudaSuccess);
-}
-cudaError_t cudaStreamBeginCapture(cudaStream_t st, enum cudaStreamCaptureMode mode)
-{
-    return begin_capture("cudaStreamBeginCapture", st, 0, NULL, (int)mode, 0);
-}
-cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t st, enum cudaStreamCaptureMode mode);
-cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t st, enum cudaStreamCaptureMode mode)
-{
-    return begin_capture("cudaStreamBeginCapture_ptsz", st, 0, NULL, (int)mode, 1);
-}
-cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t st, cudaGraph_t graph, const cudaGraphNode_t *deps,
-                                          const cudaGraphEdgeData *edges, size_t ndeps, enum cudaStreamCaptureMode mode)
-{
-    (void)deps, (void)edges, (void)ndeps; /* the captured nodes are appended to the graph */
-    return begin_capture("cudaStreamBeginCaptureToGraph", st, 1, graph, (int)mode, 0);
-}
-cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t st, cudaGraph_t graph, const cudaGraphNode_t *deps,
-                                               const cudaGraphEdgeData *edges, size_t ndeps,
-                                               enum cudaStreamCaptureMode mode);
-cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t st, cudaGraph_t graph, const cudaGraphNode_t *deps,
-                                               const cudaGraphEdgeData *edges, size_t ndeps,
-                                               enum cudaStreamCaptureMode mode)
-{
-    (void)deps, (void)edges, (void)ndeps;
-    return begin_capture("cudaStreamBeginCaptureToGraph_ptsz", st, 1, graph, (int)mode, 1);
-}
-
-static cudaError_t end_capture(const char *api, cudaStream_t st, cudaGraph_t *pg, int pt)
-{
-    sg_rt_init();
-    API(api, NULL);
-    sg_stream *s = sg_stream_resolve(st, pt);
-    if (!s) RET(cudaErrorInvalidResourceHandle);
-    if (!pg) RET(cudaErrorInvalidValue);
-    pthread_mutex_lock(&g_cap_lock);
-    sg_capture *c = capture_of_locked(s);
-    cudaError_t e = cudaSuccess;
-    if (!c) {
-        e = cudaErrorIllegalState;
-    } else if (c->m[0].s != s) {
-        e = cudaErrorStreamCaptureUnmatched;
-    } else if (c->mode != cudaStreamCaptureModeRelaxed && !pthread_equal(c->thread, pthread_self())) {
-        e = cudaErrorStreamCaptureWrongThread;
-    }
-    if (e != cudaSuccess) {
-        pthread_mutex_unlock(&g_cap_lock);
-        RET(e);
-    }
-    sg_graph *g = c->graph;
-    int own = c->own_graph;
-    if (c->invalidated)
-        e = cudaErrorStreamCaptureInvalidated;
-    else if (!all_joined_locked(c))
-        e = cudaErrorStreamCaptureUnjoined;
-    capture_end_locked(c);
-    pthread_mutex_unlock(&g_cap_lock);
-    if (e != cudaSuccess) {
-        if (own) graph_free(g);
-        *pg = NULL;
-        RET(e);
-    }
-    *pg = (cudaGraph_t)g;
-    RET(cudaSuccess);
-}
-cudaError_t cudaStreamEndCapture(cudaStream_t st, cudaGraph_t *pg) { return end_capture("cudaStreamEndCapture", st, pg, 0); }
-cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t st, cudaGraph_t *pg);
-cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t st, cudaGraph_t *pg)
-{
-    return end_capture("cudaStreamEndCapture_ptsz", st, pg, 1);
-}
-
-/* Status, id and graph of the capture s belongs to (cudaStreamIsCapturing / GetCaptureInfo). */
-static cudaError_t capture_info(sg_stream *s, enum cudaStreamCaptureStatus *status, unsigned long long *id,
-                                cudaGraph_t *graph)
-{
-    if (!s) return cudaErrorInvalidResourceHandle;
-    if (!status) return cudaErrorInvalidValue;
-    pthread_mutex_lock(&g_cap_lock);
-    sg_capture *c = capture_of_locked(s);
-    *status = !c ? cudaStreamCaptureStatusNone
-                 : c->invalidated ? cudaStreamCaptureStatusInvalidated : cudaStreamCaptureStatusActive;
-    if (c && id) *id = c->id;
-    if (c && graph) *graph = (cudaGraph_t)c->graph;
-    pthread_mutex_unlock(&g_cap_lock);
+    *out = pos;
     return cudaSuccess;
 }
 
-static cudaError_t is_capturing(const char *api, cudaStream_t st, enum cudaStreamCaptureStatus *status, int pt)
+/* The common part of cudaGraphAdd*Node: checks, adds, returns the handle. */
+static cudaError_t add_node(cudaGraphNode_t *out, cudaGraph_t graph, const cudaGraphNode_t *deps, size_t ndeps,
+                            const sg_graph_node *n)
 {
-    sg_rt_init();
-    API(api, NULL);
-    RET(capture_info(sg_stream_resolve(st, pt), status, NULL, NULL));
-}
-cudaError_t cudaStreamIsCapturing(cudaStream_t st, enum cudaStreamCaptureStatus *status)
-{
-    return is_capturing("cudaStreamIsCapturing", st, status, 0);
-}
-cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t st, enum cudaStreamCaptureStatus *status);
-cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t st, enum cudaStreamCaptureStatus *status)
-{
-    return is_capturing("cudaStreamIsCapturing_ptsz", st, status, 1);
-}
-
-/* cudaStreamGetCaptureInfo in its three layouts: 3 arguments (CUDA 11.0 symbol, still exported by
- * libcudart.so.12), _v2 (6: + graph, dependencies, count), _v3 and CUDA 13's plain symbol (7: + edge
- * data). Dependencies are not tracked: none are reported. */
-static cudaError_t capture_info_call(const char *api, cudaStream_t st, int pt, enum cudaStreamCaptureStatus *status,
-                                     unsigned long long *id, cudaGraph_t *graph, const cudaGraphNode_t **deps,
-                                     const cudaGraphEdgeData **edges, size_t *ndeps)
-{
-    sg_rt_init();
-    API(api, NULL);
-    if (graph) *graph = NULL;
-    if (deps) *deps = NULL;
-    if (edges) *edges = NULL;
-    if (ndeps) *ndeps = 0;
-    RET(capture_info(sg_stream_resolve(st, pt), status, id, graph));
-}
-#undef cudaStreamGetCaptureInfo
-cudaError_t cudaStreamGetCaptureInfo(cudaStream_t st, enum cudaStreamCaptureStatus *status, unsigned long long *id,
-                                     cudaGraph_t *graph, const cudaGraphNode_t **deps, const cudaGraphEdgeData **edges,
-                                     size_t *ndeps);
-cudaError_t cudaStreamGetCaptureInfo(cudaStream_t st, enum cudaStreamCaptureStatus *status, unsigned long long *id,
-                                     cudaGraph_t *graph, const cudaGraphNode_t **deps, const cudaGraphEdgeData **edges,
-                                     size_t *ndeps)
-{
-    if (sg_cudart_version() < 13000) graph = NULL, deps = NULL, edges = NULL, ndeps = NULL;
-    return capture_info_call("cudaStreamGetCaptureInfo", st, 0, status, id, graph, deps, edges, ndeps);
-}
-cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t st, enum cudaStreamCaptureStatus *status,
-                                          unsigned long long *id, cudaGraph_t *graph, const cudaGraphNode_t **deps,
-                                          const cudaGraphEdgeData **edges, size_t *ndeps);
-cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t st, enum cudaStreamCaptureStatus *status,
-                                          unsigned long long *id, cudaGraph_t *graph, const cudaGraphNode_t **deps,
-                                          const cudaGraphEdgeData **edges, size_t *ndeps)
-{
-    if (sg_cudart_version() < 13000) graph = NULL, deps = NULL, edges = NULL, ndeps = NULL;
-    return capture_info_call("cudaStreamGetCaptureInfo_ptsz", st, 1, status, id, graph, deps, edges, ndeps);
-}
-cudaError_t cudaStreamGetCaptureInfo_v2(cudaStream_t st, enum cudaStreamCaptureStatus *status, unsigned long long *id,
-                                        cudaGraph_t *graph, const cudaGraphNode_t **deps, size_t *ndeps)
-{
-    return capture_info_call("cudaStreamGetCaptureInfo_v2", st, 0, status, id, graph, deps, NULL, ndeps);
-}
-cudaError_t cudaStreamGetCaptureInfo_v2_ptsz(cudaStream_t st, enum cudaStreamCaptureStatus *status,
-                                             unsigned long long *id, cudaGraph_t *graph, const cudaGraphNode_t **deps,
-                                             size_t *ndeps);
-cudaError_t cudaStreamGetCaptureInfo_v2_ptsz(cudaStream_t st, enum cudaStreamCaptureStatus *status,
-                                             unsigned long long *id, cudaGraph_t *graph, const cudaGraphNode_t **deps,
-                                             size_t *ndeps)
-{
-    return capture_info_call("cudaStreamGetCaptureInfo_v2_ptsz", st, 1, status, id, graph, deps, NULL, ndeps);
-}
-cudaError_t cudaStreamGetCaptureInfo_v3(cudaStream_t st, enum cudaStreamCaptureStatus *status, unsigned long long *id,
-                                        cudaGraph_t *graph, const cudaGraphNode_t **deps,
-                                        const cudaGraphEdgeData **edges, size_t *ndeps)
-{
-    return capture_info_call("cudaStreamGetCaptureInfo_v3", st, 0, status, id, graph, deps, edges, ndeps);
-}
-cudaError_t cudaStreamGetCaptureInfo_v3_ptsz(cudaStream_t st, enum cudaStreamCaptureStatus *status,
-                                             unsigned long long *id, cudaGraph_t *graph, const cudaGraphNode_t **deps,
-                                             const cudaGraphEdgeData **edges, size_t *ndeps);
-cudaError_t cudaStreamGetCaptureInfo_v3_ptsz(cudaStream_t st, enum cudaStreamCaptureStatus *status,
-                                             unsigned long long *id, cudaGraph_t *graph, const cudaGraphNode_t **deps,
-                                             const cudaGraphEdgeData **edges, size_t *ndeps)
-{
-    return capture_info_call("cudaStreamGetCaptureInfo_v3_ptsz", st, 1, status, id, graph, deps, edges, ndeps);
-}
-
-cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode)
-{
-    sg_rt_init();
-    API("cudaThreadExchangeStreamCaptureMode", NULL);
-    if (!mode || (int)*mode < cudaStreamCaptureModeGlobal || (int)*mode > cudaStreamCaptureModeRelaxed)
-        RET(cudaErrorInvalidValue);
-    int old = t_mode;
-    t_mode = (int)*mode;
-    *mode = (enum cudaStreamCaptureMode)old;
-    RET(cudaSuccess);
+    sg_graph *g = sg_rt_graph_get(graph);
+    if (!out || !g) return cudaErrorInvalidValue;
+    int *pos;
+    cudaError_t e = dep_positions(g, deps, ndeps, &pos);
+    if (e != cudaSuccess) return e;
+    graph_node *gn = graph_add(g, n, pos, (int)ndeps);
+    free(pos);
+    if (!gn) return cudaErrorMemoryAllocation;
+    *out = (cudaGraphNode_t)gn;
+    return cudaSuccess;
 }
 
 /* ---------------------------------------------------------------- graph API */
@@ -509,47 +256,373 @@ cudaError_t cudaGraphCreate(cudaGraph_t *pg, unsigned flags)
     sg_rt_init();
     API("cudaGraphCreate", NULL);
     if (!pg || flags) RET(cudaErrorInvalidValue);
-    sg_graph *g = graph_new();
+    sg_graph *g = sg_rt_graph_new();
     if (!g) RET(cudaErrorMemoryAllocation);
     *pg = (cudaGraph_t)g;
     RET(cudaSuccess);
 }
 
-static cudaError_t instantiate(const char *api, cudaGraphExec_t *pe, cudaGraph_t graph)
+static int bad_dims(dim3 g, dim3 b)
+{
+    return !g.x || !g.y || !g.z || !b.x || !b.y || !b.z || (uint64_t)b.x * b.y * b.z > 1024;
+}
+
+/* A kernel node from cudaKernelNodeParams (the launch arguments are not used: nothing executes). */
+static cudaError_t kernel_node(const struct cudaKernelNodeParams *p, sg_graph_node *n)
+{
+    if (!p) return cudaErrorInvalidValue;
+    if (!p->func) return cudaErrorInvalidDeviceFunction;
+    if (bad_dims(p->gridDim, p->blockDim)) return cudaErrorInvalidValue;
+    memset(n, 0, sizeof *n);
+    n->type = SG_NODE_KERNEL;
+    n->k.name = sg_intern(sg_rt_kernel_name(p->func));
+    n->k.grid[0] = p->gridDim.x, n->k.grid[1] = p->gridDim.y, n->k.grid[2] = p->gridDim.z;
+    n->k.block[0] = p->blockDim.x, n->k.block[1] = p->blockDim.y, n->k.block[2] = p->blockDim.z;
+    n->k.dynamic_smem = p->sharedMemBytes;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphAddKernelNode(cudaGraphNode_t *out, cudaGraph_t graph, const cudaGraphNode_t *deps, size_t ndeps,
+                                   const struct cudaKernelNodeParams *p)
+{
+    sg_rt_init();
+    API("cudaGraphAddKernelNode", NULL);
+    sg_graph_node n;
+    cudaError_t e = kernel_node(p, &n);
+    if (e != cudaSuccess) RET(e);
+    RET(add_node(out, graph, deps, ndeps, &n));
+}
+
+static int device_range_ok(const void *p, size_t n)
+{
+    mem_ent e;
+    return sg_mem_find(p, &e) && sg_mem_kind_is_device(e.kind) && (uintptr_t)p + n <= e.base + e.size;
+}
+
+/* A copy node of `height` rows of `width` bytes; checks the device sides as the copy functions do. */
+static cudaError_t copy_node(void *dst, const void *src, size_t width, size_t height, size_t dpitch, size_t spitch,
+                             enum cudaMemcpyKind kind, sg_graph_node *n)
+{
+    if (!dst || !src || !width || !height || width > dpitch || width > spitch) return cudaErrorInvalidValue;
+    if ((int)kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault) return cudaErrorInvalidMemcpyDirection;
+    int pinned;
+    int k = sg_rt_copy_kind(dst, src, kind, &pinned);
+    int dst_dev = k == SG_COPY_HTOD || k == SG_COPY_DTOD || k == SG_COPY_PTOP;
+    int src_dev = k == SG_COPY_DTOH || k == SG_COPY_DTOD || k == SG_COPY_PTOP;
+    if (dst_dev && !device_range_ok(dst, dpitch * (height - 1) + width)) return cudaErrorInvalidValue;
+    if (src_dev && !device_range_ok(src, spitch * (height - 1) + width)) return cudaErrorInvalidValue;
+    memset(n, 0, sizeof *n);
+    n->type = SG_NODE_COPY;
+    n->c.copy_kind = k;
+    n->c.bytes = (uint64_t)width * height;
+    n->c.host_pinned = pinned;
+    n->c.is_async = 1;
+    n->dst = dst, n->src = src, n->width = width, n->height = height, n->dpitch = dpitch, n->spitch = spitch;
+    return cudaSuccess;
+}
+
+/* cudaMemcpy3DParms over linear memory (no CUDA arrays here): depth slices of height rows, contiguous
+ * when the pitched pointers' ysize is the extent's height. */
+static cudaError_t copy3d_node(const struct cudaMemcpy3DParms *p, sg_graph_node *n)
+{
+    if (!p || p->srcArray || p->dstArray || !p->srcPtr.ptr || !p->dstPtr.ptr) return cudaErrorInvalidValue;
+    size_t w = p->extent.width, h = p->extent.height ? p->extent.height : 1, d = p->extent.depth ? p->extent.depth : 1;
+    size_t sp = p->srcPtr.pitch ? p->srcPtr.pitch : w, dp = p->dstPtr.pitch ? p->dstPtr.pitch : w;
+    if (d > 1 && (p->srcPtr.ysize != h || p->dstPtr.ysize != h)) return cudaErrorInvalidValue;
+    const char *src = (const char *)p->srcPtr.ptr + (p->srcPos.z * (p->srcPtr.ysize ? p->srcPtr.ysize : h) + p->srcPos.y) * sp + p->srcPos.x;
+    char *dst = (char *)p->dstPtr.ptr + (p->dstPos.z * (p->dstPtr.ysize ? p->dstPtr.ysize : h) + p->dstPos.y) * dp + p->dstPos.x;
+    return copy_node(dst, src, w, h * d, dp, sp, p->kind, n);
+}
+
+cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t *out, cudaGraph_t graph, const cudaGraphNode_t *deps, size_t ndeps,
+                                   const struct cudaMemcpy3DParms *p)
+{
+    sg_rt_init();
+    API("cudaGraphAddMemcpyNode", NULL);
+    sg_graph_node n;
+    cudaError_t e = copy3d_node(p, &n);
+    if (e != cudaSuccess) RET(e);
+    RET(add_node(out, graph, deps, ndeps, &n));
+}
+
+cudaError_t cudaGraphAddMemcpyNode1D(cudaGraphNode_t *out, cudaGraph_t graph, const cudaGraphNode_t *deps,
+                                     size_t ndeps, void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
+{
+    sg_rt_init();
+    API("cudaGraphAddMemcpyNode1D", NULL);
+    sg_graph_node n;
+    cudaError_t e = copy_node(dst, src, count, 1, count, count, kind, &n);
+    if (e != cudaSuccess) RET(e);
+    RET(add_node(out, graph, deps, ndeps, &n));
+}
+
+static cudaError_t memset_node(const struct cudaMemsetParams *p, sg_graph_node *n)
+{
+    if (!p || !p->width || (p->elementSize != 1 && p->elementSize != 2 && p->elementSize != 4)) return cudaErrorInvalidValue;
+    size_t h = p->height ? p->height : 1, row = p->width * p->elementSize;
+    size_t pitch = h > 1 ? p->pitch : row;
+    if (pitch < row || !device_range_ok(p->dst, pitch * (h - 1) + row)) return cudaErrorInvalidValue;
+    memset(n, 0, sizeof *n);
+    n->type = SG_NODE_COPY;
+    n->c.is_memset = 1;
+    n->c.bytes = (uint64_t)row * h;
+    n->c.value = p->value;
+    n->c.is_async = 1;
+    n->dst = p->dst, n->width = p->width, n->height = h, n->dpitch = pitch, n->elem_size = p->elementSize;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphAddMemsetNode(cudaGraphNode_t *out, cudaGraph_t graph, const cudaGraphNode_t *deps, size_t ndeps,
+                                   const struct cudaMemsetParams *p)
+{
+    sg_rt_init();
+    API("cudaGraphAddMemsetNode", NULL);
+    sg_graph_node n;
+    cudaError_t e = memset_node(p, &n);
+    if (e != cudaSuccess) RET(e);
+    RET(add_node(out, graph, deps, ndeps, &n));
+}
+
+cudaError_t cudaGraphAddHostNode(cudaGraphNode_t *out, cudaGraph_t graph, const cudaGraphNode_t *deps, size_t ndeps,
+                                 const struct cudaHostNodeParams *p)
+{
+    sg_rt_init();
+    API("cudaGraphAddHostNode", NULL);
+    if (!p || !p->fn) RET(cudaErrorInvalidValue);
+    sg_graph_node n;
+    memset(&n, 0, sizeof n);
+    n.type = SG_NODE_HOST;
+    n.host_fn = p->fn;
+    n.host_arg = p->userData;
+    RET(add_node(out, graph, deps, ndeps, &n));
+}
+
+cudaError_t cudaGraphAddEmptyNode(cudaGraphNode_t *out, cudaGraph_t graph, const cudaGraphNode_t *deps, size_t ndeps)
+{
+    sg_rt_init();
+    API("cudaGraphAddEmptyNode", NULL);
+    sg_graph_node n;
+    memset(&n, 0, sizeof n);
+    n.type = SG_NODE_EMPTY;
+    RET(add_node(out, graph, deps, ndeps, &n));
+}
+
+static int valid_device(int d) { return d >= 0 && d < sg_device_count(); }
+
+cudaError_t cudaGraphAddMemAllocNode(cudaGraphNode_t *out, cudaGraph_t graph, const cudaGraphNode_t *deps,
+                                     size_t ndeps, struct cudaMemAllocNodeParams *p)
+{
+    sg_rt_init();
+    API("cudaGraphAddMemAllocNode", NULL);
+    if (!p || !p->bytesize || p->poolProps.allocType != cudaMemAllocationTypePinned ||
+        p->poolProps.handleTypes != cudaMemHandleTypeNone || p->poolProps.location.type != cudaMemLocationTypeDevice ||
+        !valid_device(p->poolProps.location.id) || (p->accessDescCount && !p->accessDescs))
+        RET(cudaErrorInvalidValue);
+    for (size_t i = 0; i < p->accessDescCount; i++)
+        if (p->accessDescs[i].location.type != cudaMemLocationTypeDevice || !valid_device(p->accessDescs[i].location.id))
+            RET(cudaErrorInvalidValue);
+    if (!out || !sg_rt_graph_get(graph)) RET(cudaErrorInvalidValue);
+    sg_graph_node n;
+    memset(&n, 0, sizeof n);
+    n.type = SG_NODE_MEM_ALLOC;
+    cudaError_t e = sg_rt_graph_alloc_new(p->bytesize, p->poolProps.location.id, &n.alloc);
+    if (e != cudaSuccess) RET(e);
+    e = add_node(out, graph, deps, ndeps, &n);
+    if (e == cudaSuccess) p->dptr = (void *)n.alloc->base;
+    alloc_release(n.alloc); /* the node holds it now (or nobody) */
+    RET(e);
+}
+
+cudaError_t cudaGraphAddMemFreeNode(cudaGraphNode_t *out, cudaGraph_t graph, const cudaGraphNode_t *deps, size_t ndeps,
+                                    void *dptr)
+{
+    sg_rt_init();
+    API("cudaGraphAddMemFreeNode", NULL);
+    sg_graph *g = sg_rt_graph_get(graph);
+    sg_graph_alloc *a = sg_rt_graph_alloc_of(dptr);
+    if (!out || !g || !a) RET(cudaErrorInvalidValue);
+    pthread_mutex_lock(&g_alloc_lock);
+    int taken = a->freed_by != NULL;
+    if (!taken) a->freed_by = g;
+    pthread_mutex_unlock(&g_alloc_lock);
+    if (taken) RET(cudaErrorInvalidValue);
+    sg_graph_node n;
+    memset(&n, 0, sizeof n);
+    n.type = SG_NODE_MEM_FREE;
+    n.alloc = a;
+    cudaError_t e = add_node(out, graph, deps, ndeps, &n);
+    if (e != cudaSuccess) {
+        pthread_mutex_lock(&g_alloc_lock);
+        a->freed_by = NULL;
+        pthread_mutex_unlock(&g_alloc_lock);
+    }
+    RET(e);
+}
+
+cudaError_t cudaGraphClone(cudaGraph_t *pclone, cudaGraph_t original)
+{
+    sg_rt_init();
+    API("cudaGraphClone", NULL);
+    sg_graph *g = sg_rt_graph_get(original);
+    if (!pclone || !g) RET(cudaErrorInvalidValue);
+    if (g->mem_nodes) RET(cudaErrorNotSupported);
+    sg_graph *c = sg_rt_graph_new();
+    if (!c) RET(cudaErrorMemoryAllocation);
+    for (int i = 0; i < g->n; i++)
+        if (!graph_add(c, &g->nodes[i]->n, g->nodes[i]->deps, g->nodes[i]->ndeps)) {
+            sg_rt_graph_free(c);
+            RET(cudaErrorMemoryAllocation);
+        }
+    *pclone = (cudaGraph_t)c;
+    RET(cudaSuccess);
+}
+
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t *num)
+{
+    sg_rt_init();
+    API("cudaGraphGetNodes", NULL);
+    sg_graph *g = sg_rt_graph_get(graph);
+    if (!g || !num) RET(cudaErrorInvalidValue);
+    if (nodes)
+        for (size_t i = 0; i < *num && i < (size_t)g->n; i++) nodes[i] = (cudaGraphNode_t)g->nodes[i];
+    *num = (size_t)g->n;
+    RET(cudaSuccess);
+}
+
+static const enum cudaGraphNodeType g_node_types[] = {
+    [SG_NODE_KERNEL] = cudaGraphNodeTypeKernel,   [SG_NODE_COPY] = cudaGraphNodeTypeMemcpy,
+    [SG_NODE_HOST] = cudaGraphNodeTypeHost,       [SG_NODE_MEM_ALLOC] = cudaGraphNodeTypeMemAlloc,
+    [SG_NODE_MEM_FREE] = cudaGraphNodeTypeMemFree, [SG_NODE_EMPTY] = cudaGraphNodeTypeEmpty,
+};
+cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, enum cudaGraphNodeType *type)
+{
+    sg_rt_init();
+    API("cudaGraphNodeGetType", NULL);
+    graph_node *gn = node_get(node);
+    if (!gn || !type) RET(cudaErrorInvalidValue);
+    *type = gn->n.type == SG_NODE_COPY && gn->n.c.is_memset ? cudaGraphNodeTypeMemset : g_node_types[gn->n.type];
+    RET(cudaSuccess);
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph)
+{
+    sg_rt_init();
+    API("cudaGraphDestroy", NULL);
+    sg_graph *g = sg_rt_graph_get(graph);
+    if (!g) RET(cudaErrorInvalidValue);
+    sg_rt_graph_free(g);
+    RET(cudaSuccess);
+}
+
+/* ---------------------------------------------------------------- executable graphs */
+
+typedef struct exec_node {
+    sg_graph_node n;
+    const void *origin; /* the graph node it was made from (compared, never dereferenced) */
+    int *deps;
+    int ndeps;
+} exec_node;
+
+typedef struct sg_graph_exec {
+    uint32_t magic;
+    uint32_t graph_id;
+    exec_node *nodes;
+    int n;
+    int auto_free; /* cudaGraphInstantiateFlagAutoFreeOnLaunch */
+    sg_op *last;   /* the end of its previous launch */
+} sg_graph_exec;
+#define EXEC_MAGIC 0x47455845u
+
+static sg_graph_exec *exec_get(cudaGraphExec_t h)
+{
+    sg_graph_exec *e = (sg_graph_exec *)h;
+    return e && e->magic == EXEC_MAGIC ? e : NULL;
+}
+
+static void exec_free(sg_graph_exec *e)
+{
+    e->magic = 0;
+    for (int i = 0; i < e->n; i++) {
+        sg_graph_alloc *a = e->nodes[i].n.alloc;
+        if (a) {
+            pthread_mutex_lock(&g_alloc_lock);
+            if (a->exec == e) a->exec = NULL;
+            pthread_mutex_unlock(&g_alloc_lock);
+            alloc_release(a);
+        }
+        free(e->nodes[i].deps);
+    }
+    if (e->last) sg_op_release(e->last);
+    free(e->nodes);
+    free(e);
+}
+
+static cudaError_t instantiate(const char *api, cudaGraphExec_t *pe, cudaGraph_t graph, unsigned long long flags)
 {
     sg_rt_init();
     API(api, NULL);
-    sg_graph *g = graph_get(graph);
+    sg_graph *g = sg_rt_graph_get(graph);
     if (!pe || !g) RET(cudaErrorInvalidValue);
     sg_graph_exec *e = calloc(1, sizeof *e);
     if (!e) RET(cudaErrorMemoryAllocation);
     e->magic = EXEC_MAGIC;
     e->graph_id = g->id;
-    e->n = g->n;
+    e->auto_free = (flags & cudaGraphInstantiateFlagAutoFreeOnLaunch) != 0;
     e->nodes = calloc((size_t)g->n + 1, sizeof *e->nodes);
     if (!e->nodes) {
         free(e);
         RET(cudaErrorMemoryAllocation);
     }
-    memcpy(e->nodes, g->nodes, (size_t)g->n * sizeof *e->nodes);
+    /* a graph with memory nodes: one executable at a time */
+    pthread_mutex_lock(&g_alloc_lock);
+    int busy = 0;
+    for (int i = 0; i < g->n; i++) {
+        sg_graph_alloc *a = g->nodes[i]->n.alloc;
+        if (a && g->nodes[i]->n.type == SG_NODE_MEM_ALLOC && a->exec) busy = 1;
+    }
+    for (int i = 0; i < g->n && !busy; i++) {
+        sg_graph_alloc *a = g->nodes[i]->n.alloc;
+        if (a && g->nodes[i]->n.type == SG_NODE_MEM_ALLOC) a->exec = e;
+    }
+    pthread_mutex_unlock(&g_alloc_lock);
+    if (busy) {
+        free(e->nodes);
+        free(e);
+        RET(cudaErrorInvalidValue);
+    }
+    for (int i = 0; i < g->n; i++) {
+        graph_node *gn = g->nodes[i];
+        exec_node *x = &e->nodes[e->n];
+        x->n = gn->n;
+        x->origin = gn;
+        if (gn->ndeps) {
+            x->deps = malloc((size_t)gn->ndeps * sizeof *x->deps);
+            if (!x->deps) {
+                exec_free(e);
+                RET(cudaErrorMemoryAllocation);
+            }
+            memcpy(x->deps, gn->deps, (size_t)gn->ndeps * sizeof *x->deps);
+            x->ndeps = gn->ndeps;
+        }
+        if (x->n.alloc) alloc_retain(x->n.alloc);
+        e->n++;
+    }
     *pe = (cudaGraphExec_t)e;
     RET(cudaSuccess);
 }
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pe, cudaGraph_t g, unsigned long long flags)
 {
-    (void)flags;
-    return instantiate("cudaGraphInstantiate", pe, g);
+    return instantiate("cudaGraphInstantiate", pe, g, flags);
 }
 cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *pe, cudaGraph_t g, unsigned long long flags)
 {
-    (void)flags;
-    return instantiate("cudaGraphInstantiateWithFlags", pe, g);
+    return instantiate("cudaGraphInstantiateWithFlags", pe, g, flags);
 }
 static cudaError_t instantiate_with_params(const char *api, cudaGraphExec_t *pe, cudaGraph_t g,
                                            cudaGraphInstantiateParams *p)
 {
     if (!p) return cudaErrorInvalidValue;
-    cudaError_t e = instantiate(api, pe, g);
+    cudaError_t e = instantiate(api, pe, g, p->flags);
     p->errNode_out = NULL;
     p->result_out = e == cudaSuccess ? cudaGraphInstantiateSuccess : cudaGraphInstantiateError;
     return e;
@@ -564,70 +637,196 @@ cudaError_t cudaGraphInstantiateWithParams_ptsz(cudaGraphExec_t *pe, cudaGraph_t
     return instantiate_with_params("cudaGraphInstantiateWithParams_ptsz", pe, g, p);
 }
 
+/* Memory nodes of a launch, before anything is queued: the executable's allocations must all be free
+ * (auto-free: freed now), and the device must hold what its alloc nodes allocate. */
+static cudaError_t launch_memory_check(sg_graph_exec *e, uint32_t corr, uint32_t stream_id)
+{
+    cudaError_t err = cudaSuccess;
+    pthread_mutex_lock(&g_alloc_lock);
+    for (int i = 0; i < e->n && err == cudaSuccess; i++) {
+        sg_graph_alloc *a = e->nodes[i].n.alloc;
+        if (e->nodes[i].n.type != SG_NODE_MEM_ALLOC || !a->allocated) continue;
+        if (e->auto_free)
+            alloc_unmap_locked(a, corr, stream_id, 1);
+        else
+            err = cudaErrorInvalidValue;
+    }
+    int reserved = 0; /* nodes before this one have been charged */
+    for (; reserved < e->n && err == cudaSuccess; reserved++) {
+        sg_graph_alloc *a = e->nodes[reserved].n.alloc;
+        if (e->nodes[reserved].n.type != SG_NODE_MEM_ALLOC) continue;
+        if (sg_mem_reserve(a->device, a->bytes) != 0) {
+            err = cudaErrorMemoryAllocation;
+            break;
+        }
+    }
+    if (err == cudaErrorMemoryAllocation)
+        for (int i = 0; i < reserved; i++)
+            if (e->nodes[i].n.type == SG_NODE_MEM_ALLOC)
+                sg_mem_unreserve(e->nodes[i].n.alloc->device, e->nodes[i].n.alloc->bytes);
+    pthread_mutex_unlock(&g_alloc_lock);
+    return err;
+}
+
 /* Queues the nodes of e on s with the graph launch's correlation, or adds them to the capture s
  * belongs to (a graph launched into a capture is a child graph: it runs when the outer one does). */
 static cudaError_t graph_launch(const char *api, cudaGraphExec_t ge, cudaStream_t st, int pt)
 {
     sg_rt_init();
     API(api, NULL);
-    sg_graph_exec *e = (sg_graph_exec *)ge;
+    sg_graph_exec *e = exec_get(ge);
     sg_stream *s = sg_stream_resolve(st, pt);
-    if (!e || e->magic != EXEC_MAGIC) RET(cudaErrorInvalidValue);
+    if (!e) RET(cudaErrorInvalidValue);
     if (!s) RET(cudaErrorInvalidResourceHandle);
     sg_rt_launch_overhead();
+    int queued = 0;
     for (int i = 0; i < e->n; i++) {
-        sg_graph_node n = e->nodes[i];
+        sg_graph_node n = e->nodes[i].n;
         cudaError_t err;
+        if (n.type == SG_NODE_EMPTY) continue;
         if (sg_rt_capture_node(s, &n, &err)) {
             if (err != cudaSuccess) RET(err);
             continue;
+        }
+        if (!queued) {
+            /* before the first node queued: the launch's memory checks, then behind the previous launch */
+            cudaError_t m = launch_memory_check(e, _c.correlation, sg_stream_id(s));
+            if (m != cudaSuccess) RET(m);
+            if (e->last) sg_stream_wait_op(s, e->last);
+            queued = 1;
         }
         if (n.type == SG_NODE_KERNEL) {
             n.k.correlation = _c.correlation;
             sg_enqueue_kernel_graph(s, &n.k, e->graph_id, n.node_id);
         } else if (n.type == SG_NODE_COPY) {
+            sg_rt_node_move_bytes(&n);
             n.c.correlation = _c.correlation;
             n.c.graph_id = e->graph_id;
             n.c.graph_node_id = n.node_id;
             n.c.is_async = 1;
             sg_enqueue_copy(s, &n.c, 0);
-        } else {
+        } else if (n.type == SG_NODE_HOST) {
             sg_rt_enqueue_host_fn(s, n.host_fn, n.host_arg);
+        } else if (n.type == SG_NODE_MEM_ALLOC) {
+            pthread_mutex_lock(&g_alloc_lock);
+            n.alloc->allocated = 1;
+            pthread_mutex_unlock(&g_alloc_lock);
+            sgc_emit_memory(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE,
+                            _c.correlation, n.alloc->base, n.alloc->bytes, n.alloc->device, sg_stream_id(s), 1);
+        } else if (n.type == SG_NODE_MEM_FREE) {
+            pthread_mutex_lock(&g_alloc_lock);
+            if (n.alloc->allocated) alloc_unmap_locked(n.alloc, _c.correlation, sg_stream_id(s), 1);
+            pthread_mutex_unlock(&g_alloc_lock);
         }
+    }
+    if (queued) {
+        sg_op *end = sg_stream_record_marker(s);
+        if (e->last) sg_op_release(e->last);
+        e->last = end;
     }
     RET(cudaSuccess);
 }
 cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t st) { return graph_launch("cudaGraphLaunch", e, st, 0); }
 cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t e, cudaStream_t st);
 cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t e, cudaStream_t st) { return graph_launch("cudaGraphLaunch_ptsz", e, st, 1); }
+
+static cudaError_t graph_upload(const char *api, cudaGraphExec_t ge, cudaStream_t st, int pt)
+{
+    sg_rt_init();
+    API(api, NULL);
+    if (!exec_get(ge)) RET(cudaErrorInvalidValue);
+    if (!sg_stream_resolve(st, pt)) RET(cudaErrorInvalidResourceHandle);
+    RET(cudaSuccess);
+}
+cudaError_t cudaGraphUpload(cudaGraphExec_t e, cudaStream_t st) { return graph_upload("cudaGraphUpload", e, st, 0); }
+cudaError_t cudaGraphUpload_ptsz(cudaGraphExec_t e, cudaStream_t st);
+cudaError_t cudaGraphUpload_ptsz(cudaGraphExec_t e, cudaStream_t st) { return graph_upload("cudaGraphUpload_ptsz", e, st, 1); }
+
+cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t ge, cudaGraphNode_t node,
+                                             const struct cudaKernelNodeParams *p)
+{
+    sg_rt_init();
+    API("cudaGraphExecKernelNodeSetParams", NULL);
+    sg_graph_exec *e = exec_get(ge);
+    if (!e || !node) RET(cudaErrorInvalidValue);
+    exec_node *x = NULL;
+    for (int i = 0; i < e->n && !x; i++)
+        if (e->nodes[i].origin == (const void *)node) x = &e->nodes[i];
+    if (!x || x->n.type != SG_NODE_KERNEL) RET(cudaErrorInvalidValue);
+    sg_graph_node n;
+    cudaError_t err = kernel_node(p, &n);
+    if (err != cudaSuccess) RET(err);
+    n.k.launch_type = x->n.k.launch_type;
+    n.node_id = x->n.node_id;
+    x->n = n;
+    RET(cudaSuccess);
+}
+
+/* Why node x of the executable cannot take the parameters of graph node gn (cudaGraphExecUpdateResult). */
+static enum cudaGraphExecUpdateResult update_check(const exec_node *x, const graph_node *gn)
+{
+    const sg_graph_node *a = &x->n, *b = &gn->n;
+    if (x->ndeps != gn->ndeps) return cudaGraphExecUpdateErrorTopologyChanged;
+    for (int d = 0; d < x->ndeps; d++)
+        if (x->deps[d] != gn->deps[d]) return cudaGraphExecUpdateErrorTopologyChanged;
+    if (a->type != b->type || a->c.is_memset != b->c.is_memset) return cudaGraphExecUpdateErrorNodeTypeChanged;
+    if (a->type == SG_NODE_KERNEL && a->k.launch_type != b->k.launch_type)
+        return cudaGraphExecUpdateErrorUnsupportedFunctionChange;
+    if (a->type == SG_NODE_COPY && !a->c.is_memset && a->c.copy_kind != b->c.copy_kind)
+        return cudaGraphExecUpdateErrorParametersChanged; /* a memory type changed */
+    if (a->type == SG_NODE_COPY && a->c.is_memset && a->height > 1 &&
+        (a->width != b->width || a->height != b->height || a->elem_size != b->elem_size))
+        return cudaGraphExecUpdateErrorParametersChanged; /* 2D memsets: only address and value */
+    if ((a->type == SG_NODE_MEM_ALLOC || a->type == SG_NODE_MEM_FREE) && a->alloc != b->alloc)
+        return cudaGraphExecUpdateErrorParametersChanged;
+    return cudaGraphExecUpdateSuccess;
+}
+
+cudaError_t cudaGraphExecUpdate(cudaGraphExec_t ge, cudaGraph_t graph, cudaGraphExecUpdateResultInfo *info)
+{
+    sg_rt_init();
+    API("cudaGraphExecUpdate", NULL);
+    sg_graph_exec *e = exec_get(ge);
+    sg_graph *g = sg_rt_graph_get(graph);
+    if (!info) RET(cudaErrorInvalidValue);
+    memset(info, 0, sizeof *info);
+    if (!e || !g) {
+        info->result = cudaGraphExecUpdateError;
+        RET(cudaErrorInvalidValue);
+    }
+    enum cudaGraphExecUpdateResult r = e->n == g->n ? cudaGraphExecUpdateSuccess : cudaGraphExecUpdateErrorTopologyChanged;
+    for (int i = 0; i < g->n && r == cudaGraphExecUpdateSuccess; i++) {
+        r = update_check(&e->nodes[i], g->nodes[i]);
+        if (r != cudaGraphExecUpdateSuccess) {
+            info->errorNode = (cudaGraphNode_t)g->nodes[i];
+            if (r == cudaGraphExecUpdateErrorTopologyChanged && g->nodes[i]->ndeps == e->nodes[i].ndeps)
+                for (int d = 0; d < g->nodes[i]->ndeps; d++)
+                    if (g->nodes[i]->deps[d] != e->nodes[i].deps[d]) {
+                        info->errorFromNode = (cudaGraphNode_t)g->nodes[g->nodes[i]->deps[d]];
+                        break;
+                    }
+        }
+    }
+    info->result = r;
+    if (r != cudaGraphExecUpdateSuccess) RET(cudaErrorGraphExecUpdateFailure);
+    for (int i = 0; i < g->n; i++) {
+        exec_node *x = &e->nodes[i];
+        uint64_t id = x->n.node_id;
+        sg_graph_alloc *keep = x->n.alloc; /* equal by the check */
+        x->n = g->nodes[i]->n;
+        x->n.node_id = id;
+        x->n.alloc = keep;
+        x->origin = g->nodes[i];
+    }
+    RET(cudaSuccess);
+}
+
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t ge)
 {
     sg_rt_init();
     API("cudaGraphExecDestroy", NULL);
-    sg_graph_exec *e = (sg_graph_exec *)ge;
-    if (!e || e->magic != EXEC_MAGIC) RET(cudaErrorInvalidValue);
-    e->magic = 0;
-    free(e->nodes);
-    free(e);
-    RET(cudaSuccess);
-}
-cudaError_t cudaGraphDestroy(cudaGraph_t graph)
-{
-    sg_rt_init();
-    API("cudaGraphDestroy", NULL);
-    sg_graph *g = graph_get(graph);
-    if (!g) RET(cudaErrorInvalidValue);
-    graph_free(g);
-    RET(cudaSuccess);
-}
-cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t *num)
-{
-    sg_rt_init();
-    API("cudaGraphGetNodes", NULL);
-    sg_graph *g = graph_get(graph);
-    if (!g || !num) RET(cudaErrorInvalidValue);
-    if (nodes)
-        for (size_t i = 0; i < *num && i < (size_t)g->n; i++) nodes[i] = (cudaGraphNode_t)&g->nodes[i];
-    *num = (size_t)g->n;
+    sg_graph_exec *e = exec_get(ge);
+    if (!e) RET(cudaErrorInvalidValue);
+    exec_free(e);
     RET(cudaSuccess);
 }

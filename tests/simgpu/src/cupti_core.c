@@ -402,6 +402,31 @@ void sgc_emit_memory(int op_type, int mem_kind, uint32_t corr, uint64_t addr, ui
     stage(&r, sizeof r);
 }
 
+void sgc_emit_memory_pool(int op_type, uint32_t corr, uint64_t addr, uint64_t bytes, int device, uint32_t stream_id,
+                          uint64_t release_threshold, uint64_t pool_size, uint64_t pool_used)
+{
+    if (!sgc_kind_enabled(CUPTI_ACTIVITY_KIND_MEMORY2)) return;
+    CUpti_ActivityMemory4 r;
+    memset(&r, 0, sizeof r);
+    r.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
+    r.memoryOperationType = (CUpti_ActivityMemoryOperationType)op_type;
+    r.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+    r.correlationId = corr;
+    r.address = addr;
+    r.bytes = bytes;
+    r.timestamp = sg_now_ns();
+    r.processId = (uint32_t)getpid();
+    r.deviceId = (uint32_t)device;
+    r.contextId = sg_context_id(device);
+    r.streamId = stream_id;
+    r.isAsync = 1;
+    r.memoryPoolConfig.memoryPoolType = CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL;
+    r.memoryPoolConfig.releaseThreshold = release_threshold;
+    r.memoryPoolConfig.pool.size = pool_size;
+    r.memoryPoolConfig.utilizedSize = pool_used;
+    stage(&r, sizeof r);
+}
+
 /* ---------------------------------------------------------------- API calls */
 
 static int cb_enabled(int domain, int cbid)

@@ -21,7 +21,14 @@ static size_t mem_lower(uintptr_t p)
     return lo;
 }
 
+static uint64_t g_mem_ids;
+
 int sg_mem_add(uintptr_t base, size_t size, int device, int kind)
+{
+    return sg_mem_add_ext(base, size, device, kind, NULL, NULL, 0);
+}
+
+int sg_mem_add_ext(uintptr_t base, size_t size, int device, int kind, void *owner, void *pool, unsigned flags)
 {
     pthread_mutex_lock(&g_mem_lock);
     if (g_nmem == g_capmem) {
@@ -36,7 +43,7 @@ int sg_mem_add(uintptr_t base, size_t size, int device, int kind)
     }
     size_t i = mem_lower(base);
     memmove(&g_mem[i + 1], &g_mem[i], (g_nmem - i) * sizeof *g_mem);
-    g_mem[i] = (mem_ent){base, size, device, kind};
+    g_mem[i] = (mem_ent){base, size, device, kind, owner, pool, ++g_mem_ids, flags};
     g_nmem++;
     pthread_mutex_unlock(&g_mem_lock);
     return 0;
@@ -110,7 +117,10 @@ int sg_dev_free(void *p, uint32_t corr, uint32_t stream_id, int is_async)
 {
     if (!p) return 0;
     mem_ent e;
-    if (!sg_mem_remove(p, &e) || (e.kind != SG_MEM_DEVICE && e.kind != SG_MEM_MANAGED)) return 1;
+    /* only what sg_dev_alloc made: pinned, pool, graph and module memory stay with their owners */
+    if (!sg_mem_find(p, &e) || e.base != (uintptr_t)p || (e.kind != SG_MEM_DEVICE && e.kind != SG_MEM_MANAGED))
+        return 1;
+    sg_mem_remove(p, NULL);
     munmap(p, sg_page_round(e.size));
     sg_mem_unreserve(e.device, e.size);
     sgc_emit_memory(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE,

@@ -1599,7 +1599,7 @@ NX ncclResult_t ncclMemFree(void *ptr) ALIAS(ncclMemFree);
 static int device_range(const void *buff, size_t size)
 {
     mem_ent e;
-    if (!buff || !sg_mem_find(buff, &e) || (e.kind != SG_MEM_DEVICE && e.kind != SG_MEM_MANAGED)) return 0;
+    if (!buff || !sg_mem_find(buff, &e) || !sg_mem_kind_is_device(e.kind)) return 0; /* pools, cuMemMap too */
     return (uintptr_t)buff + size <= e.base + e.size;
 }
 

@@ -190,6 +190,11 @@ SG_EXPORT void sg_op_wait(sg_op *op);
 /* Append one raw JSON object line (no trailing newline needed) to truth-<pid>.jsonl when
  * SIMGPU_TRUTH is set; no-op otherwise. Use for anything the core does not write itself. */
 SG_EXPORT void sg_truth_line(const char *json);
+/* A host-side event line: the common keys (`type`, pid, rank, `device`, `stream` (CUPTI stream id, -1
+ * for none), start_ns = end_ns = now, `correlation`) followed by `fields` (more `"key":value` pairs
+ * without the leading comma, may be NULL). Written at once, like sg_truth_line. */
+SG_EXPORT void sg_truth_host_line(const char *type, int device, int64_t stream, uint32_t correlation,
+                                  const char *fields);
 /* Flush buffered truth lines now (also done by the worker, at exit and on SIGTERM). */
 SG_EXPORT void sg_truth_flush(void);
 

@@ -1,4 +1,9 @@
-/* truth.c - ground truth: <dir>/truth-<pid>.jsonl, one JSON object per line (docs/DESIGN.md). */
+/* truth.c - ground truth: <dir>/truth-<pid>.jsonl, one JSON object per line (docs/DESIGN.md).
+ *
+ * Every line reaches the file (O_APPEND, one write(2) per batch) as soon as what it describes is
+ * complete: op lines at the end of each completion pass (core.c sg_progress, run by the worker and by
+ * every synchronising call before it returns), other lines when they are written. Nothing waits for
+ * exit handlers, so a process that ends with _exit (or is killed) keeps what it completed. */
 #define _GNU_SOURCE
 #include "truth.h"
 
@@ -178,6 +183,13 @@ void sg_truth_init(uint64_t capacity, double link_gbps, double link_lat_us, int 
     sigaction(SIGTERM, &sa, &g_old_term);
 }
 
+/* Work a graph launch queued: the graph's and the node's ids, as CUPTI reports them. */
+static void graph_ids_locked(const sg_op *op)
+{
+    if (op->graph_id)
+        buf_printf(",\"graph_id\":%u,\"graph_node_id\":%llu", op->graph_id, (unsigned long long)op->graph_node_id);
+}
+
 void sg_truth_op(const sg_op *op)
 {
     if (!g_dir) return;
@@ -187,8 +199,10 @@ void sg_truth_op(const sg_op *op)
         common_locked("kernel", op->device, op->stream_id, op->start_ns, op->end_ns, 0, op->correlation);
         buf_printf(",\"name\":");
         buf_json_str(op->name);
-        buf_printf(",\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u]}\n", op->grid[0], op->grid[1], op->grid[2],
+        buf_printf(",\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u]", op->grid[0], op->grid[1], op->grid[2],
                    op->block[0], op->block[1], op->block[2]);
+        graph_ids_locked(op);
+        buf_printf("}\n");
         if (op->has_coll) {
             common_locked("collective", op->device, op->stream_id, op->start_ns, op->end_ns, 0, op->correlation);
             buf_printf(",\"op\":");
@@ -208,13 +222,17 @@ void sg_truth_op(const sg_op *op)
                         : op->copy_kind == SG_COPY_PTOP ? "PtoP"
                                                         : "HtoH";
         common_locked("memcpy", op->device, op->stream_id, op->start_ns, op->end_ns, 0, op->correlation);
-        buf_printf(",\"bytes\":%llu,\"copy_kind\":\"%s\",\"host_pinned\":%s}\n", (unsigned long long)op->bytes, k,
+        buf_printf(",\"bytes\":%llu,\"copy_kind\":\"%s\",\"host_pinned\":%s", (unsigned long long)op->bytes, k,
                    op->host_pinned ? "true" : "false");
+        graph_ids_locked(op);
+        buf_printf("}\n");
         break;
     }
     case SG_OP_MEMSET:
         common_locked("memset", op->device, op->stream_id, op->start_ns, op->end_ns, 0, op->correlation);
-        buf_printf(",\"bytes\":%llu}\n", (unsigned long long)op->bytes);
+        buf_printf(",\"bytes\":%llu", (unsigned long long)op->bytes);
+        graph_ids_locked(op);
+        buf_printf("}\n");
         break;
     default: break;
     }
@@ -254,6 +272,20 @@ void sg_truth_line(const char *json)
         g_len += n;
         g_buf[g_len++] = '\n';
     }
+    flush_locked(); /* written now: a process may end with _exit right after */
+    pthread_mutex_unlock(&g_tlock);
+}
+
+void sg_truth_host_line(const char *type, int device, int64_t stream, uint32_t correlation, const char *fields)
+{
+    sg_init();
+    if (!g_dir || !type) return;
+    uint64_t t = sg_now_ns();
+    pthread_mutex_lock(&g_tlock);
+    common_locked(type, device, stream, t, t, 0, correlation);
+    if (fields && *fields) buf_printf(",%s", fields);
+    buf_printf("}\n");
+    flush_locked();
     pthread_mutex_unlock(&g_tlock);
 }
 
