@@ -3,13 +3,13 @@
 #![forbid(unsafe_code)]
 
 pub mod cli;
-pub mod clock;
+pub mod clock_alignment;
 pub mod convert;
 pub mod correlate;
-pub mod counters;
 pub mod diagnose;
 pub mod error;
 pub mod export;
+pub mod gpu_counters;
 pub mod input;
 pub mod intervals;
 pub mod model;
@@ -20,3 +20,4 @@ pub mod steps;
 pub mod summary;
 pub mod synth;
 pub mod synth_patterns;
+pub mod units;

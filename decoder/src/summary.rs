@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use regex_lite::Regex;
 use serde::Serialize;
 
-use crate::clock::{ClockPlan, CollectiveEnds};
+use crate::clock_alignment::{ClockPlan, CollectiveEnds};
 use crate::correlate::{CollectiveInstance, CollectiveMatcher, RangeProjection, RangeStat};
 use crate::intervals::{
     measure_iter, measure_total_and_windows, measure_windows, FastMap, Intersect, StreamingUnion, Union2,
@@ -92,7 +92,7 @@ pub struct RankSummary {
     pub step_source: Option<StepSource>,
     pub steps: Vec<StepRow>,
     /// GPU counters this process sampled (run stats; per-step means in `Summary::counters`).
-    pub counters: crate::counters::RankCounters,
+    pub counters: crate::gpu_counters::RankCounters,
     #[serde(skip)]
     kernels: HashMap<Name, Stat>,
     #[serde(skip)]
@@ -155,7 +155,7 @@ pub struct RankAnalysis {
     colls: CollectiveMatcher,
     proj: RangeProjection,
     steps: Option<StepFinder>,
-    counters: crate::counters::CounterSet,
+    counters: crate::gpu_counters::CounterSet,
     /// Collective ends for clock alignment.
     pub clock: CollectiveEnds,
     pub result: Option<RankSummary>,
@@ -349,7 +349,7 @@ impl TraceSink for RankAnalysis {
             gpu_times_missing: self.api_count > 0 && self.gpu_count == 0,
             events: self.events,
             step_source,
-            counters: crate::counters::RankCounters::build(std::mem::take(&mut self.counters), &windows),
+            counters: crate::gpu_counters::RankCounters::build(std::mem::take(&mut self.counters), &windows),
             steps,
             kernels: std::mem::take(&mut self.kernels).into_map(),
             apis: std::mem::take(&mut self.apis).into_map(),
@@ -374,24 +374,6 @@ pub fn bus_factor(op: CollOp, nranks: u32) -> f64 {
 /// Message-size bucket: the power of two at or above `bytes`.
 pub fn size_bucket(bytes: u64) -> u64 {
     bytes.max(1).next_power_of_two()
-}
-
-/// "64 MiB"
-pub fn human_bytes(b: u64) -> String {
-    const U: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut v = b as f64;
-    let mut i = 0;
-    while v >= 1024.0 && i + 1 < U.len() {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{b} B")
-    } else if v.fract() == 0.0 {
-        format!("{v:.0} {}", U[i])
-    } else {
-        format!("{v:.1} {}", U[i])
-    }
 }
 
 /// Demangle a C++ kernel name when it is mangled.
@@ -494,7 +476,7 @@ pub struct Summary {
     pub steps: Vec<StepSummaryRow>,
     pub nvtx: Vec<RangeStat>,
     /// GPU counters: per rank over the run, and per-step means across ranks.
-    pub counters: crate::counters::CountersSummary,
+    pub counters: crate::gpu_counters::CountersSummary,
     pub clock: Option<ClockPlan>,
     pub notes: Vec<String>,
 }
@@ -662,7 +644,7 @@ impl Summary {
         s.nvtx = nvtx.into_values().collect();
         s.nvtx.sort_by(|a, b| b.gpu_ns.cmp(&a.gpu_ns).then(b.range_ns.cmp(&a.range_ns)));
         s.counters =
-            crate::counters::CountersSummary::merge(ranks.iter().map(|r| (r.rank, r.label.as_str(), &r.counters)));
+            crate::gpu_counters::CountersSummary::merge(ranks.iter().map(|r| (r.rank, r.label.as_str(), &r.counters)));
         s.ranks = ranks;
         s
     }
@@ -680,7 +662,7 @@ pub fn summarize(
     let with_colls = each.sinks.iter().filter(|s| !s.clock.ends.is_empty()).count();
     let clock = (with_colls > 1).then(|| {
         let ends: Vec<&CollectiveEnds> = each.sinks.iter().map(|s| &s.clock).collect();
-        crate::clock::plan(&each.processes, &ends)
+        crate::clock_alignment::plan(&each.processes, &ends)
     });
     if let Some(c) = &clock {
         if c.matched_collectives == 0 && each.processes.len() > 1 {
@@ -706,7 +688,7 @@ mod tests {
         assert_eq!(bus_factor(CollOp::Send, 2), 1.0);
         assert_eq!(bus_factor(CollOp::Recv, 2), 1.0);
         assert_eq!(size_bucket(3000), 4096);
-        assert_eq!(human_bytes(64 << 20), "64 MiB");
+        assert_eq!(crate::units::byte_size(64 << 20), "64 MiB");
         assert_eq!(demangle("_Z4gemmPfS_S_i"), "gemm(float*, float*, float*, int)");
     }
 }

@@ -5,8 +5,9 @@
 use serde_json::json;
 
 use super::job::Job;
-use super::{pct, rank_list, step_list, Verdict, VerdictKind};
+use super::{rank_list, step_list, Verdict, VerdictKind};
 use crate::model::Ns;
+use crate::units::share;
 
 pub fn find(job: &Job) -> Option<Verdict> {
     let ranks: Vec<usize> = (0..job.ranks.len()).filter(|&i| !job.ranks[i].amp.skipped_steps.is_empty()).collect();
@@ -34,7 +35,7 @@ pub fn find(job: &Job) -> Option<Verdict> {
         step_list(&steps),
         every.map(|e| format!(", one every {e:.1} steps")).unwrap_or_default(),
         rank_list(&v.ranks),
-        pct(severity)
+        share(severity)
     );
     v.evidence = json!({
         "skipped_steps": steps.len(),
@@ -46,7 +47,7 @@ pub fn find(job: &Job) -> Option<Verdict> {
     v.summary = format!(
         "AMP overflow: the optimizer was skipped in {} of {checked} steps, {} of wall time",
         steps.len(),
-        pct(severity)
+        share(severity)
     );
     v.advice = vec![
         "A few skips at the start are GradScaler calibrating; frequent skips mean the scale keeps overflowing: start lower (GradScaler(init_scale=2**12)) or grow slower (growth_interval=4000).".into(),

@@ -8,7 +8,7 @@ use regex_lite::Regex;
 
 use super::facts::*;
 use super::timeline::{self, CallClass, OpKind, RawCall, RawOp};
-use crate::clock::CollectiveEnds;
+use crate::clock_alignment::CollectiveEnds;
 use crate::intervals::FastMap;
 use crate::model::*;
 use crate::steps::StepFinder;

@@ -8,7 +8,8 @@
 use serde_json::json;
 
 use super::job::Job;
-use super::{ms, pct, rank_list, step_list, Verdict, VerdictKind};
+use super::{rank_list, step_list, Verdict, VerdictKind};
+use crate::units::{millis, share};
 
 pub fn find(job: &Job) -> Option<Verdict> {
     let mut shares: Vec<(f64, usize)> = job
@@ -61,12 +62,12 @@ pub fn find(job: &Job) -> Option<Verdict> {
     v.steps = steps.clone();
     let text = format!(
         "The GPU sat idle for {} at the start of {} of {} steps (mean step {}) on {} while the host thread was outside CUDA: {} of wall time.",
-        ms(idle_per_step),
+        millis(idle_per_step),
         if steps.is_empty() { "each".to_string() } else { steps.len().to_string() },
         total_steps,
-        ms(step_per),
+        millis(step_per),
         rank_list(&v.ranks),
-        pct(severity)
+        share(severity)
     );
     v.evidence = json!({
         "idle_at_step_start_ns": idle_per_step,
@@ -78,8 +79,8 @@ pub fn find(job: &Job) -> Option<Verdict> {
     });
     v.summary = format!(
         "Input pipeline: the GPU waits {} per step for data, {} of wall time",
-        ms(idle_per_step),
-        pct(severity)
+        millis(idle_per_step),
+        share(severity)
     );
     if !steps.is_empty() {
         v.summary.push_str(&format!(" (steps {})", step_list(&steps)));

@@ -8,7 +8,7 @@ use serde_json::json;
 use super::job::{comm_hex, Job};
 use super::{rank_list, CollectiveRef, Location, Verdict, VerdictKind};
 use crate::model::CollOp;
-use crate::summary::human_bytes;
+use crate::units::byte_size;
 
 /// NCCL datatype name.
 pub fn dtype_name(d: u8) -> &'static str {
@@ -62,7 +62,7 @@ pub fn find(job: &Job) -> Option<Verdict> {
     steps.dedup();
     v.steps = steps;
     let describe =
-        |k: &(u8, u64, u8)| format!("{} of {} {}", CollOp::from_u8(k.0).name(), human_bytes(k.1), dtype_name(k.2));
+        |k: &(u8, u64, u8)| format!("{} of {} {}", CollOp::from_u8(k.0).name(), byte_size(k.1), dtype_name(k.2));
     v.location = Location {
         collective: Some(CollectiveRef {
             comm: comm_hex(inst.comm),

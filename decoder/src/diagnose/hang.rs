@@ -10,9 +10,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::json;
 
 use super::job::{comm_hex, Job};
-use super::{ms, rank_list, CollectiveRef, Verdict, VerdictKind};
+use super::{rank_list, CollectiveRef, Verdict, VerdictKind};
 use crate::model::Ns;
 use crate::summary::demangle;
+use crate::units::millis;
 
 /// An unfinished collective this long before the rank's last event is a hang on its own.
 const STUCK_ALONE_NS: Ns = 1_000_000_000;
@@ -109,7 +110,7 @@ pub fn find(job: &Job) -> Option<Verdict> {
             " The watchdog on r{} flagged {} pending for {}.",
             job.ranks[*i].rank,
             m.what.as_deref().unwrap_or("a call"),
-            ms(m.pending_ns)
+            millis(m.pending_ns)
         ));
         if !stuck_ranks.contains(i) && !missing_ranks.contains(i) {
             stuck_ranks.push(*i);

@@ -4,8 +4,9 @@
 use serde_json::json;
 
 use super::job::Job;
-use super::{ms, pct, rank_list, step_list, Verdict, VerdictKind};
+use super::{rank_list, step_list, Verdict, VerdictKind};
 use crate::model::Ns;
+use crate::units::{millis, share};
 
 fn median(mut v: Vec<u64>) -> u64 {
     if v.is_empty() {
@@ -69,9 +70,9 @@ pub fn find(job: &Job) -> Option<Verdict> {
     v.steps = steps.clone();
     let text = format!(
         "{launches} kernel launches per step ({kernels} kernels), median kernel {}, median gap between kernels {}: the GPU idled {} of wall time waiting for the host to launch work on {}.",
-        ms(kernel_ns),
-        ms(gap_ns),
-        pct(severity),
+        millis(kernel_ns),
+        millis(gap_ns),
+        share(severity),
         rank_list(&v.ranks)
     );
     v.evidence = json!({
@@ -85,8 +86,8 @@ pub fn find(job: &Job) -> Option<Verdict> {
     });
     v.summary = format!(
         "Launch-bound: {launches} launches per step of {} median kernels, the GPU idles {} of wall time between them",
-        ms(kernel_ns),
-        pct(severity)
+        millis(kernel_ns),
+        share(severity)
     );
     if !steps.is_empty() {
         v.summary.push_str(&format!(" (steps {})", step_list(&steps)));

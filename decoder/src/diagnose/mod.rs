@@ -31,9 +31,10 @@ pub mod sync_bound;
 use regex_lite::Regex;
 use serde::Serialize;
 
-use crate::clock::CollectiveEnds;
+use crate::clock_alignment::CollectiveEnds;
 use crate::convert::ConvertOptions;
 use crate::input::Source;
+use crate::units::share;
 use facts::RankFacts;
 
 /// Verdicts below this severity are dropped (kept: anything that names a correctness problem).
@@ -213,7 +214,7 @@ pub fn diagnose(
     let with_colls = each.sinks.iter().filter(|s| !s.clock.ends.is_empty()).count();
     let plan = (with_colls > 1).then(|| {
         let ends: Vec<&CollectiveEnds> = each.sinks.iter().map(|s| &s.clock).collect();
-        crate::clock::plan(&each.processes, &ends)
+        crate::clock_alignment::plan(&each.processes, &ends)
     });
     let mut ranks = Vec::new();
     let mut offsets = Vec::new();
@@ -230,27 +231,6 @@ pub fn diagnose(
         }
     }
     (diagnose_facts(ranks, offsets, opts, notes), each.errors)
-}
-
-/// "12.3 ms"
-pub fn ms(ns: u64) -> String {
-    let v = ns as f64 / 1e6;
-    if v >= 100.0 {
-        format!("{v:.0} ms")
-    } else if v >= 1.0 {
-        format!("{v:.1} ms")
-    } else {
-        format!("{:.0} us", ns as f64 / 1e3)
-    }
-}
-
-/// "37%"
-pub fn pct(x: f64) -> String {
-    if x < 0.01 && x > 0.0 {
-        format!("{:.1}%", 100.0 * x)
-    } else {
-        format!("{:.0}%", 100.0 * x)
-    }
 }
 
 /// "r0-3,7" style list of ranks.
@@ -323,7 +303,7 @@ fn attribute_straggler_to_cause(verdicts: &mut [Verdict], category: &str, kind: 
             "text".into(),
             serde_json::Value::String(format!(
                 "{text} The rank it slows most also makes the others wait for it at every collective: {} of wall time in all.",
-                pct(straggler)
+                share(straggler)
             )),
         );
     }

@@ -9,9 +9,10 @@ use std::collections::BTreeMap;
 use serde_json::json;
 
 use super::job::{comm_hex, Job};
-use super::{ms, pct, rank_list, step_list, CollectiveRef, Location, Verdict, VerdictKind};
+use super::{rank_list, step_list, CollectiveRef, Location, Verdict, VerdictKind};
 use crate::model::{CollOp, Ns};
-use crate::summary::{bus_factor, human_bytes, size_bucket};
+use crate::summary::{bus_factor, size_bucket};
+use crate::units::{byte_size, millis, share};
 
 /// Slower than this fraction of the reference is slow.
 pub const SLOW_FRACTION: f64 = 0.5;
@@ -134,12 +135,12 @@ pub fn find(job: &Job) -> Option<Verdict> {
     let text = format!(
         "{count} of {total_of_kind} {} calls of {} ran at {:.1} GB/s bus bandwidth, {} of {against} ({:.1} GB/s); the extra time not hidden by compute was {} ({} of wall time) on {}.",
         op.name(),
-        human_bytes(first.op_bytes().1),
+        byte_size(first.op_bytes().1),
         mean_bw,
-        pct(mean_bw / reference),
+        share(mean_bw / reference),
         reference,
-        ms(loss),
-        pct(severity),
+        millis(loss),
+        share(severity),
         rank_list(&v.ranks)
     );
     v.evidence = json!({
@@ -159,7 +160,7 @@ pub fn find(job: &Job) -> Option<Verdict> {
         op.name(),
         mean_bw,
         reference,
-        pct(severity)
+        share(severity)
     );
     if !steps.is_empty() {
         v.summary.push_str(&format!(" (steps {})", step_list(&steps)));

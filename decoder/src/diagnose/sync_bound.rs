@@ -10,8 +10,9 @@ use std::collections::BTreeMap;
 use serde_json::json;
 
 use super::job::Job;
-use super::{ms, pct, rank_list, step_list, Location, Verdict, VerdictKind};
+use super::{rank_list, step_list, Location, Verdict, VerdictKind};
 use crate::model::Ns;
+use crate::units::{millis, share};
 
 pub fn find(job: &Job) -> Option<Verdict> {
     let idle: Ns = job.ranks.iter().map(|r| r.split.sync_ns).sum();
@@ -69,8 +70,8 @@ pub fn find(job: &Job) -> Option<Verdict> {
         parts.push(format!(
             "{name} {:.1}x per step (host blocked {} per step, GPU then idle {} per step)",
             *n as f64 / nsteps as f64,
-            ms(blocked / nsteps),
-            ms(gidle / nsteps)
+            millis(blocked / nsteps),
+            millis(gidle / nsteps)
         ));
     }
     if small_d2h > 0 {
@@ -83,12 +84,12 @@ pub fn find(job: &Job) -> Option<Verdict> {
         let bytes: u64 = job.ranks.iter().map(|r| r.pageable.bytes).sum();
         parts.push(format!(
             "{pageable_copies} copies from pageable host memory ({}, {} not overlapped) by {}",
-            crate::summary::human_bytes(bytes),
-            ms(pageable),
+            crate::units::byte_size(bytes),
+            millis(pageable),
             pg_calls.join(", ")
         ));
     }
-    let text = format!("On {}: {}; {} of wall time lost.", rank_list(&v.ranks), parts.join("; "), pct(severity));
+    let text = format!("On {}: {}; {} of wall time lost.", rank_list(&v.ranks), parts.join("; "), share(severity));
     v.evidence = json!({
         "gpu_idle_after_sync_ns": idle,
         "pageable_exposed_ns": pageable,
@@ -104,7 +105,7 @@ pub fn find(job: &Job) -> Option<Verdict> {
     v.summary = format!(
         "Host synchronization inside steps ({}): the GPU runs dry, {} of wall time",
         if loc_calls.is_empty() { "synchronizing calls".to_string() } else { loc_calls.join(", ") },
-        pct(severity)
+        share(severity)
     );
     if !steps.is_empty() {
         v.summary.push_str(&format!(" (steps {})", step_list(&steps)));

@@ -159,7 +159,7 @@ impl Truth {
         let mut launches: HashSet<(Option<u32>, u64)> = self
             .apis
             .iter()
-            .filter(|a| tprof_decoder::export::names::launches_gpu_work(a))
+            .filter(|a| tprof_decoder::export::display_names::launches_gpu_work(a))
             .map(|a| (self.rank_of[&a.proc], a.correlation))
             .collect();
         launches.extend(
