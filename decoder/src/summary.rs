@@ -485,169 +485,269 @@ impl Summary {
     /// Combine per-rank results (in rank order).
     pub fn merge(mut ranks: Vec<RankSummary>, clock: Option<ClockPlan>, notes: Vec<String>) -> Summary {
         ranks.sort_by_key(|r| (r.rank.unwrap_or(u32::MAX), r.pid));
-        let mut s = Summary { clock, notes, ..Summary::default() };
-        let mut kernels: HashMap<Name, Stat> = HashMap::new();
-        let mut apis: HashMap<Name, Stat> = HashMap::new();
-        let mut memcpy: BTreeMap<&str, (Stat, u64)> = BTreeMap::new();
-        // (count, bytes, time, bus-weighted bytes, gpu-timed) per (op, bucket, nranks).
-        type CollAcc = (u64, u64, u64, f64, u64);
-        let mut colls: BTreeMap<(CollOp, u64, u32), CollAcc> = BTreeMap::new();
-        // One entry per collective instance (comm, seq) across ranks: the shortest GPU duration is the
-        // transfer time of the last rank to arrive (the others' kernels include waiting for it), which
-        // is what nccl-tests' busbw measures. (op, message bytes, nranks, shortest duration)
-        let mut instances: HashMap<(u64, u64), (CollOp, u64, u32, u64)> = HashMap::new();
-        let mut steps: BTreeMap<u64, (String, u32, u64, u64, u64, u64)> = BTreeMap::new();
-        let mut nvtx: BTreeMap<String, RangeStat> = BTreeMap::new();
-        let t = &mut s.totals;
-        t.ranks = ranks.len();
-        let (lo, hi) = ranks.iter().fold((u64::MAX, 0), |a, r| (a.0.min(r.start_ns), a.1.max(r.end_ns)));
-        t.span_ns = hi.saturating_sub(lo);
+        let mut s = Summary { clock, notes, totals: Totals::of(&ranks), ..Summary::default() };
+        let mut all = RankTables::default();
         for r in &ranks {
-            t.gpu_busy_ns += r.gpu_busy_ns;
-            t.compute_ns += r.compute_ns;
-            t.communication_ns += r.communication_ns;
-            t.memory_ns += r.memory_ns;
-            t.idle_ns += r.idle_ns;
-            t.events += r.events;
             if r.gpu_times_missing {
                 s.notes.push(format!(
                     "{} ({}): host API calls were recorded but no GPU activity (CUPTI unavailable?): GPU times are missing",
                     r.label, r.path
                 ));
             }
-            for (n, st) in &r.kernels {
-                kernels.entry(n.clone()).or_default().merge(st);
-            }
-            for (n, st) in &r.apis {
-                apis.entry(n.clone()).or_default().merge(st);
-            }
-            for (k, (st, b)) in &r.memcpy {
-                let e = memcpy.entry(k).or_default();
-                e.0.merge(st);
-                e.1 += b;
-            }
-            for c in &r.collectives {
-                let e = colls.entry((c.op, size_bucket(c.bytes), c.nranks)).or_default();
-                let time = c.time_ns();
-                e.0 += 1;
-                e.1 += c.bytes;
-                e.2 += time;
-                // busbw summed per call, weighted by time below.
-                e.3 += c.bytes as f64 * bus_factor(c.op, c.nranks);
-                e.4 += c.gpu.is_some() as u64;
-                if let (Some((gs, ge)), true) = (c.gpu, c.comm != 0 && c.op.moves_data()) {
-                    let dur = ge.saturating_sub(gs);
-                    let inst = instances.entry((c.comm, c.seq)).or_insert((c.op, c.bytes, c.nranks, dur));
-                    inst.3 = inst.3.min(dur);
-                }
-            }
-            for st in &r.steps {
-                let e = steps.entry(st.index).or_insert_with(|| (st.name.clone(), 0, 0, 0, 0, 0));
-                e.1 += 1;
-                e.2 = e.2.max(st.duration_ns);
-                e.3 += st.duration_ns;
-                e.4 += st.gpu_busy_ns;
-                e.5 += st.exposed_comm_ns;
-            }
-            for n in &r.nvtx {
-                let e = nvtx
-                    .entry(n.name.clone())
-                    .or_insert_with(|| RangeStat { name: n.name.clone(), ..RangeStat::default() });
-                e.count += n.count;
-                e.range_ns += n.range_ns;
-                e.gpu_ns += n.gpu_ns;
-            }
+            all.add(r);
         }
-        let kernel_total: u64 = kernels.values().map(|k| k.total_ns).sum();
-        s.totals.kernel_ns = kernel_total;
-        let pct = |x: u64, of: u64| if of == 0 { 0.0 } else { 100.0 * x as f64 / of as f64 };
-        s.kernels = kernels
-            .iter()
-            .map(|(n, k)| KernelRow {
-                name: demangle(n),
-                count: k.count,
-                total_ns: k.total_ns,
-                avg_ns: k.avg_ns(),
-                min_ns: k.min_ns,
-                max_ns: k.max_ns,
-                pct: pct(k.total_ns, kernel_total),
-            })
-            .collect();
-        s.kernels.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
-        let api_total: u64 = apis.values().map(|k| k.total_ns).sum();
-        s.api = apis
-            .iter()
-            .map(|(n, k)| ApiRow {
-                name: n.to_string(),
-                count: k.count,
-                total_ns: k.total_ns,
-                avg_ns: k.avg_ns(),
-                min_ns: k.min_ns,
-                max_ns: k.max_ns,
-                pct: pct(k.total_ns, api_total),
-            })
-            .collect();
-        s.api.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
-        s.memcpy = memcpy
-            .into_iter()
-            .map(|(k, (st, bytes))| MemcpyRow {
-                kind: k.to_string(),
-                count: st.count,
-                bytes,
-                total_ns: st.total_ns,
-                bandwidth_gbps: if st.total_ns == 0 { 0.0 } else { bytes as f64 / st.total_ns as f64 },
-            })
-            .collect();
-        // Transfer-time bandwidths per row, from the matched instances.
-        let mut transfer: BTreeMap<(CollOp, u64, u32), (f64, f64, u64)> = BTreeMap::new();
-        for (op, bytes, nranks, dur) in instances.into_values() {
-            let e = transfer.entry((op, size_bucket(bytes), nranks)).or_default();
-            e.0 += bytes as f64;
-            e.1 += bytes as f64 * bus_factor(op, nranks);
-            e.2 += dur;
-        }
-        s.collectives = colls
-            .into_iter()
-            .map(|((op, bucket, nranks), (count, bytes, time, bus_bytes, gpu_timed))| {
-                let gbps = |b: f64| if time == 0 { 0.0 } else { b / time as f64 };
-                // Prefer the transfer time (waiting for late ranks excluded) when instances matched.
-                let (algbw, busbw) = match transfer.get(&(op, bucket, nranks)) {
-                    Some(&(alg, bus, t)) if t > 0 => (alg / t as f64, bus / t as f64),
-                    _ => (gbps(bytes as f64), gbps(bus_bytes)),
-                };
-                CollectiveRow {
-                    op: op.name().to_string(),
-                    size_bucket: bucket,
-                    nranks,
-                    count,
-                    bytes,
-                    msg_bytes: bytes.checked_div(count).unwrap_or(0),
-                    time_ns: time,
-                    algbw_gbps: algbw,
-                    busbw_gbps: busbw,
-                    gpu_timed,
-                }
-            })
-            .collect();
-        s.steps = steps
-            .into_iter()
-            .map(|(index, (name, n, max, sum, busy, exposed))| StepSummaryRow {
-                index,
-                name,
-                ranks: n,
-                duration_ns: max,
-                mean_duration_ns: sum / n.max(1) as u64,
-                mean_gpu_busy_ns: busy / n.max(1) as u64,
-                mean_exposed_comm_ns: exposed / n.max(1) as u64,
-            })
-            .collect();
-        s.nvtx = nvtx.into_values().collect();
+        s.totals.kernel_ns = all.kernels.values().map(|k| k.total_ns).sum();
+        s.kernels = kernel_rows(&all.kernels, s.totals.kernel_ns);
+        s.api = api_rows(&all.apis);
+        s.memcpy = memcpy_rows(all.memcpy);
+        s.collectives = collective_rows(all.collectives, all.instances);
+        s.steps = step_rows(all.steps);
+        s.nvtx = all.nvtx.into_values().collect();
         s.nvtx.sort_by(|a, b| b.gpu_ns.cmp(&a.gpu_ns).then(b.range_ns.cmp(&a.range_ns)));
         s.counters =
             crate::gpu_counters::CountersSummary::merge(ranks.iter().map(|r| (r.rank, r.label.as_str(), &r.counters)));
         s.ranks = ranks;
         s
     }
+}
+
+impl Totals {
+    /// The ranks' times summed, the span from the first start to the last end (`kernel_ns` is
+    /// left to [`Summary::merge`]).
+    fn of(ranks: &[RankSummary]) -> Totals {
+        let mut t = Totals { ranks: ranks.len(), ..Totals::default() };
+        let (lo, hi) = ranks.iter().fold((u64::MAX, 0), |a, r| (a.0.min(r.start_ns), a.1.max(r.end_ns)));
+        t.span_ns = hi.saturating_sub(lo);
+        for r in ranks {
+            t.gpu_busy_ns += r.gpu_busy_ns;
+            t.compute_ns += r.compute_ns;
+            t.communication_ns += r.communication_ns;
+            t.memory_ns += r.memory_ns;
+            t.idle_ns += r.idle_ns;
+            t.events += r.events;
+        }
+        t
+    }
+}
+
+/// Calls of one collective row (op, size bucket, nranks), summed over ranks.
+#[derive(Debug, Default)]
+struct CollectiveTally {
+    count: u64,
+    bytes: u64,
+    time_ns: u64,
+    /// Bytes times the bus factor, summed per call (weighted by time in the row).
+    bus_bytes: f64,
+    gpu_timed: u64,
+}
+
+/// One collective instance (comm, seq) across ranks: the shortest GPU duration is the transfer
+/// time of the last rank to arrive (the others' kernels include waiting for it), which is what
+/// nccl-tests' busbw measures.
+#[derive(Debug, Clone, Copy)]
+struct Instance {
+    op: CollOp,
+    bytes: u64,
+    nranks: u32,
+    shortest_ns: u64,
+}
+
+/// One step index over ranks.
+#[derive(Debug)]
+struct StepTally {
+    name: String,
+    ranks: u32,
+    max_ns: u64,
+    sum_ns: u64,
+    busy_ns: u64,
+    exposed_ns: u64,
+}
+
+/// The per-name tables of every rank, merged.
+#[derive(Debug, Default)]
+struct RankTables {
+    kernels: HashMap<Name, Stat>,
+    apis: HashMap<Name, Stat>,
+    memcpy: BTreeMap<&'static str, (Stat, u64)>,
+    collectives: BTreeMap<(CollOp, u64, u32), CollectiveTally>,
+    instances: HashMap<(u64, u64), Instance>,
+    steps: BTreeMap<u64, StepTally>,
+    nvtx: BTreeMap<String, RangeStat>,
+}
+
+impl RankTables {
+    fn add(&mut self, r: &RankSummary) {
+        for (n, st) in &r.kernels {
+            self.kernels.entry(n.clone()).or_default().merge(st);
+        }
+        for (n, st) in &r.apis {
+            self.apis.entry(n.clone()).or_default().merge(st);
+        }
+        for (k, (st, b)) in &r.memcpy {
+            let e = self.memcpy.entry(k).or_default();
+            e.0.merge(st);
+            e.1 += b;
+        }
+        for c in &r.collectives {
+            self.add_collective(c);
+        }
+        for st in &r.steps {
+            let e = self.steps.entry(st.index).or_insert_with(|| StepTally {
+                name: st.name.clone(),
+                ranks: 0,
+                max_ns: 0,
+                sum_ns: 0,
+                busy_ns: 0,
+                exposed_ns: 0,
+            });
+            e.ranks += 1;
+            e.max_ns = e.max_ns.max(st.duration_ns);
+            e.sum_ns += st.duration_ns;
+            e.busy_ns += st.gpu_busy_ns;
+            e.exposed_ns += st.exposed_comm_ns;
+        }
+        for n in &r.nvtx {
+            let e = self
+                .nvtx
+                .entry(n.name.clone())
+                .or_insert_with(|| RangeStat { name: n.name.clone(), ..RangeStat::default() });
+            e.count += n.count;
+            e.range_ns += n.range_ns;
+            e.gpu_ns += n.gpu_ns;
+        }
+    }
+
+    fn add_collective(&mut self, c: &CollectiveInstance) {
+        let e = self.collectives.entry((c.op, size_bucket(c.bytes), c.nranks)).or_default();
+        e.count += 1;
+        e.bytes += c.bytes;
+        e.time_ns += c.time_ns();
+        e.bus_bytes += c.bytes as f64 * bus_factor(c.op, c.nranks);
+        e.gpu_timed += c.gpu.is_some() as u64;
+        if let (Some((gs, ge)), true) = (c.gpu, c.comm != 0 && c.op.moves_data()) {
+            let dur = ge.saturating_sub(gs);
+            let inst = self.instances.entry((c.comm, c.seq)).or_insert(Instance {
+                op: c.op,
+                bytes: c.bytes,
+                nranks: c.nranks,
+                shortest_ns: dur,
+            });
+            inst.shortest_ns = inst.shortest_ns.min(dur);
+        }
+    }
+}
+
+fn share_pct(x: u64, of: u64) -> f64 {
+    if of == 0 {
+        0.0
+    } else {
+        100.0 * x as f64 / of as f64
+    }
+}
+
+/// Kernels by total time (demangled names).
+fn kernel_rows(kernels: &HashMap<Name, Stat>, kernel_total: u64) -> Vec<KernelRow> {
+    let mut rows: Vec<KernelRow> = kernels
+        .iter()
+        .map(|(n, k)| KernelRow {
+            name: demangle(n),
+            count: k.count,
+            total_ns: k.total_ns,
+            avg_ns: k.avg_ns(),
+            min_ns: k.min_ns,
+            max_ns: k.max_ns,
+            pct: share_pct(k.total_ns, kernel_total),
+        })
+        .collect();
+    rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
+    rows
+}
+
+/// API calls by total time.
+fn api_rows(apis: &HashMap<Name, Stat>) -> Vec<ApiRow> {
+    let api_total: u64 = apis.values().map(|k| k.total_ns).sum();
+    let mut rows: Vec<ApiRow> = apis
+        .iter()
+        .map(|(n, k)| ApiRow {
+            name: n.to_string(),
+            count: k.count,
+            total_ns: k.total_ns,
+            avg_ns: k.avg_ns(),
+            min_ns: k.min_ns,
+            max_ns: k.max_ns,
+            pct: share_pct(k.total_ns, api_total),
+        })
+        .collect();
+    rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
+    rows
+}
+
+fn memcpy_rows(memcpy: BTreeMap<&'static str, (Stat, u64)>) -> Vec<MemcpyRow> {
+    memcpy
+        .into_iter()
+        .map(|(k, (st, bytes))| MemcpyRow {
+            kind: k.to_string(),
+            count: st.count,
+            bytes,
+            total_ns: st.total_ns,
+            bandwidth_gbps: if st.total_ns == 0 { 0.0 } else { bytes as f64 / st.total_ns as f64 },
+        })
+        .collect()
+}
+
+/// Collective rows; bandwidths from the transfer time (waiting for late ranks excluded) when
+/// instances matched across ranks, else from the calls' times.
+fn collective_rows(
+    rows: BTreeMap<(CollOp, u64, u32), CollectiveTally>,
+    instances: HashMap<(u64, u64), Instance>,
+) -> Vec<CollectiveRow> {
+    // (algorithm bytes, bus bytes, transfer time) per row, from the matched instances.
+    let mut transfer: BTreeMap<(CollOp, u64, u32), (f64, f64, u64)> = BTreeMap::new();
+    for i in instances.into_values() {
+        let e = transfer.entry((i.op, size_bucket(i.bytes), i.nranks)).or_default();
+        e.0 += i.bytes as f64;
+        e.1 += i.bytes as f64 * bus_factor(i.op, i.nranks);
+        e.2 += i.shortest_ns;
+    }
+    rows.into_iter()
+        .map(|((op, bucket, nranks), t)| {
+            let gbps = |b: f64| if t.time_ns == 0 { 0.0 } else { b / t.time_ns as f64 };
+            let (algbw, busbw) = match transfer.get(&(op, bucket, nranks)) {
+                Some(&(alg, bus, time)) if time > 0 => (alg / time as f64, bus / time as f64),
+                _ => (gbps(t.bytes as f64), gbps(t.bus_bytes)),
+            };
+            CollectiveRow {
+                op: op.name().to_string(),
+                size_bucket: bucket,
+                nranks,
+                count: t.count,
+                bytes: t.bytes,
+                msg_bytes: t.bytes.checked_div(t.count).unwrap_or(0),
+                time_ns: t.time_ns,
+                algbw_gbps: algbw,
+                busbw_gbps: busbw,
+                gpu_timed: t.gpu_timed,
+            }
+        })
+        .collect()
+}
+
+fn step_rows(steps: BTreeMap<u64, StepTally>) -> Vec<StepSummaryRow> {
+    steps
+        .into_iter()
+        .map(|(index, t)| {
+            let n = t.ranks.max(1) as u64;
+            StepSummaryRow {
+                index,
+                name: t.name,
+                ranks: t.ranks,
+                duration_ns: t.max_ns,
+                mean_duration_ns: t.sum_ns / n,
+                mean_gpu_busy_ns: t.busy_ns / n,
+                mean_exposed_comm_ns: t.exposed_ns / n,
+            }
+        })
+        .collect()
 }
 
 /// Decode `sources` in parallel and summarize them. Files that cannot be used are returned as
