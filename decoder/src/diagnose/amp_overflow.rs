@@ -2,8 +2,7 @@
 //! (`_amp_foreach_non_finite_check_and_unscale_`): GradScaler found inf/NaN gradients and skipped
 //! the step. Severity: the GPU time of the skipped steps (their work was thrown away).
 
-use serde_json::json;
-
+use super::evidence::{AmpOverflowEvidence, Evidence};
 use super::job::Job;
 use super::{rank_list, step_list, Verdict, VerdictKind};
 use crate::model::Ns;
@@ -37,12 +36,12 @@ pub fn find(job: &Job) -> Option<Verdict> {
         rank_list(&v.ranks),
         share(severity)
     );
-    v.evidence = json!({
-        "skipped_steps": steps.len(),
-        "checked_steps": checked,
-        "skip_interval_steps": every,
-        "lost_ns": lost,
-        "text": text,
+    v.evidence = Evidence::AmpOverflow(AmpOverflowEvidence {
+        checked_steps: checked,
+        lost_ns: lost,
+        skip_interval_steps: every,
+        skipped_steps: steps.len(),
+        text,
     });
     v.summary = format!(
         "AMP overflow: the optimizer was skipped in {} of {checked} steps, {} of wall time",

@@ -5,8 +5,7 @@
 //! the job); otherwise the loss common to the ranks (the lower quartile of the ranks' data-idle
 //! shares; a single slow rank is a straggler, reported there).
 
-use serde_json::json;
-
+use super::evidence::{DataLoadingEvidence, Evidence, RankShare};
 use super::job::Job;
 use super::{rank_list, step_list, Verdict, VerdictKind};
 use crate::units::{millis, share};
@@ -69,13 +68,13 @@ pub fn find(job: &Job) -> Option<Verdict> {
         rank_list(&v.ranks),
         share(severity)
     );
-    v.evidence = json!({
-        "idle_at_step_start_ns": idle_per_step,
-        "step_ns": step_per,
-        "steps_affected": steps.len(),
-        "steps_total": total_steps,
-        "share_by_rank": shares.iter().map(|(s, i)| json!({"rank": job.ranks[*i].rank, "share": s})).collect::<Vec<_>>(),
-        "text": text,
+    v.evidence = Evidence::DataLoading(DataLoadingEvidence {
+        idle_at_step_start_ns: idle_per_step,
+        share_by_rank: shares.iter().map(|(s, i)| RankShare { rank: job.ranks[*i].rank, share: *s }).collect(),
+        step_ns: step_per,
+        steps_affected: steps.len(),
+        steps_total: total_steps,
+        text,
     });
     v.summary = format!(
         "Input pipeline: the GPU waits {} per step for data, {} of wall time",

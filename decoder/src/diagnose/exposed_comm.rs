@@ -4,8 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::json;
-
+use super::evidence::{Evidence, ExposedCollective, ExposedCommunicationEvidence};
 use super::job::{comm_hex, Job};
 use super::{rank_list, step_list, CollectiveRef, Verdict, VerdictKind};
 use crate::model::{CollOp, Ns};
@@ -91,16 +90,23 @@ pub fn find(job: &Job) -> Option<Verdict> {
         listed,
         share(severity)
     );
-    v.evidence = json!({
-        "exposed_per_step_ns": exposed_per_step,
-        "step_ns": step_ns,
-        "collective_ns": total_comm,
-        "overlapped_share": overlap,
-        "collectives": rows.iter().map(|((op, bucket), (n, exp, total, _, bytes))| json!({
-            "op": CollOp::from_u8(*op).name(), "size_bucket": bucket, "bytes": bytes, "calls": n,
-            "exposed_ns": exp, "kernel_ns": total,
-        })).collect::<Vec<_>>(),
-        "text": text,
+    v.evidence = Evidence::ExposedCommunication(ExposedCommunicationEvidence {
+        collective_ns: total_comm,
+        collectives: rows
+            .iter()
+            .map(|((op, bucket), (n, exp, total, _, bytes))| ExposedCollective {
+                bytes: *bytes,
+                calls: *n,
+                exposed_ns: *exp,
+                kernel_ns: *total,
+                op: CollOp::from_u8(*op).name(),
+                size_bucket: *bucket,
+            })
+            .collect(),
+        exposed_per_step_ns: exposed_per_step,
+        overlapped_share: overlap,
+        step_ns,
+        text,
     });
     v.summary = format!(
         "Communication not overlapped with compute: {} per step, {} of wall time",

@@ -7,8 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::json;
-
+use super::evidence::{Evidence, FamilyShare, HotspotKernelEvidence};
 use super::facts::Family;
 use super::job::Job;
 use super::{Location, Verdict, VerdictKind};
@@ -78,14 +77,21 @@ pub fn find(job: &Job) -> Option<Verdict> {
     if let Some(t) = tensor_mean {
         text.push_str(&format!(" Mean tensor-core activity: {}.", share(t)));
     }
-    v.evidence = json!({
-        "families": rows.iter().map(|(f, (n, t, k, _))| json!({
-            "family": f.name(), "kernels": n, "total_ns": t, "share": *t as f64 / compute as f64, "top_kernel": demangle(k),
-        })).collect::<Vec<_>>(),
-        "fusible_ns": fusible,
-        "estimated_saving_ns": saving as Ns,
-        "tensor_activity": tensor_mean,
-        "text": text,
+    v.evidence = Evidence::HotspotKernel(HotspotKernelEvidence {
+        estimated_saving_ns: saving as Ns,
+        families: rows
+            .iter()
+            .map(|(f, (n, t, k, _))| FamilyShare {
+                family: f.name(),
+                kernels: *n,
+                share: *t as f64 / compute as f64,
+                top_kernel: demangle(k),
+                total_ns: *t,
+            })
+            .collect(),
+        fusible_ns: fusible,
+        tensor_activity: tensor_mean,
+        text,
     });
     v.summary = format!(
         "Hotspot: {} kernels take {} of GPU compute{}",

@@ -1,8 +1,7 @@
 //! `launch_bound`: the GPU idles between many short kernels while the host is busy launching them
 //! (Python / framework overhead per operator).
 
-use serde_json::json;
-
+use super::evidence::{Evidence, LaunchBoundEvidence};
 use super::job::Job;
 use super::{rank_list, step_list, Verdict, VerdictKind};
 use crate::model::Ns;
@@ -75,14 +74,15 @@ pub fn find(job: &Job) -> Option<Verdict> {
         share(severity),
         rank_list(&v.ranks)
     );
-    v.evidence = json!({
-        "launches_per_step": launches,
-        "kernels_per_step": kernels,
-        "median_kernel_ns": kernel_ns,
-        "median_launch_gap_ns": gap_ns,
-        "step_ns": step_ns,
-        "launch_idle_ns": loss,
-        "text": text,
+    v.evidence = Evidence::LaunchBound(LaunchBoundEvidence {
+        includes_straggler_wait: None,
+        kernels_per_step: kernels,
+        launch_idle_ns: loss,
+        launches_per_step: launches,
+        median_kernel_ns: kernel_ns,
+        median_launch_gap_ns: gap_ns,
+        step_ns,
+        text,
     });
     v.summary = format!(
         "Launch-bound: {launches} launches per step of {} median kernels, the GPU idles {} of wall time between them",

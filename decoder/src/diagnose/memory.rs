@@ -6,8 +6,7 @@
 //! reported under `memory_pressure`, whose severity is the host time spent in allocation calls
 //! inside steps.
 
-use serde_json::json;
-
+use super::evidence::{Evidence, MemoryPressureEvidence, OomEvidence};
 use super::facts::{AllocFailure, RankFacts};
 use super::job::Job;
 use super::{rank_list, Location, Verdict, VerdictKind};
@@ -91,16 +90,16 @@ pub fn find_oom(job: &Job) -> Option<Verdict> {
     if let Some(g) = growth {
         text.push_str(&format!(" Its reservation grew by {} per step before that.", byte_size(g)));
     }
-    v.evidence = json!({
-        "requested_bytes": f.bytes,
-        "reserved_bytes": f.reserved,
-        "needed_bytes": need,
-        "capacity_bytes": r.memory.capacity,
-        "peak_reserved_bytes": r.memory.peak_reserved,
-        "growth_per_step_bytes": growth,
-        "step": f.step,
-        "failures": fatal.len(),
-        "text": text,
+    v.evidence = Evidence::Oom(OomEvidence {
+        capacity_bytes: r.memory.capacity,
+        failures: fatal.len(),
+        growth_per_step_bytes: growth,
+        needed_bytes: need,
+        peak_reserved_bytes: r.memory.peak_reserved,
+        requested_bytes: f.bytes,
+        reserved_bytes: f.reserved,
+        step: f.step,
+        text,
     });
     v.summary = format!(
         "Out of memory: {} could not allocate {} (holding {}){}",
@@ -151,14 +150,14 @@ pub fn find_pressure(job: &Job) -> Option<Verdict> {
         millis(churn_ns),
         recovered
     );
-    v.evidence = json!({
-        "peak_reserved_bytes": r0.memory.peak_reserved,
-        "capacity_bytes": r0.memory.capacity,
-        "alloc_calls_in_steps": churn_calls,
-        "alloc_host_ns": churn_ns,
-        "recovered_failures": recovered,
-        "growth_per_step_bytes": growth,
-        "text": text,
+    v.evidence = Evidence::MemoryPressure(MemoryPressureEvidence {
+        alloc_calls_in_steps: churn_calls,
+        alloc_host_ns: churn_ns,
+        capacity_bytes: r0.memory.capacity,
+        growth_per_step_bytes: growth,
+        peak_reserved_bytes: r0.memory.peak_reserved,
+        recovered_failures: recovered,
+        text,
     });
     v.summary = format!(
         "Memory pressure on {}: {:.1} allocations per step, peak {}",

@@ -11,6 +11,7 @@
 //! README ("Diagnoses (--json)").
 
 pub mod collect;
+pub mod evidence;
 pub mod facts;
 pub mod job;
 pub mod timeline;
@@ -35,6 +36,7 @@ use crate::clock_alignment::CollectiveEnds;
 use crate::convert::ConvertOptions;
 use crate::input::Source;
 use crate::units::share;
+use evidence::{AfterOom, Evidence, StragglerWait};
 use facts::RankFacts;
 
 /// Verdicts below this severity are dropped (kept: anything that names a correctness problem).
@@ -111,7 +113,7 @@ pub struct Verdict {
     #[serde(rename = "where")]
     pub location: Location,
     /// Structured numbers, plus `text`: one sentence a person reads.
-    pub evidence: serde_json::Value,
+    pub evidence: Evidence,
     /// One line: what is wrong and what it costs.
     pub summary: String,
     /// What to change, most useful first.
@@ -126,14 +128,14 @@ impl Verdict {
             ranks: Vec::new(),
             steps: Vec::new(),
             location: Location::default(),
-            evidence: serde_json::Value::Null,
+            evidence: Evidence::None,
             summary: String::new(),
             advice: Vec::new(),
         }
     }
     /// The human sentence of the evidence.
     pub fn evidence_text(&self) -> &str {
-        self.evidence.get("text").and_then(|t| t.as_str()).unwrap_or("")
+        self.evidence.text()
     }
 }
 
@@ -260,18 +262,15 @@ fn hang_after_oom_is_a_consequence(verdicts: &mut [Verdict]) {
     let h = &mut verdicts[hi];
     h.severity = oom_severity * 0.99;
     h.summary.push_str(" (most likely because a rank ran out of memory and exited)");
-    if let Some(obj) = h.evidence.as_object_mut() {
-        obj.insert("after_oom".into(), serde_json::json!({"ranks": oom_ranks, "steps": oom_steps}));
-        let text = obj.get("text").and_then(|t| t.as_str()).unwrap_or_default().to_string();
+    if let Evidence::Hang(e) = &mut h.evidence {
         let steps = oom_steps.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(",");
-        obj.insert(
-            "text".into(),
-            serde_json::Value::String(format!(
-                "{text} {} ran out of device memory{} and exited, so its peers could not complete their collectives: fix the out-of-memory first.",
-                rank_list(&oom_ranks),
-                if steps.is_empty() { String::new() } else { format!(" (step {steps})") }
-            )),
+        e.text = format!(
+            "{} {} ran out of device memory{} and exited, so its peers could not complete their collectives: fix the out-of-memory first.",
+            e.text,
+            rank_list(&oom_ranks),
+            if steps.is_empty() { String::new() } else { format!(" (step {steps})") }
         );
+        e.after_oom = Some(AfterOom { ranks: oom_ranks, steps: oom_steps });
     }
 }
 
@@ -280,8 +279,9 @@ fn hang_after_oom_is_a_consequence(verdicts: &mut [Verdict]) {
 /// symptom: the root cause is that pathology, and the others' waiting is part of its cost. The
 /// pathology's verdict then carries that cost and ranks first.
 fn attribute_straggler_to_cause(verdicts: &mut [Verdict], category: &str, kind: VerdictKind) {
-    let Some(si) = verdicts.iter().position(|v| {
-        v.kind == VerdictKind::Straggler && v.evidence.get("cause_category").and_then(|c| c.as_str()) == Some(category)
+    let Some(si) = verdicts.iter().position(|v| match &v.evidence {
+        Evidence::Straggler(e) => v.kind == VerdictKind::Straggler && e.cause_category == category,
+        _ => false,
     }) else {
         return;
     };
@@ -296,15 +296,11 @@ fn attribute_straggler_to_cause(verdicts: &mut [Verdict], category: &str, kind: 
     let who = verdicts[si].ranks.clone();
     let v = &mut verdicts[li];
     v.severity = straggler;
-    if let Some(obj) = v.evidence.as_object_mut() {
-        obj.insert("includes_straggler_wait".into(), serde_json::json!({"ranks": who, "severity": straggler}));
-        let text = obj.get("text").and_then(|t| t.as_str()).unwrap_or_default().to_string();
-        obj.insert(
-            "text".into(),
-            serde_json::Value::String(format!(
-                "{text} The rank it slows most also makes the others wait for it at every collective: {} of wall time in all.",
-                share(straggler)
-            )),
+    if let Some((wait, text)) = v.evidence.straggler_wait_slot() {
+        *wait = Some(StragglerWait { ranks: who, severity: straggler });
+        *text = format!(
+            "{text} The rank it slows most also makes the others wait for it at every collective: {} of wall time in all.",
+            share(straggler)
         );
     }
     verdicts[si].severity = (launch * 0.99).min(straggler);

@@ -6,8 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::json;
-
+use super::evidence::{Evidence, SlowCollectiveEvidence};
 use super::job::{comm_hex, Job};
 use super::{rank_list, step_list, CollectiveRef, Location, Verdict, VerdictKind};
 use crate::model::{CollOp, Ns};
@@ -143,17 +142,17 @@ pub fn find(job: &Job) -> Option<Verdict> {
         share(severity),
         rank_list(&v.ranks)
     );
-    v.evidence = json!({
-        "op": op.name(),
-        "size_bucket": bucket,
-        "bytes": first.op_bytes().1,
-        "slow_calls": count,
-        "calls": total_of_kind,
-        "busbw_gbps": mean_bw,
-        "reference_busbw_gbps": reference,
-        "reference": if against.starts_with("the expected") { "peak" } else { "best_in_run" },
-        "exposed_excess_ns": loss,
-        "text": text,
+    v.evidence = Evidence::SlowCollective(SlowCollectiveEvidence {
+        bytes: first.op_bytes().1,
+        busbw_gbps: mean_bw,
+        calls: total_of_kind,
+        exposed_excess_ns: loss,
+        op: op.name(),
+        reference: if against.starts_with("the expected") { "peak" } else { "best_in_run" },
+        reference_busbw_gbps: reference,
+        size_bucket: bucket,
+        slow_calls: count,
+        text,
     });
     v.summary = format!(
         "Slow {}: {:.1} GB/s busbw vs {:.1} GB/s, {} of wall time",

@@ -7,8 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::json;
-
+use super::evidence::{CategoryPerStep, Evidence, StepTimeStragglerEvidence, StragglerEvidence};
 use super::facts::Split;
 use super::job::{comm_hex, Job};
 use super::{step_list, CollectiveRef, Location, Verdict, VerdictKind};
@@ -30,7 +29,7 @@ fn median(mut v: Vec<Ns>) -> Ns {
 /// A per-step category of a rank's split.
 type Category = (&'static str, fn(&Split) -> Ns);
 
-fn cause(job: &Job, late: usize) -> (String, Ns, serde_json::Value, &'static str) {
+fn cause(job: &Job, late: usize) -> (String, Ns, BTreeMap<&'static str, CategoryPerStep>, &'static str) {
     let per_step = |s: &Split, n: usize, f: fn(&Split) -> Ns| f(s) / n.max(1) as Ns;
     let cats: [Category; 6] = [
         ("data", |s| s.data_ns),
@@ -42,7 +41,7 @@ fn cause(job: &Job, late: usize) -> (String, Ns, serde_json::Value, &'static str
     ];
     let me = &job.ranks[late];
     let mut best = ("unknown", 0u64);
-    let mut table = serde_json::Map::new();
+    let mut table = BTreeMap::new();
     for (name, f) in cats {
         let mine = per_step(&me.split, me.steps.len(), f);
         let others = median(
@@ -54,7 +53,7 @@ fn cause(job: &Job, late: usize) -> (String, Ns, serde_json::Value, &'static str
                 .collect(),
         );
         let excess = mine.saturating_sub(others);
-        table.insert(name.into(), json!({"rank_ns_per_step": mine, "others_ns_per_step": others}));
+        table.insert(name, CategoryPerStep { others_ns_per_step: others, rank_ns_per_step: mine });
         if excess > best.1 {
             best = (name, excess);
         }
@@ -68,7 +67,7 @@ fn cause(job: &Job, late: usize) -> (String, Ns, serde_json::Value, &'static str
         "idle" => format!("its GPU idled {} more per step for no recorded reason", millis(best.1)),
         _ => "no single cause stands out in its own trace".to_string(),
     };
-    (text, best.1, serde_json::Value::Object(table), best.0)
+    (text, best.1, table, best.0)
 }
 
 pub fn find(job: &Job) -> Option<Verdict> {
@@ -142,17 +141,17 @@ pub fn find(job: &Job) -> Option<Verdict> {
         n - 1,
         share(severity)
     );
-    v.evidence = json!({
-        "rank": rank,
-        "last_arrivals": last_count[late],
-        "collectives": with_last,
-        "median_lateness_ns": med,
-        "max_lateness_ns": worst[late].map(|w| w.0).unwrap_or(0),
-        "lost_ns": lost,
-        "cause": why,
-        "cause_category": category,
-        "per_step_by_category": cause_table,
-        "text": text,
+    v.evidence = Evidence::Straggler(StragglerEvidence {
+        cause: why,
+        cause_category: category,
+        collectives: with_last,
+        last_arrivals: last_count[late],
+        lost_ns: lost,
+        max_lateness_ns: worst[late].map(|w| w.0).unwrap_or(0),
+        median_lateness_ns: med,
+        per_step_by_category: cause_table,
+        rank,
+        text,
     });
     v.summary = format!(
         "Straggler r{rank}: the others wait {} per step for it at collectives, {} of wall time",
@@ -209,8 +208,13 @@ fn step_outlier(job: &Job) -> Option<Verdict> {
         millis(med),
         means.len()
     );
-    v.evidence =
-        json!({"rank": rank, "mean_step_ns": mean, "median_step_ns": med, "per_step_by_category": table, "text": text});
+    v.evidence = Evidence::StepTimeStraggler(StepTimeStragglerEvidence {
+        mean_step_ns: mean,
+        median_step_ns: med,
+        per_step_by_category: table,
+        rank,
+        text,
+    });
     v.summary =
         format!("Straggler r{rank}: steps {} slower than the median rank", share((mean - med) as f64 / med as f64));
     v.advice = straggler_advice();

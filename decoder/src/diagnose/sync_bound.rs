@@ -7,8 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::json;
-
+use super::evidence::{Evidence, SyncBoundEvidence, SyncCall};
 use super::job::Job;
 use super::{rank_list, step_list, Location, Verdict, VerdictKind};
 use crate::model::Ns;
@@ -90,17 +89,24 @@ pub fn find(job: &Job) -> Option<Verdict> {
         ));
     }
     let text = format!("On {}: {}; {} of wall time lost.", rank_list(&v.ranks), parts.join("; "), share(severity));
-    v.evidence = json!({
-        "gpu_idle_after_sync_ns": idle,
-        "pageable_exposed_ns": pageable,
-        "pageable_copies": pageable_copies,
-        "small_d2h_copies": small_d2h,
-        "calls": named.iter().map(|(name, (n, b, g))| json!({
-            "name": name, "calls": n, "host_blocked_ns": b, "gpu_idle_ns": g,
-            "per_step": *n as f64 / nsteps as f64,
-        })).collect::<Vec<_>>(),
-        "pageable_calls": pg_calls,
-        "text": text,
+    v.evidence = Evidence::SyncBound(SyncBoundEvidence {
+        calls: named
+            .iter()
+            .map(|(name, (n, b, g))| SyncCall {
+                calls: *n,
+                gpu_idle_ns: *g,
+                host_blocked_ns: *b,
+                name: name.clone(),
+                per_step: *n as f64 / nsteps as f64,
+            })
+            .collect(),
+        gpu_idle_after_sync_ns: idle,
+        includes_straggler_wait: None,
+        pageable_calls: pg_calls,
+        pageable_copies,
+        pageable_exposed_ns: pageable,
+        small_d2h_copies: small_d2h,
+        text,
     });
     v.summary = format!(
         "Host synchronization inside steps ({}): the GPU runs dry, {} of wall time",
