@@ -18,6 +18,6 @@ pub mod progress;
 pub mod report;
 pub mod steps;
 pub mod summary;
-pub mod synth;
-pub mod synth_patterns;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 pub mod units;

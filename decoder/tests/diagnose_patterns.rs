@@ -7,7 +7,7 @@ use tprof_decoder::convert::ConvertOptions;
 use tprof_decoder::diagnose::{diagnose, DiagnoseOptions, Diagnosis, VerdictKind, CLEAN_THRESHOLD};
 use tprof_decoder::input::{discover, Notes};
 use tprof_decoder::steps::DEFAULT_STEP_PATTERN;
-use tprof_decoder::synth_patterns::Scenario;
+use tprof_decoder::testkit::Scenario;
 
 fn run_with(sc: &Scenario, opts: &DiagnoseOptions) -> Diagnosis {
     let dir = tempfile::tempdir().expect("temp dir");

@@ -626,7 +626,7 @@ fn note_range_losses(losses: &PairingLosses, path: &Path, notes: &mut Notes) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::synth::{SynthJob, T0};
+    use crate::testkit::{SynthJob, T0};
 
     #[derive(Default)]
     struct Count {
