@@ -388,26 +388,16 @@ pub fn demangle(name: &str) -> String {
     name.to_string()
 }
 
+/// One kernel or API call name, over all ranks.
 #[derive(Debug, Clone, Serialize)]
-pub struct KernelRow {
+pub struct NameRow {
     pub name: String,
     pub count: u64,
     pub total_ns: u64,
     pub avg_ns: u64,
     pub min_ns: u64,
     pub max_ns: u64,
-    /// Share of all kernel time.
-    pub pct: f64,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct ApiRow {
-    pub name: String,
-    pub count: u64,
-    pub total_ns: u64,
-    pub avg_ns: u64,
-    pub min_ns: u64,
-    pub max_ns: u64,
+    /// Share (percent) of the time of all kernels, or of all API calls.
     pub pct: f64,
 }
 
@@ -469,8 +459,8 @@ pub struct Totals {
 pub struct Summary {
     pub totals: Totals,
     pub ranks: Vec<RankSummary>,
-    pub kernels: Vec<KernelRow>,
-    pub api: Vec<ApiRow>,
+    pub kernels: Vec<NameRow>,
+    pub api: Vec<NameRow>,
     pub memcpy: Vec<MemcpyRow>,
     pub collectives: Vec<CollectiveRow>,
     pub steps: Vec<StepSummaryRow>,
@@ -497,8 +487,8 @@ impl Summary {
             all.add(r);
         }
         s.totals.kernel_ns = all.kernels.values().map(|k| k.total_ns).sum();
-        s.kernels = kernel_rows(&all.kernels, s.totals.kernel_ns);
-        s.api = api_rows(&all.apis);
+        s.kernels = name_rows(&all.kernels, demangle);
+        s.api = name_rows(&all.apis, |n| n.to_string());
         s.memcpy = memcpy_rows(all.memcpy);
         s.collectives = collective_rows(all.collectives, all.instances);
         s.steps = step_rows(all.steps);
@@ -637,45 +627,19 @@ impl RankTables {
     }
 }
 
-fn share_pct(x: u64, of: u64) -> f64 {
-    if of == 0 {
-        0.0
-    } else {
-        100.0 * x as f64 / of as f64
-    }
-}
-
-/// Kernels by total time (demangled names).
-fn kernel_rows(kernels: &HashMap<Name, Stat>, kernel_total: u64) -> Vec<KernelRow> {
-    let mut rows: Vec<KernelRow> = kernels
+/// Rows by total time, most first, each with its share of all (names as `name_of` writes them).
+fn name_rows(stats: &HashMap<Name, Stat>, name_of: impl Fn(&str) -> String) -> Vec<NameRow> {
+    let total: u64 = stats.values().map(|k| k.total_ns).sum();
+    let mut rows: Vec<NameRow> = stats
         .iter()
-        .map(|(n, k)| KernelRow {
-            name: demangle(n),
+        .map(|(n, k)| NameRow {
+            name: name_of(n),
             count: k.count,
             total_ns: k.total_ns,
             avg_ns: k.avg_ns(),
             min_ns: k.min_ns,
             max_ns: k.max_ns,
-            pct: share_pct(k.total_ns, kernel_total),
-        })
-        .collect();
-    rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
-    rows
-}
-
-/// API calls by total time.
-fn api_rows(apis: &HashMap<Name, Stat>) -> Vec<ApiRow> {
-    let api_total: u64 = apis.values().map(|k| k.total_ns).sum();
-    let mut rows: Vec<ApiRow> = apis
-        .iter()
-        .map(|(n, k)| ApiRow {
-            name: n.to_string(),
-            count: k.count,
-            total_ns: k.total_ns,
-            avg_ns: k.avg_ns(),
-            min_ns: k.min_ns,
-            max_ns: k.max_ns,
-            pct: share_pct(k.total_ns, api_total),
+            pct: if total == 0 { 0.0 } else { 100.0 * k.total_ns as f64 / total as f64 },
         })
         .collect();
     rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));

@@ -6,7 +6,7 @@ use clap::Args;
 use super::input::{leading_notes, nothing_decoded, print_json, InputArgs};
 use super::table::{short, Table};
 use crate::gpu_counters::{self, CountersSummary};
-use crate::summary::{summarize, Summary};
+use crate::summary::{summarize, NameRow, Summary};
 use crate::units::{byte_size, duration, percent_of};
 
 /// Arguments of `tprof summary`.
@@ -94,34 +94,9 @@ pub fn render(s: &Summary, top: usize) -> String {
     }
 
     out.push_str(&format!("\n== GPU kernels ({}, by total time)\n", shown_of(top, s.kernels.len())));
-    let mut tb = Table::new(&["time %", "total", "count", "avg", "min", "max", "name"]).left(6);
-    for k in s.kernels.iter().take(top) {
-        tb.row(vec![
-            format!("{:.1}", k.pct),
-            duration(k.total_ns),
-            k.count.to_string(),
-            duration(k.avg_ns),
-            duration(k.min_ns),
-            duration(k.max_ns),
-            short(&k.name, 90),
-        ]);
-    }
-    out.push_str(&tb.render());
-
+    out.push_str(&name_table(&s.kernels, top, 90));
     out.push_str(&format!("\n== CUDA API ({})\n", shown_of(top, s.api.len())));
-    let mut tb = Table::new(&["time %", "total", "count", "avg", "min", "max", "name"]).left(6);
-    for k in s.api.iter().take(top) {
-        tb.row(vec![
-            format!("{:.1}", k.pct),
-            duration(k.total_ns),
-            k.count.to_string(),
-            duration(k.avg_ns),
-            duration(k.min_ns),
-            duration(k.max_ns),
-            k.name.clone(),
-        ]);
-    }
-    out.push_str(&tb.render());
+    out.push_str(&name_table(&s.api, top, usize::MAX));
 
     if !s.memcpy.is_empty() {
         out.push_str("\n== Memory operations\n");
@@ -216,6 +191,23 @@ pub fn render(s: &Summary, top: usize) -> String {
         }
     }
     out
+}
+
+/// The first `top` rows of a kernel or API table, names cut to `name_width` characters.
+fn name_table(rows: &[NameRow], top: usize, name_width: usize) -> String {
+    let mut tb = Table::new(&["time %", "total", "count", "avg", "min", "max", "name"]).left(6);
+    for k in rows.iter().take(top) {
+        tb.row(vec![
+            format!("{:.1}", k.pct),
+            duration(k.total_ns),
+            k.count.to_string(),
+            duration(k.avg_ns),
+            duration(k.min_ns),
+            duration(k.max_ns),
+            short(&k.name, name_width),
+        ]);
+    }
+    tb.render()
 }
 
 /// The summary's text tables: per-step means (across ranks) of the main counters, then each

@@ -98,6 +98,12 @@ impl FactCollector {
         self.span.1 = self.span.1.max(end);
     }
 
+    /// A copy or memset: GPU memory work.
+    fn memory_op(&mut self, start: Ns, end: Ns, corr: u64) {
+        self.seen(start, end);
+        self.ops.push(RawOp { start, end, corr, kind: OpKind::Memory, family: Family::Other });
+    }
+
     fn name_id(&mut self, n: &Name) -> u32 {
         if let Some(&i) = self.name_ids.get(n) {
             return i;
@@ -198,14 +204,7 @@ impl TraceSink for FactCollector {
     }
 
     fn handle_memcpy(&mut self, m: &Memcpy) {
-        self.seen(m.start, m.end);
-        self.ops.push(RawOp {
-            start: m.start,
-            end: m.end,
-            corr: m.correlation,
-            kind: OpKind::Memory,
-            family: Family::Other,
-        });
+        self.memory_op(m.start, m.end, m.correlation);
         if m.src_kind == MemoryKind::Pageable || m.dst_kind == MemoryKind::Pageable {
             let e = self.pageable.entry(m.correlation).or_default();
             e.0 += m.bytes;
@@ -218,14 +217,7 @@ impl TraceSink for FactCollector {
     }
 
     fn handle_memset(&mut self, m: &Memset) {
-        self.seen(m.start, m.end);
-        self.ops.push(RawOp {
-            start: m.start,
-            end: m.end,
-            corr: m.correlation,
-            kind: OpKind::Memory,
-            family: Family::Other,
-        });
+        self.memory_op(m.start, m.end, m.correlation);
     }
 
     fn handle_api(&mut self, a: &Api) {
