@@ -14,7 +14,8 @@ use serde::Serialize;
 use crate::clock_alignment::{ClockPlan, CollectiveEnds};
 use crate::correlate::{CollectiveInstance, CollectiveMatcher, RangeProjection, RangeStat};
 use crate::intervals::{
-    measure_iter, measure_total_and_windows, measure_windows, FastMap, Intersect, StreamingUnion, Union2,
+    measure_iter, measure_total_and_windows, measure_windows, CompactIntervals, FastMap, Intersect, StreamingUnion,
+    Union2,
 };
 use crate::model::*;
 use crate::steps::{StepFinder, StepSource, StepWindow};
@@ -273,9 +274,8 @@ impl TraceSink for RankAnalysis {
         let info = self.info.take();
         let span = if self.span.0 == u64::MAX { (0, 0) } else { self.span };
         let [compute, comm, mem] = std::mem::take(&mut self.busy).map(StreamingUnion::finish);
-        let cm = || Union2::new(compute.iter(), comm.iter());
-        let all = || Union2::new(cm(), mem.iter());
-        let capture_gaps = self.steps.as_ref().map(|f| f.unobserved(span)).unwrap_or_default();
+        let busy = BusyUnions { compute, comm, mem };
+        let unobserved = self.steps.as_ref().map(|f| f.unobserved(span)).unwrap_or_default();
         let (step_source, windows) = match self.steps.take() {
             Some(f) => {
                 let (s, w) = f.finish(span);
@@ -285,52 +285,14 @@ impl TraceSink for RankAnalysis {
         };
         let ws: Vec<(Ns, Ns)> = windows.iter().map(|w| (w.start, w.end)).collect();
         // Each union is walked once: totals and per-step parts together.
-        let (busy, all_in) = measure_total_and_windows(all(), &ws);
-        let (compute_ns, compute_in) = measure_total_and_windows(compute.iter(), &ws);
-        let cm_ns = measure_iter(cm());
-        let unobserved = capture_gaps;
-        let (busy, compute_ns, cm_ns, observed_ns) = if unobserved.is_empty() {
-            (busy, compute_ns, cm_ns, span.1 - span.0)
+        let (busy_ns, all_in) = measure_total_and_windows(busy.all(), &ws);
+        let (compute_ns, compute_in) = measure_total_and_windows(busy.compute.iter(), &ws);
+        let seen = if unobserved.is_empty() {
+            ObservedBusy { busy_ns, compute_ns, cm_ns: measure_iter(busy.cm()), observed_ns: span.1 - span.0 }
         } else {
-            // Capture windows: only the observed time counts (GPU work that ends after a window
-            // closed is clipped to it).
-            let mut observed = Vec::new();
-            let mut from = span.0;
-            for &(a, b) in &unobserved {
-                if a > from {
-                    observed.push((from, a));
-                }
-                from = from.max(b);
-            }
-            if span.1 > from {
-                observed.push((from, span.1));
-            }
-            let total = |v: Vec<Ns>| v.into_iter().sum::<Ns>();
-            (
-                total(measure_windows(all(), &observed)),
-                total(measure_windows(compute.iter(), &observed)),
-                total(measure_windows(cm(), &observed)),
-                observed.iter().map(|w| w.1 - w.0).sum(),
-            )
+            ObservedBusy::within(&busy, span, &unobserved)
         };
-        let comm_only = cm_ns - compute_ns;
-        let comm_in = measure_windows(comm.iter(), &ws);
-        let overlap_in = measure_windows(Intersect::new(comm.iter(), compute.iter()), &ws);
-        let steps = windows
-            .iter()
-            .enumerate()
-            .map(|(i, w): (usize, &StepWindow)| StepRow {
-                index: w.index,
-                name: w.name.clone(),
-                start_ns: w.start,
-                duration_ns: w.end.saturating_sub(w.start),
-                gpu_busy_ns: all_in[i],
-                compute_ns: compute_in[i],
-                communication_ns: comm_in[i],
-                exposed_comm_ns: comm_in[i] - overlap_in[i],
-            })
-            .collect();
-        let span_ns = span.1 - span.0;
+        let steps = rank_step_rows(&windows, &ws, &busy, &all_in, &compute_in);
         self.result = Some(RankSummary {
             label: info.as_ref().map(|i| i.label()).unwrap_or_default(),
             rank: info.as_ref().and_then(|i| i.rank),
@@ -339,13 +301,13 @@ impl TraceSink for RankAnalysis {
             path: info.as_ref().map(|i| i.path.display().to_string()).unwrap_or_default(),
             start_ns: span.0,
             end_ns: span.1,
-            span_ns,
-            observed_ns,
-            gpu_busy_ns: busy,
-            compute_ns,
-            communication_ns: comm_only,
-            memory_ns: busy - cm_ns,
-            idle_ns: observed_ns.saturating_sub(busy),
+            span_ns: span.1 - span.0,
+            observed_ns: seen.observed_ns,
+            gpu_busy_ns: seen.busy_ns,
+            compute_ns: seen.compute_ns,
+            communication_ns: seen.cm_ns - seen.compute_ns,
+            memory_ns: seen.busy_ns - seen.cm_ns,
+            idle_ns: seen.observed_ns.saturating_sub(seen.busy_ns),
             gpu_times_missing: self.api_count > 0 && self.gpu_count == 0,
             events: self.events,
             step_source,
@@ -359,6 +321,85 @@ impl TraceSink for RankAnalysis {
             nvtx: std::mem::take(&mut self.proj).finish(),
         });
     }
+}
+
+/// A finished process's busy time per kind (sorted, disjoint).
+struct BusyUnions {
+    compute: CompactIntervals,
+    comm: CompactIntervals,
+    mem: CompactIntervals,
+}
+
+impl BusyUnions {
+    /// Compute or communication.
+    fn cm(&self) -> impl Iterator<Item = (Ns, Ns)> + '_ {
+        Union2::new(self.compute.iter(), self.comm.iter())
+    }
+    /// Any GPU work.
+    fn all(&self) -> impl Iterator<Item = (Ns, Ns)> + '_ {
+        Union2::new(self.cm(), self.mem.iter())
+    }
+}
+
+/// Busy times within the observed part of a process's span.
+struct ObservedBusy {
+    busy_ns: Ns,
+    compute_ns: Ns,
+    /// Compute or communication.
+    cm_ns: Ns,
+    observed_ns: Ns,
+}
+
+impl ObservedBusy {
+    /// With capture windows: only the observed time counts (GPU work that ends after a window
+    /// closed is clipped to it). `unobserved` is sorted and disjoint.
+    fn within(busy: &BusyUnions, span: (Ns, Ns), unobserved: &[(Ns, Ns)]) -> ObservedBusy {
+        let mut observed = Vec::new();
+        let mut from = span.0;
+        for &(a, b) in unobserved {
+            if a > from {
+                observed.push((from, a));
+            }
+            from = from.max(b);
+        }
+        if span.1 > from {
+            observed.push((from, span.1));
+        }
+        let total = |v: Vec<Ns>| v.into_iter().sum::<Ns>();
+        ObservedBusy {
+            busy_ns: total(measure_windows(busy.all(), &observed)),
+            compute_ns: total(measure_windows(busy.compute.iter(), &observed)),
+            cm_ns: total(measure_windows(busy.cm(), &observed)),
+            observed_ns: observed.iter().map(|w| w.1 - w.0).sum(),
+        }
+    }
+}
+
+/// One row per step window (`ws`: their bounds); `all_in` and `compute_in` are the busy and compute
+/// time per window.
+fn rank_step_rows(
+    windows: &[StepWindow],
+    ws: &[(Ns, Ns)],
+    busy: &BusyUnions,
+    all_in: &[Ns],
+    compute_in: &[Ns],
+) -> Vec<StepRow> {
+    let comm_in = measure_windows(busy.comm.iter(), ws);
+    let overlap_in = measure_windows(Intersect::new(busy.comm.iter(), busy.compute.iter()), ws);
+    windows
+        .iter()
+        .enumerate()
+        .map(|(i, w)| StepRow {
+            index: w.index,
+            name: w.name.clone(),
+            start_ns: w.start,
+            duration_ns: w.end.saturating_sub(w.start),
+            gpu_busy_ns: all_in[i],
+            compute_ns: compute_in[i],
+            communication_ns: comm_in[i],
+            exposed_comm_ns: comm_in[i] - overlap_in[i],
+        })
+        .collect()
 }
 
 /// nccl-tests bus bandwidth factor.
@@ -491,7 +532,7 @@ impl Summary {
         s.api = name_rows(&all.apis, |n| n.to_string());
         s.memcpy = memcpy_rows(all.memcpy);
         s.collectives = collective_rows(all.collectives, all.instances);
-        s.steps = step_rows(all.steps);
+        s.steps = step_summary_rows(all.steps);
         s.nvtx = all.nvtx.into_values().collect();
         s.nvtx.sort_by(|a, b| b.gpu_ns.cmp(&a.gpu_ns).then(b.range_ns.cmp(&a.range_ns)));
         s.counters =
@@ -696,7 +737,7 @@ fn collective_rows(
         .collect()
 }
 
-fn step_rows(steps: BTreeMap<u64, StepTally>) -> Vec<StepSummaryRow> {
+fn step_summary_rows(steps: BTreeMap<u64, StepTally>) -> Vec<StepSummaryRow> {
     steps
         .into_iter()
         .map(|(index, t)| {
