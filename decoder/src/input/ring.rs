@@ -286,6 +286,16 @@ impl RingConverter<'_, '_> {
         }
     }
 
+    /// A GPU record's times on the global clock; None, counted, for a record without times.
+    #[inline]
+    fn gpu_times(&mut self, start: u64, end: u64) -> Option<(Ns, Ns)> {
+        if start == 0 && end == 0 {
+            self.skipped.placeholders += 1;
+            return None;
+        }
+        Some((self.clock.ns(start), self.clock.ns(end)))
+    }
+
     /// An API call, handed over in the struct reused for its launched kernel's name.
     #[inline]
     fn on_api(&mut self, rec: Record) {
@@ -348,11 +358,7 @@ impl RingConverter<'_, '_> {
         else {
             return;
         };
-        if start == 0 && end == 0 {
-            self.skipped.placeholders += 1;
-            return;
-        }
-        let (start, end) = (self.clock.ns(start), self.clock.ns(end));
+        let Some((start, end)) = self.gpu_times(start, end) else { return };
         let proc = self.proc;
         let names = &mut self.names;
         let k = self.reused.kernels.get_or_insert_with(name.0, || Kernel {
@@ -394,11 +400,7 @@ impl RingConverter<'_, '_> {
         else {
             return;
         };
-        if start == 0 && end == 0 {
-            self.skipped.placeholders += 1;
-            return;
-        }
-        let (start, end) = (self.clock.ns(start), self.clock.ns(end));
+        let Some((start, end)) = self.gpu_times(start, end) else { return };
         self.sink.handle_memcpy(&Memcpy {
             proc: self.proc,
             device,
@@ -419,11 +421,7 @@ impl RingConverter<'_, '_> {
         let Record::Memset { device, context, stream, start, end, bytes, value, dst_kind, correlation } = rec else {
             return;
         };
-        if start == 0 && end == 0 {
-            self.skipped.placeholders += 1;
-            return;
-        }
-        let (start, end) = (self.clock.ns(start), self.clock.ns(end));
+        let Some((start, end)) = self.gpu_times(start, end) else { return };
         self.sink.handle_memset(&Memset {
             proc: self.proc,
             device,
