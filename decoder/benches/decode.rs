@@ -1,11 +1,11 @@
-//! Decoder benchmark (issue 5, "Performance"): generated jobs of N events, timed side by side.
+//! Decoder benchmark: generated jobs of N events, timed side by side.
 //!
 //! ```text
 //! cargo bench -p tprof-decoder --bench decode -- [--events 10M,100M] [--ranks 8] [--dir DIR]
 //!     [--exports chrome,perfetto,kineto,parquet,folded] [--no-exports] [--hta-events 1M] [--no-hta] [--keep]
 //! ```
 //!
-//! For each size it writes a realistic multi-rank job of ring files (8 ranks on 2 hosts, ~200
+//! For each size it writes a realistic multi-rank job of ring files (`testkit::bench_job`: 8 ranks on 2 hosts, ~200
 //! distinct kernel names on two compute streams, launch API calls, H2D/D2H copies, memsets,
 //! NCCL AllReduce/AllGather calls with their kernels on a communication stream, stream syncs, NVTX
 //! step / forward / backward / layer ranges; GPU records arrive in CUPTI-like batches after the

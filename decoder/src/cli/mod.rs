@@ -1,4 +1,5 @@
-//! The `tprof` CLI: argument parsing (clap derive) -> plain option structs -> domain code.
+//! The `tprof` CLI: argument parsing (clap derive) -> plain option structs -> domain code. The
+//! analysing commands (summary, diagnose, export, report) share their inputs ([`input::InputArgs`]).
 
 pub mod ctl;
 pub mod diagnose;
