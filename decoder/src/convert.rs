@@ -10,7 +10,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use crate::clock::{self, ClockPlan, CollectiveEnds};
+use crate::clock_alignment::{self, ClockPlan, CollectiveEnds};
 use crate::error::InputError;
 use crate::input::{self, Notes, Source, SourceKind};
 use crate::model::*;
@@ -69,7 +69,7 @@ pub fn feed_all(
         // First pass: collective ends per rank, to align the hosts.
         let probes = feed_each(sources, CollectiveEnds::default, opts);
         let refs: Vec<&CollectiveEnds> = probes.sinks.iter().collect();
-        Some(clock::plan(&probes.processes, &refs))
+        Some(clock_alignment::plan(&probes.processes, &refs))
     } else {
         None
     };

@@ -8,55 +8,13 @@
 use std::hash::{BuildHasherDefault, Hasher};
 use std::iter::Peekable;
 
+use rustc_hash::FxHasher;
+
 use crate::model::Ns;
 
-/// A fast non-cryptographic hasher (FxHash-style) for the decoder's hot maps, keyed by integers
-/// (correlation ids, range ids, name pointers). Not for attacker-controlled string keys.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct FastHasher(u64);
-
-impl FastHasher {
-    #[inline]
-    fn add(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-impl Hasher for FastHasher {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            self.add(u64::from_le_bytes(c.try_into().unwrap_or([0; 8])));
-        }
-        for &b in chunks.remainder() {
-            self.add(u64::from(b));
-        }
-    }
-    #[inline]
-    fn write_u8(&mut self, v: u8) {
-        self.add(v.into());
-    }
-    #[inline]
-    fn write_u32(&mut self, v: u32) {
-        self.add(v.into());
-    }
-    #[inline]
-    fn write_u64(&mut self, v: u64) {
-        self.add(v);
-    }
-    #[inline]
-    fn write_usize(&mut self, v: usize) {
-        self.add(v as u64);
-    }
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-/// A `HashMap` with [`FastHasher`].
-pub type FastMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<FastHasher>>;
+/// A `HashMap` with rustc's FxHash: fast and non-cryptographic, for the decoder's hot maps keyed by
+/// integers (correlation ids, range ids, name pointers). Not for attacker-controlled string keys.
+pub type FastMap<K, V> = rustc_hash::FxHashMap<K, V>;
 
 /// A hasher for integer keys that arrive nearly in sequence (correlation ids, range ids): the low
 /// 57 bits of the hash are the key itself, so neighbouring keys land in neighbouring buckets of a
@@ -73,9 +31,9 @@ impl SeqHasher {
 impl Hasher for SeqHasher {
     #[inline]
     fn write(&mut self, bytes: &[u8]) {
-        let mut f = FastHasher(self.0);
+        let mut f = FxHasher::with_seed(self.0 as usize);
         f.write(bytes);
-        self.0 = f.0;
+        self.0 = f.finish();
     }
     #[inline]
     fn write_u32(&mut self, v: u32) {

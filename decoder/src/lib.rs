@@ -3,13 +3,13 @@
 #![forbid(unsafe_code)]
 
 pub mod cli;
-pub mod clock;
+pub mod clock_alignment;
 pub mod convert;
 pub mod correlate;
-pub mod counters;
 pub mod diagnose;
 pub mod error;
 pub mod export;
+pub mod gpu_counters;
 pub mod input;
 pub mod intervals;
 pub mod model;
@@ -18,5 +18,6 @@ pub mod progress;
 pub mod report;
 pub mod steps;
 pub mod summary;
-pub mod synth;
-pub mod synth_patterns;
+#[cfg(feature = "testkit")]
+pub mod testkit;
+pub mod units;

@@ -6,7 +6,7 @@
 //!
 //! Conventions:
 //! - Times ([`Ns`]) are nanoseconds on one global timebase: wall-clock (Unix epoch) nanoseconds after
-//!   clock alignment across hosts (see `clock`). Imported traces keep their own timebase (us -> ns).
+//!   clock alignment across hosts (see `clock_alignment`). Imported traces keep their own timebase (us -> ns).
 //! - Names are interned [`Name`]s (`Arc<str>`); cloning one is a refcount bump. Equal names from the
 //!   same [`Interner`] share one allocation.
 //! - A process is identified in events by its [`ProcId`] (dense index, unique within one decode);

@@ -11,10 +11,11 @@ use std::collections::{BTreeMap, HashMap};
 use regex_lite::Regex;
 use serde::Serialize;
 
-use crate::clock::{ClockPlan, CollectiveEnds};
+use crate::clock_alignment::{ClockPlan, CollectiveEnds};
 use crate::correlate::{CollectiveInstance, CollectiveMatcher, RangeProjection, RangeStat};
 use crate::intervals::{
-    measure_iter, measure_total_and_windows, measure_windows, FastMap, Intersect, StreamingUnion, Union2,
+    measure_iter, measure_total_and_windows, measure_windows, CompactIntervals, FastMap, Intersect, StreamingUnion,
+    Union2,
 };
 use crate::model::*;
 use crate::steps::{StepFinder, StepSource, StepWindow};
@@ -92,7 +93,7 @@ pub struct RankSummary {
     pub step_source: Option<StepSource>,
     pub steps: Vec<StepRow>,
     /// GPU counters this process sampled (run stats; per-step means in `Summary::counters`).
-    pub counters: crate::counters::RankCounters,
+    pub counters: crate::gpu_counters::RankCounters,
     #[serde(skip)]
     kernels: HashMap<Name, Stat>,
     #[serde(skip)]
@@ -155,7 +156,7 @@ pub struct RankAnalysis {
     colls: CollectiveMatcher,
     proj: RangeProjection,
     steps: Option<StepFinder>,
-    counters: crate::counters::CounterSet,
+    counters: crate::gpu_counters::CounterSet,
     /// Collective ends for clock alignment.
     pub clock: CollectiveEnds,
     pub result: Option<RankSummary>,
@@ -273,9 +274,8 @@ impl TraceSink for RankAnalysis {
         let info = self.info.take();
         let span = if self.span.0 == u64::MAX { (0, 0) } else { self.span };
         let [compute, comm, mem] = std::mem::take(&mut self.busy).map(StreamingUnion::finish);
-        let cm = || Union2::new(compute.iter(), comm.iter());
-        let all = || Union2::new(cm(), mem.iter());
-        let capture_gaps = self.steps.as_ref().map(|f| f.unobserved(span)).unwrap_or_default();
+        let busy = BusyUnions { compute, comm, mem };
+        let unobserved = self.steps.as_ref().map(|f| f.unobserved(span)).unwrap_or_default();
         let (step_source, windows) = match self.steps.take() {
             Some(f) => {
                 let (s, w) = f.finish(span);
@@ -285,52 +285,14 @@ impl TraceSink for RankAnalysis {
         };
         let ws: Vec<(Ns, Ns)> = windows.iter().map(|w| (w.start, w.end)).collect();
         // Each union is walked once: totals and per-step parts together.
-        let (busy, all_in) = measure_total_and_windows(all(), &ws);
-        let (compute_ns, compute_in) = measure_total_and_windows(compute.iter(), &ws);
-        let cm_ns = measure_iter(cm());
-        let unobserved = capture_gaps;
-        let (busy, compute_ns, cm_ns, observed_ns) = if unobserved.is_empty() {
-            (busy, compute_ns, cm_ns, span.1 - span.0)
+        let (busy_ns, all_in) = measure_total_and_windows(busy.all(), &ws);
+        let (compute_ns, compute_in) = measure_total_and_windows(busy.compute.iter(), &ws);
+        let seen = if unobserved.is_empty() {
+            ObservedBusy { busy_ns, compute_ns, cm_ns: measure_iter(busy.cm()), observed_ns: span.1 - span.0 }
         } else {
-            // Capture windows: only the observed time counts (GPU work that ends after a window
-            // closed is clipped to it).
-            let mut observed = Vec::new();
-            let mut from = span.0;
-            for &(a, b) in &unobserved {
-                if a > from {
-                    observed.push((from, a));
-                }
-                from = from.max(b);
-            }
-            if span.1 > from {
-                observed.push((from, span.1));
-            }
-            let total = |v: Vec<Ns>| v.into_iter().sum::<Ns>();
-            (
-                total(measure_windows(all(), &observed)),
-                total(measure_windows(compute.iter(), &observed)),
-                total(measure_windows(cm(), &observed)),
-                observed.iter().map(|w| w.1 - w.0).sum(),
-            )
+            ObservedBusy::within(&busy, span, &unobserved)
         };
-        let comm_only = cm_ns - compute_ns;
-        let comm_in = measure_windows(comm.iter(), &ws);
-        let overlap_in = measure_windows(Intersect::new(comm.iter(), compute.iter()), &ws);
-        let steps = windows
-            .iter()
-            .enumerate()
-            .map(|(i, w): (usize, &StepWindow)| StepRow {
-                index: w.index,
-                name: w.name.clone(),
-                start_ns: w.start,
-                duration_ns: w.end.saturating_sub(w.start),
-                gpu_busy_ns: all_in[i],
-                compute_ns: compute_in[i],
-                communication_ns: comm_in[i],
-                exposed_comm_ns: comm_in[i] - overlap_in[i],
-            })
-            .collect();
-        let span_ns = span.1 - span.0;
+        let steps = rank_step_rows(&windows, &ws, &busy, &all_in, &compute_in);
         self.result = Some(RankSummary {
             label: info.as_ref().map(|i| i.label()).unwrap_or_default(),
             rank: info.as_ref().and_then(|i| i.rank),
@@ -339,17 +301,17 @@ impl TraceSink for RankAnalysis {
             path: info.as_ref().map(|i| i.path.display().to_string()).unwrap_or_default(),
             start_ns: span.0,
             end_ns: span.1,
-            span_ns,
-            observed_ns,
-            gpu_busy_ns: busy,
-            compute_ns,
-            communication_ns: comm_only,
-            memory_ns: busy - cm_ns,
-            idle_ns: observed_ns.saturating_sub(busy),
+            span_ns: span.1 - span.0,
+            observed_ns: seen.observed_ns,
+            gpu_busy_ns: seen.busy_ns,
+            compute_ns: seen.compute_ns,
+            communication_ns: seen.cm_ns - seen.compute_ns,
+            memory_ns: seen.busy_ns - seen.cm_ns,
+            idle_ns: seen.observed_ns.saturating_sub(seen.busy_ns),
             gpu_times_missing: self.api_count > 0 && self.gpu_count == 0,
             events: self.events,
             step_source,
-            counters: crate::counters::RankCounters::build(std::mem::take(&mut self.counters), &windows),
+            counters: crate::gpu_counters::RankCounters::build(std::mem::take(&mut self.counters), &windows),
             steps,
             kernels: std::mem::take(&mut self.kernels).into_map(),
             apis: std::mem::take(&mut self.apis).into_map(),
@@ -359,6 +321,85 @@ impl TraceSink for RankAnalysis {
             nvtx: std::mem::take(&mut self.proj).finish(),
         });
     }
+}
+
+/// A finished process's busy time per kind (sorted, disjoint).
+struct BusyUnions {
+    compute: CompactIntervals,
+    comm: CompactIntervals,
+    mem: CompactIntervals,
+}
+
+impl BusyUnions {
+    /// Compute or communication.
+    fn cm(&self) -> impl Iterator<Item = (Ns, Ns)> + '_ {
+        Union2::new(self.compute.iter(), self.comm.iter())
+    }
+    /// Any GPU work.
+    fn all(&self) -> impl Iterator<Item = (Ns, Ns)> + '_ {
+        Union2::new(self.cm(), self.mem.iter())
+    }
+}
+
+/// Busy times within the observed part of a process's span.
+struct ObservedBusy {
+    busy_ns: Ns,
+    compute_ns: Ns,
+    /// Compute or communication.
+    cm_ns: Ns,
+    observed_ns: Ns,
+}
+
+impl ObservedBusy {
+    /// With capture windows: only the observed time counts (GPU work that ends after a window
+    /// closed is clipped to it). `unobserved` is sorted and disjoint.
+    fn within(busy: &BusyUnions, span: (Ns, Ns), unobserved: &[(Ns, Ns)]) -> ObservedBusy {
+        let mut observed = Vec::new();
+        let mut from = span.0;
+        for &(a, b) in unobserved {
+            if a > from {
+                observed.push((from, a));
+            }
+            from = from.max(b);
+        }
+        if span.1 > from {
+            observed.push((from, span.1));
+        }
+        let total = |v: Vec<Ns>| v.into_iter().sum::<Ns>();
+        ObservedBusy {
+            busy_ns: total(measure_windows(busy.all(), &observed)),
+            compute_ns: total(measure_windows(busy.compute.iter(), &observed)),
+            cm_ns: total(measure_windows(busy.cm(), &observed)),
+            observed_ns: observed.iter().map(|w| w.1 - w.0).sum(),
+        }
+    }
+}
+
+/// One row per step window (`ws`: their bounds); `all_in` and `compute_in` are the busy and compute
+/// time per window.
+fn rank_step_rows(
+    windows: &[StepWindow],
+    ws: &[(Ns, Ns)],
+    busy: &BusyUnions,
+    all_in: &[Ns],
+    compute_in: &[Ns],
+) -> Vec<StepRow> {
+    let comm_in = measure_windows(busy.comm.iter(), ws);
+    let overlap_in = measure_windows(Intersect::new(busy.comm.iter(), busy.compute.iter()), ws);
+    windows
+        .iter()
+        .enumerate()
+        .map(|(i, w)| StepRow {
+            index: w.index,
+            name: w.name.clone(),
+            start_ns: w.start,
+            duration_ns: w.end.saturating_sub(w.start),
+            gpu_busy_ns: all_in[i],
+            compute_ns: compute_in[i],
+            communication_ns: comm_in[i],
+            exposed_comm_ns: comm_in[i] - overlap_in[i],
+        })
+        .collect()
 }
 
 /// nccl-tests bus bandwidth factor.
@@ -376,24 +417,6 @@ pub fn size_bucket(bytes: u64) -> u64 {
     bytes.max(1).next_power_of_two()
 }
 
-/// "64 MiB"
-pub fn human_bytes(b: u64) -> String {
-    const U: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut v = b as f64;
-    let mut i = 0;
-    while v >= 1024.0 && i + 1 < U.len() {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{b} B")
-    } else if v.fract() == 0.0 {
-        format!("{v:.0} {}", U[i])
-    } else {
-        format!("{v:.1} {}", U[i])
-    }
-}
-
 /// Demangle a C++ kernel name when it is mangled.
 pub fn demangle(name: &str) -> String {
     if name.starts_with("_Z") {
@@ -406,26 +429,16 @@ pub fn demangle(name: &str) -> String {
     name.to_string()
 }
 
+/// One kernel or API call name, over all ranks.
 #[derive(Debug, Clone, Serialize)]
-pub struct KernelRow {
+pub struct NameRow {
     pub name: String,
     pub count: u64,
     pub total_ns: u64,
     pub avg_ns: u64,
     pub min_ns: u64,
     pub max_ns: u64,
-    /// Share of all kernel time.
-    pub pct: f64,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct ApiRow {
-    pub name: String,
-    pub count: u64,
-    pub total_ns: u64,
-    pub avg_ns: u64,
-    pub min_ns: u64,
-    pub max_ns: u64,
+    /// Share (percent) of the time of all kernels, or of all API calls.
     pub pct: f64,
 }
 
@@ -487,14 +500,14 @@ pub struct Totals {
 pub struct Summary {
     pub totals: Totals,
     pub ranks: Vec<RankSummary>,
-    pub kernels: Vec<KernelRow>,
-    pub api: Vec<ApiRow>,
+    pub kernels: Vec<NameRow>,
+    pub api: Vec<NameRow>,
     pub memcpy: Vec<MemcpyRow>,
     pub collectives: Vec<CollectiveRow>,
     pub steps: Vec<StepSummaryRow>,
     pub nvtx: Vec<RangeStat>,
     /// GPU counters: per rank over the run, and per-step means across ranks.
-    pub counters: crate::counters::CountersSummary,
+    pub counters: crate::gpu_counters::CountersSummary,
     pub clock: Option<ClockPlan>,
     pub notes: Vec<String>,
 }
@@ -503,169 +516,243 @@ impl Summary {
     /// Combine per-rank results (in rank order).
     pub fn merge(mut ranks: Vec<RankSummary>, clock: Option<ClockPlan>, notes: Vec<String>) -> Summary {
         ranks.sort_by_key(|r| (r.rank.unwrap_or(u32::MAX), r.pid));
-        let mut s = Summary { clock, notes, ..Summary::default() };
-        let mut kernels: HashMap<Name, Stat> = HashMap::new();
-        let mut apis: HashMap<Name, Stat> = HashMap::new();
-        let mut memcpy: BTreeMap<&str, (Stat, u64)> = BTreeMap::new();
-        // (count, bytes, time, bus-weighted bytes, gpu-timed) per (op, bucket, nranks).
-        type CollAcc = (u64, u64, u64, f64, u64);
-        let mut colls: BTreeMap<(CollOp, u64, u32), CollAcc> = BTreeMap::new();
-        // One entry per collective instance (comm, seq) across ranks: the shortest GPU duration is the
-        // transfer time of the last rank to arrive (the others' kernels include waiting for it), which
-        // is what nccl-tests' busbw measures. (op, message bytes, nranks, shortest duration)
-        let mut instances: HashMap<(u64, u64), (CollOp, u64, u32, u64)> = HashMap::new();
-        let mut steps: BTreeMap<u64, (String, u32, u64, u64, u64, u64)> = BTreeMap::new();
-        let mut nvtx: BTreeMap<String, RangeStat> = BTreeMap::new();
-        let t = &mut s.totals;
-        t.ranks = ranks.len();
-        let (lo, hi) = ranks.iter().fold((u64::MAX, 0), |a, r| (a.0.min(r.start_ns), a.1.max(r.end_ns)));
-        t.span_ns = hi.saturating_sub(lo);
+        let mut s = Summary { clock, notes, totals: Totals::of(&ranks), ..Summary::default() };
+        let mut all = RankTables::default();
         for r in &ranks {
-            t.gpu_busy_ns += r.gpu_busy_ns;
-            t.compute_ns += r.compute_ns;
-            t.communication_ns += r.communication_ns;
-            t.memory_ns += r.memory_ns;
-            t.idle_ns += r.idle_ns;
-            t.events += r.events;
             if r.gpu_times_missing {
                 s.notes.push(format!(
                     "{} ({}): host API calls were recorded but no GPU activity (CUPTI unavailable?): GPU times are missing",
                     r.label, r.path
                 ));
             }
-            for (n, st) in &r.kernels {
-                kernels.entry(n.clone()).or_default().merge(st);
-            }
-            for (n, st) in &r.apis {
-                apis.entry(n.clone()).or_default().merge(st);
-            }
-            for (k, (st, b)) in &r.memcpy {
-                let e = memcpy.entry(k).or_default();
-                e.0.merge(st);
-                e.1 += b;
-            }
-            for c in &r.collectives {
-                let e = colls.entry((c.op, size_bucket(c.bytes), c.nranks)).or_default();
-                let time = c.time_ns();
-                e.0 += 1;
-                e.1 += c.bytes;
-                e.2 += time;
-                // busbw summed per call, weighted by time below.
-                e.3 += c.bytes as f64 * bus_factor(c.op, c.nranks);
-                e.4 += c.gpu.is_some() as u64;
-                if let (Some((gs, ge)), true) = (c.gpu, c.comm != 0 && c.op.moves_data()) {
-                    let dur = ge.saturating_sub(gs);
-                    let inst = instances.entry((c.comm, c.seq)).or_insert((c.op, c.bytes, c.nranks, dur));
-                    inst.3 = inst.3.min(dur);
-                }
-            }
-            for st in &r.steps {
-                let e = steps.entry(st.index).or_insert_with(|| (st.name.clone(), 0, 0, 0, 0, 0));
-                e.1 += 1;
-                e.2 = e.2.max(st.duration_ns);
-                e.3 += st.duration_ns;
-                e.4 += st.gpu_busy_ns;
-                e.5 += st.exposed_comm_ns;
-            }
-            for n in &r.nvtx {
-                let e = nvtx
-                    .entry(n.name.clone())
-                    .or_insert_with(|| RangeStat { name: n.name.clone(), ..RangeStat::default() });
-                e.count += n.count;
-                e.range_ns += n.range_ns;
-                e.gpu_ns += n.gpu_ns;
-            }
+            all.add(r);
         }
-        let kernel_total: u64 = kernels.values().map(|k| k.total_ns).sum();
-        s.totals.kernel_ns = kernel_total;
-        let pct = |x: u64, of: u64| if of == 0 { 0.0 } else { 100.0 * x as f64 / of as f64 };
-        s.kernels = kernels
-            .iter()
-            .map(|(n, k)| KernelRow {
-                name: demangle(n),
-                count: k.count,
-                total_ns: k.total_ns,
-                avg_ns: k.avg_ns(),
-                min_ns: k.min_ns,
-                max_ns: k.max_ns,
-                pct: pct(k.total_ns, kernel_total),
-            })
-            .collect();
-        s.kernels.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
-        let api_total: u64 = apis.values().map(|k| k.total_ns).sum();
-        s.api = apis
-            .iter()
-            .map(|(n, k)| ApiRow {
-                name: n.to_string(),
-                count: k.count,
-                total_ns: k.total_ns,
-                avg_ns: k.avg_ns(),
-                min_ns: k.min_ns,
-                max_ns: k.max_ns,
-                pct: pct(k.total_ns, api_total),
-            })
-            .collect();
-        s.api.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
-        s.memcpy = memcpy
-            .into_iter()
-            .map(|(k, (st, bytes))| MemcpyRow {
-                kind: k.to_string(),
-                count: st.count,
-                bytes,
-                total_ns: st.total_ns,
-                bandwidth_gbps: if st.total_ns == 0 { 0.0 } else { bytes as f64 / st.total_ns as f64 },
-            })
-            .collect();
-        // Transfer-time bandwidths per row, from the matched instances.
-        let mut transfer: BTreeMap<(CollOp, u64, u32), (f64, f64, u64)> = BTreeMap::new();
-        for (op, bytes, nranks, dur) in instances.into_values() {
-            let e = transfer.entry((op, size_bucket(bytes), nranks)).or_default();
-            e.0 += bytes as f64;
-            e.1 += bytes as f64 * bus_factor(op, nranks);
-            e.2 += dur;
-        }
-        s.collectives = colls
-            .into_iter()
-            .map(|((op, bucket, nranks), (count, bytes, time, bus_bytes, gpu_timed))| {
-                let gbps = |b: f64| if time == 0 { 0.0 } else { b / time as f64 };
-                // Prefer the transfer time (waiting for late ranks excluded) when instances matched.
-                let (algbw, busbw) = match transfer.get(&(op, bucket, nranks)) {
-                    Some(&(alg, bus, t)) if t > 0 => (alg / t as f64, bus / t as f64),
-                    _ => (gbps(bytes as f64), gbps(bus_bytes)),
-                };
-                CollectiveRow {
-                    op: op.name().to_string(),
-                    size_bucket: bucket,
-                    nranks,
-                    count,
-                    bytes,
-                    msg_bytes: bytes.checked_div(count).unwrap_or(0),
-                    time_ns: time,
-                    algbw_gbps: algbw,
-                    busbw_gbps: busbw,
-                    gpu_timed,
-                }
-            })
-            .collect();
-        s.steps = steps
-            .into_iter()
-            .map(|(index, (name, n, max, sum, busy, exposed))| StepSummaryRow {
-                index,
-                name,
-                ranks: n,
-                duration_ns: max,
-                mean_duration_ns: sum / n.max(1) as u64,
-                mean_gpu_busy_ns: busy / n.max(1) as u64,
-                mean_exposed_comm_ns: exposed / n.max(1) as u64,
-            })
-            .collect();
-        s.nvtx = nvtx.into_values().collect();
+        s.totals.kernel_ns = all.kernels.values().map(|k| k.total_ns).sum();
+        s.kernels = name_rows(&all.kernels, demangle);
+        s.api = name_rows(&all.apis, |n| n.to_string());
+        s.memcpy = memcpy_rows(all.memcpy);
+        s.collectives = collective_rows(all.collectives, all.instances);
+        s.steps = step_summary_rows(all.steps);
+        s.nvtx = all.nvtx.into_values().collect();
         s.nvtx.sort_by(|a, b| b.gpu_ns.cmp(&a.gpu_ns).then(b.range_ns.cmp(&a.range_ns)));
         s.counters =
-            crate::counters::CountersSummary::merge(ranks.iter().map(|r| (r.rank, r.label.as_str(), &r.counters)));
+            crate::gpu_counters::CountersSummary::merge(ranks.iter().map(|r| (r.rank, r.label.as_str(), &r.counters)));
         s.ranks = ranks;
         s
     }
+}
+
+impl Totals {
+    /// The ranks' times summed, the span from the first start to the last end (`kernel_ns` is
+    /// left to [`Summary::merge`]).
+    fn of(ranks: &[RankSummary]) -> Totals {
+        let mut t = Totals { ranks: ranks.len(), ..Totals::default() };
+        let (lo, hi) = ranks.iter().fold((u64::MAX, 0), |a, r| (a.0.min(r.start_ns), a.1.max(r.end_ns)));
+        t.span_ns = hi.saturating_sub(lo);
+        for r in ranks {
+            t.gpu_busy_ns += r.gpu_busy_ns;
+            t.compute_ns += r.compute_ns;
+            t.communication_ns += r.communication_ns;
+            t.memory_ns += r.memory_ns;
+            t.idle_ns += r.idle_ns;
+            t.events += r.events;
+        }
+        t
+    }
+}
+
+/// Calls of one collective row (op, size bucket, nranks), summed over ranks.
+#[derive(Debug, Default)]
+struct CollectiveTally {
+    count: u64,
+    bytes: u64,
+    time_ns: u64,
+    /// Bytes times the bus factor, summed per call (weighted by time in the row).
+    bus_bytes: f64,
+    gpu_timed: u64,
+}
+
+/// One collective instance (comm, seq) across ranks: the shortest GPU duration is the transfer
+/// time of the last rank to arrive (the others' kernels include waiting for it), which is what
+/// nccl-tests' busbw measures.
+#[derive(Debug, Clone, Copy)]
+struct Instance {
+    op: CollOp,
+    bytes: u64,
+    nranks: u32,
+    shortest_ns: u64,
+}
+
+/// One step index over ranks.
+#[derive(Debug)]
+struct StepTally {
+    name: String,
+    ranks: u32,
+    max_ns: u64,
+    sum_ns: u64,
+    busy_ns: u64,
+    exposed_ns: u64,
+}
+
+/// The per-name tables of every rank, merged.
+#[derive(Debug, Default)]
+struct RankTables {
+    kernels: HashMap<Name, Stat>,
+    apis: HashMap<Name, Stat>,
+    memcpy: BTreeMap<&'static str, (Stat, u64)>,
+    collectives: BTreeMap<(CollOp, u64, u32), CollectiveTally>,
+    instances: HashMap<(u64, u64), Instance>,
+    steps: BTreeMap<u64, StepTally>,
+    nvtx: BTreeMap<String, RangeStat>,
+}
+
+impl RankTables {
+    fn add(&mut self, r: &RankSummary) {
+        for (n, st) in &r.kernels {
+            self.kernels.entry(n.clone()).or_default().merge(st);
+        }
+        for (n, st) in &r.apis {
+            self.apis.entry(n.clone()).or_default().merge(st);
+        }
+        for (k, (st, b)) in &r.memcpy {
+            let e = self.memcpy.entry(k).or_default();
+            e.0.merge(st);
+            e.1 += b;
+        }
+        for c in &r.collectives {
+            self.add_collective(c);
+        }
+        for st in &r.steps {
+            let e = self.steps.entry(st.index).or_insert_with(|| StepTally {
+                name: st.name.clone(),
+                ranks: 0,
+                max_ns: 0,
+                sum_ns: 0,
+                busy_ns: 0,
+                exposed_ns: 0,
+            });
+            e.ranks += 1;
+            e.max_ns = e.max_ns.max(st.duration_ns);
+            e.sum_ns += st.duration_ns;
+            e.busy_ns += st.gpu_busy_ns;
+            e.exposed_ns += st.exposed_comm_ns;
+        }
+        for n in &r.nvtx {
+            let e = self
+                .nvtx
+                .entry(n.name.clone())
+                .or_insert_with(|| RangeStat { name: n.name.clone(), ..RangeStat::default() });
+            e.count += n.count;
+            e.range_ns += n.range_ns;
+            e.gpu_ns += n.gpu_ns;
+        }
+    }
+
+    fn add_collective(&mut self, c: &CollectiveInstance) {
+        let e = self.collectives.entry((c.op, size_bucket(c.bytes), c.nranks)).or_default();
+        e.count += 1;
+        e.bytes += c.bytes;
+        e.time_ns += c.time_ns();
+        e.bus_bytes += c.bytes as f64 * bus_factor(c.op, c.nranks);
+        e.gpu_timed += c.gpu.is_some() as u64;
+        if let (Some((gs, ge)), true) = (c.gpu, c.comm != 0 && c.op.moves_data()) {
+            let dur = ge.saturating_sub(gs);
+            let inst = self.instances.entry((c.comm, c.seq)).or_insert(Instance {
+                op: c.op,
+                bytes: c.bytes,
+                nranks: c.nranks,
+                shortest_ns: dur,
+            });
+            inst.shortest_ns = inst.shortest_ns.min(dur);
+        }
+    }
+}
+
+/// Rows by total time, most first, each with its share of all (names as `name_of` writes them).
+fn name_rows(stats: &HashMap<Name, Stat>, name_of: impl Fn(&str) -> String) -> Vec<NameRow> {
+    let total: u64 = stats.values().map(|k| k.total_ns).sum();
+    let mut rows: Vec<NameRow> = stats
+        .iter()
+        .map(|(n, k)| NameRow {
+            name: name_of(n),
+            count: k.count,
+            total_ns: k.total_ns,
+            avg_ns: k.avg_ns(),
+            min_ns: k.min_ns,
+            max_ns: k.max_ns,
+            pct: if total == 0 { 0.0 } else { 100.0 * k.total_ns as f64 / total as f64 },
+        })
+        .collect();
+    rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
+    rows
+}
+
+fn memcpy_rows(memcpy: BTreeMap<&'static str, (Stat, u64)>) -> Vec<MemcpyRow> {
+    memcpy
+        .into_iter()
+        .map(|(k, (st, bytes))| MemcpyRow {
+            kind: k.to_string(),
+            count: st.count,
+            bytes,
+            total_ns: st.total_ns,
+            bandwidth_gbps: if st.total_ns == 0 { 0.0 } else { bytes as f64 / st.total_ns as f64 },
+        })
+        .collect()
+}
+
+/// Collective rows; bandwidths from the transfer time (waiting for late ranks excluded) when
+/// instances matched across ranks, else from the calls' times.
+fn collective_rows(
+    rows: BTreeMap<(CollOp, u64, u32), CollectiveTally>,
+    instances: HashMap<(u64, u64), Instance>,
+) -> Vec<CollectiveRow> {
+    // (algorithm bytes, bus bytes, transfer time) per row, from the matched instances.
+    let mut transfer: BTreeMap<(CollOp, u64, u32), (f64, f64, u64)> = BTreeMap::new();
+    for i in instances.into_values() {
+        let e = transfer.entry((i.op, size_bucket(i.bytes), i.nranks)).or_default();
+        e.0 += i.bytes as f64;
+        e.1 += i.bytes as f64 * bus_factor(i.op, i.nranks);
+        e.2 += i.shortest_ns;
+    }
+    rows.into_iter()
+        .map(|((op, bucket, nranks), t)| {
+            let gbps = |b: f64| if t.time_ns == 0 { 0.0 } else { b / t.time_ns as f64 };
+            let (algbw, busbw) = match transfer.get(&(op, bucket, nranks)) {
+                Some(&(alg, bus, time)) if time > 0 => (alg / time as f64, bus / time as f64),
+                _ => (gbps(t.bytes as f64), gbps(t.bus_bytes)),
+            };
+            CollectiveRow {
+                op: op.name().to_string(),
+                size_bucket: bucket,
+                nranks,
+                count: t.count,
+                bytes: t.bytes,
+                msg_bytes: t.bytes.checked_div(t.count).unwrap_or(0),
+                time_ns: t.time_ns,
+                algbw_gbps: algbw,
+                busbw_gbps: busbw,
+                gpu_timed: t.gpu_timed,
+            }
+        })
+        .collect()
+}
+
+fn step_summary_rows(steps: BTreeMap<u64, StepTally>) -> Vec<StepSummaryRow> {
+    steps
+        .into_iter()
+        .map(|(index, t)| {
+            let n = t.ranks.max(1) as u64;
+            StepSummaryRow {
+                index,
+                name: t.name,
+                ranks: t.ranks,
+                duration_ns: t.max_ns,
+                mean_duration_ns: t.sum_ns / n,
+                mean_gpu_busy_ns: t.busy_ns / n,
+                mean_exposed_comm_ns: t.exposed_ns / n,
+            }
+        })
+        .collect()
 }
 
 /// Decode `sources` in parallel and summarize them. Files that cannot be used are returned as
@@ -680,7 +767,7 @@ pub fn summarize(
     let with_colls = each.sinks.iter().filter(|s| !s.clock.ends.is_empty()).count();
     let clock = (with_colls > 1).then(|| {
         let ends: Vec<&CollectiveEnds> = each.sinks.iter().map(|s| &s.clock).collect();
-        crate::clock::plan(&each.processes, &ends)
+        crate::clock_alignment::plan(&each.processes, &ends)
     });
     if let Some(c) = &clock {
         if c.matched_collectives == 0 && each.processes.len() > 1 {
@@ -706,7 +793,7 @@ mod tests {
         assert_eq!(bus_factor(CollOp::Send, 2), 1.0);
         assert_eq!(bus_factor(CollOp::Recv, 2), 1.0);
         assert_eq!(size_bucket(3000), 4096);
-        assert_eq!(human_bytes(64 << 20), "64 MiB");
+        assert_eq!(crate::units::byte_size(64 << 20), "64 MiB");
         assert_eq!(demangle("_Z4gemmPfS_S_i"), "gemm(float*, float*, float*, int)");
     }
 }

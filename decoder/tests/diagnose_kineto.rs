@@ -1,4 +1,4 @@
-//! `tprof diagnose` on the real Kineto traces in ../shared/data/kineto: it runs without errors,
+//! `tprof diagnose` on the real Kineto traces (`testkit::kineto_traces_dir`): it runs without errors,
 //! the efficiency shares add up, and every verdict is well formed.
 
 use std::path::PathBuf;
@@ -10,7 +10,7 @@ use tprof_decoder::input::{discover, Notes};
 use tprof_decoder::steps::DEFAULT_STEP_PATTERN;
 
 fn data_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/kineto")
+    tprof_decoder::testkit::kineto_traces_dir()
 }
 
 #[test]

@@ -7,7 +7,7 @@ use tprof_decoder::convert::ConvertOptions;
 use tprof_decoder::diagnose::{diagnose, DiagnoseOptions, Diagnosis, VerdictKind, CLEAN_THRESHOLD};
 use tprof_decoder::input::{discover, Notes};
 use tprof_decoder::steps::DEFAULT_STEP_PATTERN;
-use tprof_decoder::synth_patterns::Scenario;
+use tprof_decoder::testkit::Scenario;
 
 fn run_with(sc: &Scenario, opts: &DiagnoseOptions) -> Diagnosis {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -46,8 +46,14 @@ fn top(d: &Diagnosis, kind: VerdictKind) -> &tprof_decoder::diagnose::Verdict {
     t
 }
 
+/// The evidence as the `--json` document has it.
+fn evidence(v: &tprof_decoder::diagnose::Verdict) -> serde_json::Value {
+    serde_json::to_value(&v.evidence).expect("evidence serializes")
+}
+
 fn num(v: &tprof_decoder::diagnose::Verdict, key: &str) -> f64 {
-    v.evidence.get(key).and_then(|x| x.as_f64()).unwrap_or_else(|| panic!("evidence.{key} missing: {}", v.evidence))
+    let e = evidence(v);
+    e.get(key).and_then(|x| x.as_f64()).unwrap_or_else(|| panic!("evidence.{key} missing: {}", e))
 }
 
 #[test]
@@ -89,7 +95,7 @@ fn launch_bound() {
     };
     let d = run(&sc);
     let v = top(&d, VerdictKind::LaunchBound);
-    assert!(num(v, "launches_per_step") >= 1200.0, "{}", v.evidence);
+    assert!(num(v, "launches_per_step") >= 1200.0, "{}", evidence(v));
     assert_eq!(num(v, "median_kernel_ns"), 1_500.0);
     let gap = num(v, "median_launch_gap_ns");
     assert!((15_000.0..25_000.0).contains(&gap), "{gap}");
@@ -102,7 +108,7 @@ fn item_at_step_end() {
     // the next batch (2 ms) while the GPU has nothing queued.
     let d = run(&Scenario { item_at_step_end: true, ..Scenario::default() });
     let v = top(&d, VerdictKind::SyncBound);
-    assert_eq!(v.location.calls.first().map(String::as_str), Some("cudaStreamSynchronize"), "{}", v.evidence);
+    assert_eq!(v.location.calls.first().map(String::as_str), Some("cudaStreamSynchronize"), "{}", evidence(v));
     assert!(num(v, "small_d2h_copies") >= 20.0);
     assert!(v.steps.len() >= 10, "{:?}", v.steps);
     // 11 steps per rank after the warm-up step.
@@ -179,10 +185,11 @@ fn hang() {
         let c = v.location.collective.as_ref().expect("collective");
         assert_eq!(c.seq, Some(20));
         assert_eq!(c.op, "AllReduce");
-        let comm = &v.evidence["communicators"][0];
+        let ev = evidence(v);
+        let comm = &ev["communicators"][0];
         assert_eq!(comm["missing_ranks"], serde_json::json!([2]));
         assert_eq!(comm["waiting_ranks"], serde_json::json!([0, 1, 3]));
-        let r2 = v.evidence["ranks"].as_array().unwrap().iter().find(|r| r["rank"] == 2).unwrap();
+        let r2 = ev["ranks"].as_array().unwrap().iter().find(|r| r["rank"] == 2).unwrap();
         assert_eq!(r2["state"], "did_not_arrive");
         assert_eq!(r2["last_cuda_call"], "cudaLaunchKernel");
     }
@@ -208,7 +215,7 @@ fn desync() {
         assert_eq!(v.ranks, vec![1], "{ranks} ranks\n{}", table(&d));
         assert_eq!(v.steps, vec![3]);
         assert_eq!(v.location.collective.as_ref().and_then(|c| c.seq), Some(12));
-        assert_eq!(v.evidence["mismatches"], 1);
+        assert_eq!(evidence(v)["mismatches"], 1);
     }
 }
 
@@ -242,7 +249,7 @@ fn hang_after_an_oom_ranks_after_it() {
         assert_eq!(v.steps, vec![6]);
         let h = d.find(VerdictKind::Hang).unwrap_or_else(|| panic!("the hang is still reported\n{}", table(&d)));
         assert!(h.severity < v.severity && h.severity > 0.9, "{}", table(&d));
-        assert_eq!(h.evidence["after_oom"]["ranks"], serde_json::json!([2]));
+        assert_eq!(evidence(h)["after_oom"]["ranks"], serde_json::json!([2]));
         assert!(h.evidence_text().contains("ran out of device memory (step 6)"), "{}", h.evidence_text());
         assert_eq!(d.verdicts[1].kind, VerdictKind::Hang, "{}", table(&d));
     }

@@ -242,7 +242,7 @@ fn world_size_behind_a_stale_metadata_checksum_is_reported_and_not_used() {
 #[test]
 fn links_back_up_an_input_directory_count_each_ring_once() {
     let d = tempfile::tempdir().unwrap();
-    let job = tprof_decoder::synth::SynthJob { ranks: 2, steps: 2, file_bytes: 1 << 20, ..Default::default() };
+    let job = tprof_decoder::testkit::SynthJob { ranks: 2, steps: 2, file_bytes: 1 << 20, ..Default::default() };
     job.write(d.path()).unwrap();
     std::os::unix::fs::symlink(".", d.path().join("self")).unwrap();
     std::os::unix::fs::symlink(".", d.path().join("self2")).unwrap();

@@ -11,7 +11,7 @@ use tprof_decoder::convert::ConvertOptions;
 use tprof_decoder::input::{discover, Notes};
 use tprof_decoder::report::{gather, write};
 use tprof_decoder::steps::DEFAULT_STEP_PATTERN;
-use tprof_decoder::synth::SynthJob;
+use tprof_decoder::testkit::SynthJob;
 
 fn render(job: &SynthJob) -> (String, f64, u64) {
     let dir = tempfile::tempdir().unwrap();

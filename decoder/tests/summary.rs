@@ -10,14 +10,10 @@ use tprof_decoder::convert::ConvertOptions;
 use tprof_decoder::input::{discover, Notes};
 use tprof_decoder::steps::{StepSource, DEFAULT_STEP_PATTERN};
 use tprof_decoder::summary::{demangle, summarize};
-use tprof_decoder::synth::SynthJob;
+use tprof_decoder::testkit::SynthJob;
 
 fn kineto_dir() -> PathBuf {
-    let d = std::env::var("TPROF_KINETO_DATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/kineto"));
-    assert!(d.is_dir(), "real Kineto traces not found at {} (set TPROF_KINETO_DATA)", d.display());
-    d
+    tprof_decoder::testkit::kineto_traces_dir()
 }
 
 fn opts() -> ConvertOptions {

@@ -2,13 +2,11 @@
 //! the ranked verdicts (text), or the [`crate::diagnose::Diagnosis`] document (`--json`).
 
 use clap::Args;
-use regex_lite::Regex;
 
+use super::input::{leading_notes, nothing_decoded, print_json, InputArgs};
 use super::table::Table;
-use crate::convert::ConvertOptions;
-use crate::diagnose::{self, pct, DiagnoseOptions, Diagnosis, CLEAN_THRESHOLD};
-use crate::input::{discover, Notes};
-use crate::steps::DEFAULT_STEP_PATTERN;
+use crate::diagnose::{self, DiagnoseOptions, Diagnosis, CLEAN_THRESHOLD};
+use crate::units::{millis, share};
 
 /// Arguments of `tprof diagnose`.
 #[derive(Debug, Clone, Args)]
@@ -18,74 +16,35 @@ use crate::steps::DEFAULT_STEP_PATTERN;
     tprof diagnose ./tprof-out --peak-busbw 180     flag collectives below 50% of 180 GB/s busbw
     tprof diagnose trace.pt.trace.json.gz           an imported PyTorch-profiler trace")]
 pub struct DiagnoseCmd {
-    /// Ring files, directories, globs, or Kineto .json/.json.gz traces.
-    #[arg(required = true)]
-    pub paths: Vec<String>,
+    #[command(flatten)]
+    pub input: InputArgs,
     /// Print JSON (stable keys) instead of text.
     #[arg(long)]
     pub json: bool,
     /// Expected peak bus bandwidth of the fabric in GB/s (nccl-tests busbw).
     #[arg(long, value_name = "GBPS")]
     pub peak_busbw: Option<f64>,
-    /// Regex naming the NVTX ranges that are steps (default: step, train_step, ProfilerStep#N).
-    #[arg(long, value_name = "REGEX")]
-    pub step_marker: Option<String>,
     /// Also list verdicts below the 5% severity a clean run stays under.
     #[arg(long)]
     pub all: bool,
-    /// Decoding threads (0 = all cores).
-    #[arg(long, default_value_t = 0)]
-    pub threads: usize,
 }
 
 pub fn run(a: &DiagnoseCmd) -> i32 {
-    let pattern = match Regex::new(a.step_marker.as_deref().unwrap_or(DEFAULT_STEP_PATTERN)) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("tprof: --step-marker: bad regex: {e}");
-            return 2;
-        }
-    };
-    let mut notes = Notes::default();
-    let sources = match discover(&a.paths, &mut notes) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("tprof: {e}");
-            return 2;
-        }
+    let inputs = match a.input.open() {
+        Ok(i) => i,
+        Err(code) => return code,
     };
     let opts = DiagnoseOptions { peak_busbw_gbps: a.peak_busbw };
-    let convert = ConvertOptions { threads: a.threads, progress: !a.json, align_clocks: true };
-    let (mut d, errors) = diagnose::diagnose(&sources, &pattern, &opts, &convert);
-    let mut pre: Vec<String> = notes.iter().map(|n| n.to_string()).collect();
-    pre.extend(errors.iter().map(|e| format!("not used: {e}")));
-    pre.append(&mut d.notes);
-    d.notes = pre;
+    let convert = a.input.convert(!a.json, true);
+    let (mut d, errors) = diagnose::diagnose(&inputs.sources, &inputs.step_pattern, &opts, &convert);
+    d.notes = leading_notes(&inputs.notes, &errors, &mut d.notes);
     if d.efficiency.ranks.is_empty() {
-        for n in &d.notes {
-            eprintln!("tprof: {n}");
-        }
-        eprintln!("tprof: nothing could be decoded");
-        return 1;
+        return nothing_decoded(&d.notes);
     }
     if a.json {
-        match serde_json::to_string_pretty(&d) {
-            Ok(s) => {
-                if let Err(code) = super::stdout::println(&s) {
-                    return code;
-                }
-            }
-            Err(e) => {
-                eprintln!("tprof: {e}");
-                return 1;
-            }
-        }
-    } else {
-        if let Err(code) = super::stdout::print(&render(&d, a.all)) {
-            return code;
-        }
+        return print_json(&d);
     }
-    0
+    super::stdout::status(super::stdout::print(&render(&d, a.all)), 0)
 }
 
 /// The human-readable diagnosis: the efficiency headline first, then the verdicts.
@@ -95,7 +54,7 @@ pub fn render(d: &Diagnosis, all: bool) -> String {
     if e.overall.gpu_times {
         out.push_str(&format!(
             "== Efficiency: the GPUs spent {} of wall time on useful compute\n",
-            pct(e.overall.useful)
+            share(e.overall.useful)
         ));
     } else {
         out.push_str("== Efficiency: unknown, the input has no GPU activity with times (a CPU-only trace?)\n");
@@ -107,8 +66,8 @@ pub fn render(d: &Diagnosis, all: bool) -> String {
             continue;
         }
         let mut cells = vec![row.label.clone()];
-        cells.extend(row.breakdown.parts().iter().map(|(_, x)| pct(*x)));
-        cells.push(diagnose::ms(row.wall_ns));
+        cells.extend(row.breakdown.parts().iter().map(|(_, x)| share(*x)));
+        cells.push(millis(row.wall_ns));
         tb.row(cells);
     }
     out.push_str(&tb.render());
@@ -117,7 +76,7 @@ pub fn render(d: &Diagnosis, all: bool) -> String {
     if shown.is_empty() {
         out.push_str(&format!(
             "== No problem costs more than {} of wall time{}\n",
-            pct(CLEAN_THRESHOLD),
+            share(CLEAN_THRESHOLD),
             if d.verdicts.is_empty() {
                 String::new()
             } else {

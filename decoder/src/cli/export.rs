@@ -4,13 +4,11 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use regex_lite::Regex;
 
-use crate::convert::ConvertOptions;
+use super::input::InputArgs;
 use crate::export::select::{parse_offset, IdSet, Selection};
 use crate::export::{self, ExportFormat, ExportOptions};
-use crate::input::{discover, Notes};
-use crate::steps::DEFAULT_STEP_PATTERN;
+use crate::units::byte_size;
 
 /// Arguments of `tprof export`.
 #[derive(Debug, Clone, Args)]
@@ -21,11 +19,10 @@ use crate::steps::DEFAULT_STEP_PATTERN;
     tprof export ./tprof-out --format parquet -o tables/       (kernels.parquet, api.parquet, ...)
     tprof export trace.pt.trace.json.gz --format flamegraph -o gpu.svg --from 2s --to 3s")]
 pub struct ExportCmd {
-    /// Ring files, directories, globs, or Kineto .json/.json.gz traces.
-    #[arg(required = true)]
-    pub paths: Vec<String>,
-    /// perfetto | chrome | kineto | parquet | folded | flamegraph.
-    #[arg(long, short = 'f', value_parser = parse_format)]
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// The format to write.
+    #[arg(long, short = 'f', value_enum, ignore_case = true)]
     pub format: ExportFormat,
     /// Output file (perfetto, chrome, folded, flamegraph) or directory (kineto, parquet).
     #[arg(long, short = 'o')]
@@ -42,39 +39,19 @@ pub struct ExportCmd {
     /// Only these steps (as `tprof summary` numbers them), e.g. 10-12.
     #[arg(long, value_parser = parse_ids)]
     pub steps: Option<IdSet>,
-    /// Regex naming the NVTX ranges that are steps (default: step, train_step, ProfilerStep#N).
-    #[arg(long, value_name = "REGEX")]
-    pub step_marker: Option<String>,
     /// Keep each host's own clock (no alignment by collective ends).
     #[arg(long)]
     pub no_align: bool,
-    /// Decoding threads for the first pass (0 = all cores).
-    #[arg(long, default_value_t = 0)]
-    pub threads: usize,
-}
-
-fn parse_format(s: &str) -> Result<ExportFormat, String> {
-    ExportFormat::parse(s).ok_or_else(|| {
-        let all: Vec<&str> = ExportFormat::ALL.iter().map(|f| f.name()).collect();
-        format!("unknown format '{s}' (one of: {})", all.join(", "))
-    })
 }
 
 fn parse_ids(s: &str) -> Result<IdSet, String> {
     IdSet::parse(s)
 }
 
-fn human_size(bytes: u64) -> String {
-    crate::summary::human_bytes(bytes)
-}
-
 pub fn run(a: &ExportCmd) -> i32 {
-    let pattern = match Regex::new(a.step_marker.as_deref().unwrap_or(DEFAULT_STEP_PATTERN)) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("tprof: --step-marker: bad regex: {e}");
-            return 2;
-        }
+    let pattern = match a.input.step_pattern() {
+        Ok(p) => p,
+        Err(code) => return code,
     };
     if let (Some(f), Some(t)) = (a.from, a.to) {
         if f > t {
@@ -82,13 +59,9 @@ pub fn run(a: &ExportCmd) -> i32 {
             return 2;
         }
     }
-    let mut notes = Notes::default();
-    let sources = match discover(&a.paths, &mut notes) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("tprof: {e}");
-            return 2;
-        }
+    let (sources, notes) = match a.input.sources() {
+        Ok(found) => found,
+        Err(code) => return code,
     };
     let output = a.output.clone().unwrap_or_else(|| PathBuf::from(a.format.default_output()));
     let opts = ExportOptions {
@@ -96,7 +69,7 @@ pub fn run(a: &ExportCmd) -> i32 {
         output,
         selection: Selection { ranks: a.ranks.clone(), from: a.from, to: a.to, steps: a.steps.clone() },
         step_pattern: pattern,
-        convert: ConvertOptions { threads: a.threads, progress: true, align_clocks: !a.no_align },
+        convert: a.input.convert(true, !a.no_align),
     };
     let report = match export::run(&sources, &opts) {
         Ok(r) => r,
@@ -133,7 +106,7 @@ pub fn run(a: &ExportCmd) -> i32 {
         w.events,
         report.decode.processes.len(),
         if report.decode.processes.len() == 1 { "" } else { "es" },
-        human_size(bytes),
+        byte_size(bytes),
         w.events as f64 / secs / 1e6,
         a.format.open_hint()
     );

@@ -1,8 +1,11 @@
-//! The `tprof` CLI: argument parsing (clap derive) -> plain option structs -> domain code.
+//! The `tprof` CLI: argument parsing (clap derive) -> plain option structs -> domain code. The
+//! analysing commands (summary, diagnose, export, report) share their inputs ([`input::InputArgs`]).
 
 pub mod ctl;
 pub mod diagnose;
 pub mod export;
+pub mod input;
+pub mod report;
 pub mod ringfile;
 pub mod run;
 pub mod stdout;
@@ -29,29 +32,13 @@ const EXAMPLES: &str = "EXAMPLES:
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Where the time went: per rank and overall (GPU busy, kernels, API, memcpy, NCCL, steps).
-    Summary {
-        /// Ring files, directories, globs, or Kineto .json/.json.gz traces.
-        #[arg(required = true)]
-        paths: Vec<String>,
-        /// Print JSON (stable keys) instead of tables.
-        #[arg(long)]
-        json: bool,
-        /// Regex naming the NVTX ranges that are steps (default: step, train_step, ProfilerStep#N).
-        #[arg(long, value_name = "REGEX")]
-        step_marker: Option<String>,
-        /// Rows per table.
-        #[arg(long, default_value_t = 15)]
-        top: usize,
-        /// Decoding threads (0 = all cores).
-        #[arg(long, default_value_t = 0)]
-        threads: usize,
-    },
+    Summary(summary::SummaryCmd),
     /// What is wrong, where, what it costs and what to do: the efficiency headline and ranked verdicts.
     Diagnose(diagnose::DiagnoseCmd),
     /// Write the trace for other tools: Perfetto, Chrome JSON, Kineto (HTA), Parquet, flame graphs.
     Export(export::ExportCmd),
     /// One self-contained HTML page: verdicts, efficiency, steps, kernels, NCCL, memory, counters, flame graph.
-    Report(crate::report::ReportCmd),
+    Report(report::ReportCmd),
     /// Run a command under tprof (LD_PRELOAD, NVTX, TPROF_*), pass its exit code through.
     Run(run::RunCmd),
     /// Start / stop / dump / query capture in running processes (one PID or --all ranks).
@@ -76,13 +63,10 @@ pub enum Command {
 /// Run a parsed command; returns the exit status.
 pub fn run(cli: Cli) -> i32 {
     match cli.command {
-        Command::Summary { paths, json, step_marker, top, threads } => {
-            let opts = summary::SummaryArgs { paths, json, step_marker, top, threads };
-            summary::run(&opts)
-        }
+        Command::Summary(c) => summary::run(&c),
         Command::Diagnose(c) => diagnose::run(&c),
         Command::Export(c) => export::run(&c),
-        Command::Report(c) => crate::report::run(&c),
+        Command::Report(c) => report::run(&c),
         Command::Run(c) => run::run(&c),
         Command::Ctl(c) => ctl::run(&c),
         Command::Info { file } => ringfile::info(&file),

@@ -52,29 +52,6 @@ impl Table {
     }
 }
 
-/// Nanoseconds in a readable unit.
-pub fn dur(ns: u64) -> String {
-    let f = ns as f64;
-    if ns >= 1_000_000_000 {
-        format!("{:.3} s", f / 1e9)
-    } else if ns >= 1_000_000 {
-        format!("{:.3} ms", f / 1e6)
-    } else if ns >= 1_000 {
-        format!("{:.3} us", f / 1e3)
-    } else {
-        format!("{ns} ns")
-    }
-}
-
-/// Percentage of `of`.
-pub fn pct(x: u64, of: u64) -> String {
-    if of == 0 {
-        "-".into()
-    } else {
-        format!("{:.1}%", 100.0 * x as f64 / of as f64)
-    }
-}
-
 /// Shorten long (C++) names for tables.
 pub fn short(name: &str, max: usize) -> String {
     if name.chars().count() <= max {

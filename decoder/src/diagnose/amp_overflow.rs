@@ -2,11 +2,11 @@
 //! (`_amp_foreach_non_finite_check_and_unscale_`): GradScaler found inf/NaN gradients and skipped
 //! the step. Severity: the GPU time of the skipped steps (their work was thrown away).
 
-use serde_json::json;
-
+use super::evidence::{AmpOverflowEvidence, Evidence};
 use super::job::Job;
-use super::{pct, rank_list, step_list, Verdict, VerdictKind};
+use super::{rank_list, step_list, Verdict, VerdictKind};
 use crate::model::Ns;
+use crate::units::share;
 
 pub fn find(job: &Job) -> Option<Verdict> {
     let ranks: Vec<usize> = (0..job.ranks.len()).filter(|&i| !job.ranks[i].amp.skipped_steps.is_empty()).collect();
@@ -34,19 +34,19 @@ pub fn find(job: &Job) -> Option<Verdict> {
         step_list(&steps),
         every.map(|e| format!(", one every {e:.1} steps")).unwrap_or_default(),
         rank_list(&v.ranks),
-        pct(severity)
+        share(severity)
     );
-    v.evidence = json!({
-        "skipped_steps": steps.len(),
-        "checked_steps": checked,
-        "skip_interval_steps": every,
-        "lost_ns": lost,
-        "text": text,
+    v.evidence = Evidence::AmpOverflow(AmpOverflowEvidence {
+        checked_steps: checked,
+        lost_ns: lost,
+        skip_interval_steps: every,
+        skipped_steps: steps.len(),
+        text,
     });
     v.summary = format!(
         "AMP overflow: the optimizer was skipped in {} of {checked} steps, {} of wall time",
         steps.len(),
-        pct(severity)
+        share(severity)
     );
     v.advice = vec![
         "A few skips at the start are GradScaler calibrating; frequent skips mean the scale keeps overflowing: start lower (GradScaler(init_scale=2**12)) or grow slower (growth_interval=4000).".into(),

@@ -8,7 +8,7 @@ use regex_lite::Regex;
 
 use super::facts::*;
 use super::timeline::{self, CallClass, OpKind, RawCall, RawOp};
-use crate::clock::CollectiveEnds;
+use crate::clock_alignment::CollectiveEnds;
 use crate::intervals::FastMap;
 use crate::model::*;
 use crate::steps::StepFinder;
@@ -96,6 +96,12 @@ impl FactCollector {
     fn seen(&mut self, start: Ns, end: Ns) {
         self.span.0 = self.span.0.min(start);
         self.span.1 = self.span.1.max(end);
+    }
+
+    /// A copy or memset: GPU memory work.
+    fn memory_op(&mut self, start: Ns, end: Ns, corr: u64) {
+        self.seen(start, end);
+        self.ops.push(RawOp { start, end, corr, kind: OpKind::Memory, family: Family::Other });
     }
 
     fn name_id(&mut self, n: &Name) -> u32 {
@@ -198,14 +204,7 @@ impl TraceSink for FactCollector {
     }
 
     fn handle_memcpy(&mut self, m: &Memcpy) {
-        self.seen(m.start, m.end);
-        self.ops.push(RawOp {
-            start: m.start,
-            end: m.end,
-            corr: m.correlation,
-            kind: OpKind::Memory,
-            family: Family::Other,
-        });
+        self.memory_op(m.start, m.end, m.correlation);
         if m.src_kind == MemoryKind::Pageable || m.dst_kind == MemoryKind::Pageable {
             let e = self.pageable.entry(m.correlation).or_default();
             e.0 += m.bytes;
@@ -218,14 +217,7 @@ impl TraceSink for FactCollector {
     }
 
     fn handle_memset(&mut self, m: &Memset) {
-        self.seen(m.start, m.end);
-        self.ops.push(RawOp {
-            start: m.start,
-            end: m.end,
-            corr: m.correlation,
-            kind: OpKind::Memory,
-            family: Family::Other,
-        });
+        self.memory_op(m.start, m.end, m.correlation);
     }
 
     fn handle_api(&mut self, a: &Api) {

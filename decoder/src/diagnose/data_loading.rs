@@ -5,10 +5,10 @@
 //! the job); otherwise the loss common to the ranks (the lower quartile of the ranks' data-idle
 //! shares; a single slow rank is a straggler, reported there).
 
-use serde_json::json;
-
+use super::evidence::{DataLoadingEvidence, Evidence, RankShare};
 use super::job::Job;
-use super::{ms, pct, rank_list, step_list, Verdict, VerdictKind};
+use super::{rank_list, step_list, Verdict, VerdictKind};
+use crate::units::{millis, share};
 
 pub fn find(job: &Job) -> Option<Verdict> {
     let mut shares: Vec<(f64, usize)> = job
@@ -61,25 +61,25 @@ pub fn find(job: &Job) -> Option<Verdict> {
     v.steps = steps.clone();
     let text = format!(
         "The GPU sat idle for {} at the start of {} of {} steps (mean step {}) on {} while the host thread was outside CUDA: {} of wall time.",
-        ms(idle_per_step),
+        millis(idle_per_step),
         if steps.is_empty() { "each".to_string() } else { steps.len().to_string() },
         total_steps,
-        ms(step_per),
+        millis(step_per),
         rank_list(&v.ranks),
-        pct(severity)
+        share(severity)
     );
-    v.evidence = json!({
-        "idle_at_step_start_ns": idle_per_step,
-        "step_ns": step_per,
-        "steps_affected": steps.len(),
-        "steps_total": total_steps,
-        "share_by_rank": shares.iter().map(|(s, i)| json!({"rank": job.ranks[*i].rank, "share": s})).collect::<Vec<_>>(),
-        "text": text,
+    v.evidence = Evidence::DataLoading(DataLoadingEvidence {
+        idle_at_step_start_ns: idle_per_step,
+        share_by_rank: shares.iter().map(|(s, i)| RankShare { rank: job.ranks[*i].rank, share: *s }).collect(),
+        step_ns: step_per,
+        steps_affected: steps.len(),
+        steps_total: total_steps,
+        text,
     });
     v.summary = format!(
         "Input pipeline: the GPU waits {} per step for data, {} of wall time",
-        ms(idle_per_step),
-        pct(severity)
+        millis(idle_per_step),
+        share(severity)
     );
     if !steps.is_empty() {
         v.summary.push_str(&format!(" (steps {})", step_list(&steps)));

@@ -3,12 +3,11 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::json;
-
+use super::evidence::{DesyncEvidence, DesyncVariant, Evidence};
 use super::job::{comm_hex, Job};
 use super::{rank_list, CollectiveRef, Location, Verdict, VerdictKind};
 use crate::model::CollOp;
-use crate::summary::human_bytes;
+use crate::units::byte_size;
 
 /// NCCL datatype name.
 pub fn dtype_name(d: u8) -> &'static str {
@@ -62,7 +61,7 @@ pub fn find(job: &Job) -> Option<Verdict> {
     steps.dedup();
     v.steps = steps;
     let describe =
-        |k: &(u8, u64, u8)| format!("{} of {} {}", CollOp::from_u8(k.0).name(), human_bytes(k.1), dtype_name(k.2));
+        |k: &(u8, u64, u8)| format!("{} of {} {}", CollOp::from_u8(k.0).name(), byte_size(k.1), dtype_name(k.2));
     v.location = Location {
         collective: Some(CollectiveRef {
             comm: comm_hex(inst.comm),
@@ -85,16 +84,21 @@ pub fn find(job: &Job) -> Option<Verdict> {
         found.len(),
         if found.len() == 1 { "" } else { "s" }
     );
-    v.evidence = json!({
-        "comm": comm_hex(inst.comm),
-        "seq": inst.seq,
-        "step": inst.step(),
-        "mismatches": found.len(),
-        "variants": votes.iter().map(|(k, r)| json!({
-            "ranks": job.rank_ids(r.iter().copied()),
-            "op": CollOp::from_u8(k.0).name(), "bytes": k.1, "datatype": dtype_name(k.2),
-        })).collect::<Vec<_>>(),
-        "text": text,
+    v.evidence = Evidence::Desync(DesyncEvidence {
+        comm: comm_hex(inst.comm),
+        mismatches: found.len(),
+        seq: inst.seq,
+        step: inst.step(),
+        text,
+        variants: votes
+            .iter()
+            .map(|(k, r)| DesyncVariant {
+                bytes: k.1,
+                datatype: dtype_name(k.2),
+                op: CollOp::from_u8(k.0).name(),
+                ranks: job.rank_ids(r.iter().copied()),
+            })
+            .collect(),
     });
     v.summary = format!(
         "Desync: {} issued {} where the others issued {} (comm {}, seq {})",

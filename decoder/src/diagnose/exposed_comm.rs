@@ -4,12 +4,12 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::json;
-
+use super::evidence::{Evidence, ExposedCollective, ExposedCommunicationEvidence};
 use super::job::{comm_hex, Job};
-use super::{ms, pct, rank_list, step_list, CollectiveRef, Verdict, VerdictKind};
+use super::{rank_list, step_list, CollectiveRef, Verdict, VerdictKind};
 use crate::model::{CollOp, Ns};
-use crate::summary::{human_bytes, size_bucket};
+use crate::summary::size_bucket;
+use crate::units::{byte_size, millis, share};
 
 /// Per (op, size bucket): calls, exposed ns, kernel ns, a communicator, bytes.
 type ByCollective = BTreeMap<(u8, u64), (u64, Ns, Ns, u64, u64)>;
@@ -74,8 +74,8 @@ pub fn find(job: &Job) -> Option<Verdict> {
                 "{} x{} {} ({} exposed per step)",
                 CollOp::from_u8(*op).name(),
                 n / nsteps.max(1),
-                human_bytes(*bytes),
-                ms(exp / nsteps)
+                byte_size(*bytes),
+                millis(exp / nsteps)
             )
         })
         .collect();
@@ -83,28 +83,35 @@ pub fn find(job: &Job) -> Option<Verdict> {
     let listed = if listed.is_empty() { String::new() } else { format!(": {}", listed.join(", ")) };
     let text = format!(
         "{} per step of communication ran with no compute to hide it (step {}; {} of all collective time overlapped) on {}{}; {} of wall time.",
-        ms(exposed_per_step),
-        ms(step_ns),
-        pct(overlap),
+        millis(exposed_per_step),
+        millis(step_ns),
+        share(overlap),
         rank_list(&v.ranks),
         listed,
-        pct(severity)
+        share(severity)
     );
-    v.evidence = json!({
-        "exposed_per_step_ns": exposed_per_step,
-        "step_ns": step_ns,
-        "collective_ns": total_comm,
-        "overlapped_share": overlap,
-        "collectives": rows.iter().map(|((op, bucket), (n, exp, total, _, bytes))| json!({
-            "op": CollOp::from_u8(*op).name(), "size_bucket": bucket, "bytes": bytes, "calls": n,
-            "exposed_ns": exp, "kernel_ns": total,
-        })).collect::<Vec<_>>(),
-        "text": text,
+    v.evidence = Evidence::ExposedCommunication(ExposedCommunicationEvidence {
+        collective_ns: total_comm,
+        collectives: rows
+            .iter()
+            .map(|((op, bucket), (n, exp, total, _, bytes))| ExposedCollective {
+                bytes: *bytes,
+                calls: *n,
+                exposed_ns: *exp,
+                kernel_ns: *total,
+                op: CollOp::from_u8(*op).name(),
+                size_bucket: *bucket,
+            })
+            .collect(),
+        exposed_per_step_ns: exposed_per_step,
+        overlapped_share: overlap,
+        step_ns,
+        text,
     });
     v.summary = format!(
         "Communication not overlapped with compute: {} per step, {} of wall time",
-        ms(exposed_per_step),
-        pct(severity)
+        millis(exposed_per_step),
+        share(severity)
     );
     if !steps.is_empty() {
         v.summary.push_str(&format!(" (steps {})", step_list(&steps)));

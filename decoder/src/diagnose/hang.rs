@@ -7,12 +7,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde_json::json;
-
+use super::evidence::{Evidence, HangCommunicator, HangEvidence, HangRank, LastSeq, WatchdogFlag};
 use super::job::{comm_hex, Job};
-use super::{ms, rank_list, CollectiveRef, Verdict, VerdictKind};
+use super::{rank_list, CollectiveRef, Verdict, VerdictKind};
 use crate::model::Ns;
 use crate::summary::demangle;
+use crate::units::millis;
 
 /// An unfinished collective this long before the rank's last event is a hang on its own.
 const STUCK_ALONE_NS: Ns = 1_000_000_000;
@@ -80,14 +80,21 @@ pub fn find(job: &Job) -> Option<Verdict> {
         let bytes = waiting_op.map(|c| c.bytes);
         v.location.collective = Some(CollectiveRef { comm: comm_hex(comm), seq: Some(seq), op: op.into(), bytes });
         v.steps = waiting_op.and_then(|c| c.step).into_iter().collect();
-        comm_rows.push(json!({
-            "comm": comm_hex(comm),
-            "stuck_seq": seq,
-            "op": op,
-            "last_seq_by_rank": per.iter().map(|(i, p)| json!({"rank": job.ranks[*i].rank, "last_seq": p.0, "first_unfinished_seq": p.1.map(|u| u.0)})).collect::<Vec<_>>(),
-            "waiting_ranks": job.rank_ids(stuck_ranks.iter().copied()),
-            "missing_ranks": job.rank_ids(missing_ranks.iter().copied()),
-        }));
+        comm_rows.push(HangCommunicator {
+            comm: comm_hex(comm),
+            last_seq_by_rank: per
+                .iter()
+                .map(|(i, p)| LastSeq {
+                    first_unfinished_seq: p.1.map(|u| u.0),
+                    last_seq: p.0,
+                    rank: job.ranks[*i].rank,
+                })
+                .collect(),
+            missing_ranks: job.rank_ids(missing_ranks.iter().copied()),
+            op,
+            stuck_seq: seq,
+            waiting_ranks: job.rank_ids(stuck_ranks.iter().copied()),
+        });
         let waiting = rank_list(&job.rank_ids(stuck_ranks.iter().copied()));
         text = if missing_ranks.is_empty() {
             format!(
@@ -109,7 +116,7 @@ pub fn find(job: &Job) -> Option<Verdict> {
             " The watchdog on r{} flagged {} pending for {}.",
             job.ranks[*i].rank,
             m.what.as_deref().unwrap_or("a call"),
-            ms(m.pending_ns)
+            millis(m.pending_ns)
         ));
         if !stuck_ranks.contains(i) && !missing_ranks.contains(i) {
             stuck_ranks.push(*i);
@@ -120,14 +127,14 @@ pub fn find(job: &Job) -> Option<Verdict> {
     v.ranks = job.rank_ids(if missing_ranks.is_empty() { stuck_ranks.clone() } else { missing_ranks.clone() });
     let last = |i: usize| {
         let r = &job.ranks[i];
-        json!({
-            "rank": r.rank,
-            "state": if missing_ranks.contains(&i) { "did_not_arrive" } else { "waiting" },
-            "last_cuda_call": r.last_call.as_ref().map(|c| c.0.clone()),
-            "last_cuda_call_ns": r.last_call.as_ref().map(|c| c.1),
-            "last_kernel": r.last_kernel.as_ref().map(|k| demangle(&k.0)),
-            "last_kernel_end_ns": r.last_kernel.as_ref().map(|k| k.2),
-        })
+        HangRank {
+            last_cuda_call: r.last_call.as_ref().map(|c| c.0.clone()),
+            last_cuda_call_ns: r.last_call.as_ref().map(|c| c.1),
+            last_kernel: r.last_kernel.as_ref().map(|k| demangle(&k.0)),
+            last_kernel_end_ns: r.last_kernel.as_ref().map(|k| k.2),
+            rank: r.rank,
+            state: if missing_ranks.contains(&i) { "did_not_arrive" } else { "waiting" },
+        }
     };
     for i in missing_ranks.iter().take(4) {
         let r = &job.ranks[*i];
@@ -138,11 +145,20 @@ pub fn find(job: &Job) -> Option<Verdict> {
             r.last_kernel.as_ref().map(|k| short(&demangle(&k.0))).unwrap_or_else(|| "none".into())
         ));
     }
-    v.evidence = json!({
-        "communicators": comm_rows,
-        "ranks": involved.iter().map(|&i| last(i)).collect::<Vec<_>>(),
-        "watchdog": markers.iter().map(|(i, m)| json!({"rank": job.ranks[*i].rank, "what": m.what, "pending_ns": m.pending_ns, "ts": m.ts})).collect::<Vec<_>>(),
-        "text": text.trim(),
+    v.evidence = Evidence::Hang(HangEvidence {
+        after_oom: None,
+        communicators: comm_rows,
+        ranks: involved.iter().map(|&i| last(i)).collect(),
+        text: text.trim().to_string(),
+        watchdog: markers
+            .iter()
+            .map(|(i, m)| WatchdogFlag {
+                pending_ns: m.pending_ns,
+                rank: job.ranks[*i].rank,
+                ts: m.ts,
+                what: m.what.clone(),
+            })
+            .collect(),
     });
     v.summary = match &v.location.collective {
         Some(c) => format!(

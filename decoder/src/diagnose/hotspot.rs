@@ -7,13 +7,13 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::json;
-
+use super::evidence::{Evidence, FamilyShare, HotspotKernelEvidence};
 use super::facts::Family;
 use super::job::Job;
-use super::{ms, pct, Location, Verdict, VerdictKind};
+use super::{Location, Verdict, VerdictKind};
 use crate::model::Ns;
 use crate::summary::demangle;
+use crate::units::{millis, share};
 
 /// Share of compute a well-fused model still spends on memory-bound kernels.
 const FUSED_BASELINE: f64 = 0.25;
@@ -65,31 +65,38 @@ pub fn find(job: &Job) -> Option<Verdict> {
     let shares: Vec<String> = rows
         .iter()
         .take(5)
-        .map(|(f, (_, t, _, _))| format!("{} {}", f.name(), pct(*t as f64 / compute as f64)))
+        .map(|(f, (_, t, _, _))| format!("{} {}", f.name(), share(*t as f64 / compute as f64)))
         .collect();
     let mut text = format!(
         "GPU compute time by family: {}. Memory-bound families (softmax, norm, elementwise, reductions) take {} of compute ({}); fusing them would save about {}.",
         shares.join(", "),
-        pct(fusible as f64 / compute as f64),
-        ms(fusible),
-        ms(saving as Ns)
+        share(fusible as f64 / compute as f64),
+        millis(fusible),
+        millis(saving as Ns)
     );
     if let Some(t) = tensor_mean {
-        text.push_str(&format!(" Mean tensor-core activity: {}.", pct(t)));
+        text.push_str(&format!(" Mean tensor-core activity: {}.", share(t)));
     }
-    v.evidence = json!({
-        "families": rows.iter().map(|(f, (n, t, k, _))| json!({
-            "family": f.name(), "kernels": n, "total_ns": t, "share": *t as f64 / compute as f64, "top_kernel": demangle(k),
-        })).collect::<Vec<_>>(),
-        "fusible_ns": fusible,
-        "estimated_saving_ns": saving as Ns,
-        "tensor_activity": tensor_mean,
-        "text": text,
+    v.evidence = Evidence::HotspotKernel(HotspotKernelEvidence {
+        estimated_saving_ns: saving as Ns,
+        families: rows
+            .iter()
+            .map(|(f, (n, t, k, _))| FamilyShare {
+                family: f.name(),
+                kernels: *n,
+                share: *t as f64 / compute as f64,
+                top_kernel: demangle(k),
+                total_ns: *t,
+            })
+            .collect(),
+        fusible_ns: fusible,
+        tensor_activity: tensor_mean,
+        text,
     });
     v.summary = format!(
         "Hotspot: {} kernels take {} of GPU compute{}",
         family.name(),
-        pct(*ftime as f64 / compute as f64),
+        share(*ftime as f64 / compute as f64),
         if low_tensor { ", tensor cores mostly idle" } else { "" }
     );
     let mut advice = vec![

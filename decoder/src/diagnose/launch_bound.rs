@@ -1,11 +1,11 @@
 //! `launch_bound`: the GPU idles between many short kernels while the host is busy launching them
 //! (Python / framework overhead per operator).
 
-use serde_json::json;
-
+use super::evidence::{Evidence, LaunchBoundEvidence};
 use super::job::Job;
-use super::{ms, pct, rank_list, step_list, Verdict, VerdictKind};
+use super::{rank_list, step_list, Verdict, VerdictKind};
 use crate::model::Ns;
+use crate::units::{millis, share};
 
 fn median(mut v: Vec<u64>) -> u64 {
     if v.is_empty() {
@@ -69,24 +69,25 @@ pub fn find(job: &Job) -> Option<Verdict> {
     v.steps = steps.clone();
     let text = format!(
         "{launches} kernel launches per step ({kernels} kernels), median kernel {}, median gap between kernels {}: the GPU idled {} of wall time waiting for the host to launch work on {}.",
-        ms(kernel_ns),
-        ms(gap_ns),
-        pct(severity),
+        millis(kernel_ns),
+        millis(gap_ns),
+        share(severity),
         rank_list(&v.ranks)
     );
-    v.evidence = json!({
-        "launches_per_step": launches,
-        "kernels_per_step": kernels,
-        "median_kernel_ns": kernel_ns,
-        "median_launch_gap_ns": gap_ns,
-        "step_ns": step_ns,
-        "launch_idle_ns": loss,
-        "text": text,
+    v.evidence = Evidence::LaunchBound(LaunchBoundEvidence {
+        includes_straggler_wait: None,
+        kernels_per_step: kernels,
+        launch_idle_ns: loss,
+        launches_per_step: launches,
+        median_kernel_ns: kernel_ns,
+        median_launch_gap_ns: gap_ns,
+        step_ns,
+        text,
     });
     v.summary = format!(
         "Launch-bound: {launches} launches per step of {} median kernels, the GPU idles {} of wall time between them",
-        ms(kernel_ns),
-        pct(severity)
+        millis(kernel_ns),
+        share(severity)
     );
     if !steps.is_empty() {
         v.summary.push_str(&format!(" (steps {})", step_list(&steps)));

@@ -6,13 +6,12 @@
 //! reported under `memory_pressure`, whose severity is the host time spent in allocation calls
 //! inside steps.
 
-use serde_json::json;
-
+use super::evidence::{Evidence, MemoryPressureEvidence, OomEvidence};
 use super::facts::{AllocFailure, RankFacts};
 use super::job::Job;
-use super::{ms, pct, rank_list, Location, Verdict, VerdictKind};
+use super::{rank_list, Location, Verdict, VerdictKind};
 use crate::model::Ns;
-use crate::summary::human_bytes;
+use crate::units::{byte_size, millis, share};
 
 const FATAL_WITHIN_NS: Ns = 2_000_000_000;
 
@@ -44,7 +43,7 @@ fn memory_advice(growth: Option<u64>, nranks: usize) -> Vec<String> {
     if let Some(g) = growth {
         a.push(format!(
             "Memory grows by {} every step: something keeps tensors alive across steps (total_loss += loss instead of loss.item() / loss.detach(), outputs or graphs appended to a list, a growing cache). Fix the leak before tuning.",
-            human_bytes(g)
+            byte_size(g)
         ));
     }
     a.push("Cut activation memory: activation checkpointing (torch.utils.checkpoint, FSDP/Megatron activation checkpointing; jax.checkpoint / jax.remat) trades ~30% more compute for most of the activations.".into());
@@ -79,34 +78,34 @@ pub fn find_oom(job: &Job) -> Option<Verdict> {
     let mut text = format!(
         "r{} failed to allocate {} on device {}{} while holding {} (it needed at least {}).",
         r.rank,
-        human_bytes(f.bytes),
+        byte_size(f.bytes),
         f.device,
         f.step.map(|s| format!(" in step {s}")).unwrap_or_default(),
-        human_bytes(f.reserved),
-        human_bytes(need)
+        byte_size(f.reserved),
+        byte_size(need)
     );
     if let Some(c) = r.memory.capacity {
-        text.push_str(&format!(" Device capacity: {}.", human_bytes(c)));
+        text.push_str(&format!(" Device capacity: {}.", byte_size(c)));
     }
     if let Some(g) = growth {
-        text.push_str(&format!(" Its reservation grew by {} per step before that.", human_bytes(g)));
+        text.push_str(&format!(" Its reservation grew by {} per step before that.", byte_size(g)));
     }
-    v.evidence = json!({
-        "requested_bytes": f.bytes,
-        "reserved_bytes": f.reserved,
-        "needed_bytes": need,
-        "capacity_bytes": r.memory.capacity,
-        "peak_reserved_bytes": r.memory.peak_reserved,
-        "growth_per_step_bytes": growth,
-        "step": f.step,
-        "failures": fatal.len(),
-        "text": text,
+    v.evidence = Evidence::Oom(OomEvidence {
+        capacity_bytes: r.memory.capacity,
+        failures: fatal.len(),
+        growth_per_step_bytes: growth,
+        needed_bytes: need,
+        peak_reserved_bytes: r.memory.peak_reserved,
+        requested_bytes: f.bytes,
+        reserved_bytes: f.reserved,
+        step: f.step,
+        text,
     });
     v.summary = format!(
         "Out of memory: {} could not allocate {} (holding {}){}",
         rank_list(&v.ranks),
-        human_bytes(f.bytes),
-        human_bytes(f.reserved),
+        byte_size(f.bytes),
+        byte_size(f.reserved),
         f.step.map(|s| format!(" at step {s}")).unwrap_or_default()
     );
     v.advice = memory_advice(growth, job.ranks.len());
@@ -145,26 +144,26 @@ pub fn find_pressure(job: &Job) -> Option<Verdict> {
     v.location.device = Some(r0.memory.peak_device);
     let text = format!(
         "Peak reservation {}{}; {:.1} allocation calls per step inside steps costing {} of host time; {} failed allocations recovered.",
-        human_bytes(r0.memory.peak_reserved),
-        r0.memory.capacity.map(|c| format!(" of {} ({})", human_bytes(c), pct(r0.memory.peak_reserved as f64 / c as f64))).unwrap_or_default(),
+        byte_size(r0.memory.peak_reserved),
+        r0.memory.capacity.map(|c| format!(" of {} ({})", byte_size(c), share(r0.memory.peak_reserved as f64 / c as f64))).unwrap_or_default(),
         churn_calls as f64 / nsteps as f64,
-        ms(churn_ns),
+        millis(churn_ns),
         recovered
     );
-    v.evidence = json!({
-        "peak_reserved_bytes": r0.memory.peak_reserved,
-        "capacity_bytes": r0.memory.capacity,
-        "alloc_calls_in_steps": churn_calls,
-        "alloc_host_ns": churn_ns,
-        "recovered_failures": recovered,
-        "growth_per_step_bytes": growth,
-        "text": text,
+    v.evidence = Evidence::MemoryPressure(MemoryPressureEvidence {
+        alloc_calls_in_steps: churn_calls,
+        alloc_host_ns: churn_ns,
+        capacity_bytes: r0.memory.capacity,
+        growth_per_step_bytes: growth,
+        peak_reserved_bytes: r0.memory.peak_reserved,
+        recovered_failures: recovered,
+        text,
     });
     v.summary = format!(
         "Memory pressure on {}: {:.1} allocations per step, peak {}",
         rank_list(&v.ranks),
         churn_calls as f64 / nsteps as f64,
-        human_bytes(r0.memory.peak_reserved)
+        byte_size(r0.memory.peak_reserved)
     );
     let mut advice = vec![
         "Allocate once, reuse: let the caching allocator keep memory (avoid torch.cuda.empty_cache() in the loop), preallocate buffers, keep shapes static so cached blocks fit.".into(),

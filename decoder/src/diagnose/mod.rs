@@ -11,6 +11,7 @@
 //! README ("Diagnoses (--json)").
 
 pub mod collect;
+pub mod evidence;
 pub mod facts;
 pub mod job;
 pub mod timeline;
@@ -31,9 +32,11 @@ pub mod sync_bound;
 use regex_lite::Regex;
 use serde::Serialize;
 
-use crate::clock::CollectiveEnds;
+use crate::clock_alignment::CollectiveEnds;
 use crate::convert::ConvertOptions;
 use crate::input::Source;
+use crate::units::share;
+use evidence::{AfterOom, Evidence, StragglerWait};
 use facts::RankFacts;
 
 /// Verdicts below this severity are dropped (kept: anything that names a correctness problem).
@@ -110,7 +113,7 @@ pub struct Verdict {
     #[serde(rename = "where")]
     pub location: Location,
     /// Structured numbers, plus `text`: one sentence a person reads.
-    pub evidence: serde_json::Value,
+    pub evidence: Evidence,
     /// One line: what is wrong and what it costs.
     pub summary: String,
     /// What to change, most useful first.
@@ -125,14 +128,14 @@ impl Verdict {
             ranks: Vec::new(),
             steps: Vec::new(),
             location: Location::default(),
-            evidence: serde_json::Value::Null,
+            evidence: Evidence::None,
             summary: String::new(),
             advice: Vec::new(),
         }
     }
     /// The human sentence of the evidence.
     pub fn evidence_text(&self) -> &str {
-        self.evidence.get("text").and_then(|t| t.as_str()).unwrap_or("")
+        self.evidence.text()
     }
 }
 
@@ -213,7 +216,7 @@ pub fn diagnose(
     let with_colls = each.sinks.iter().filter(|s| !s.clock.ends.is_empty()).count();
     let plan = (with_colls > 1).then(|| {
         let ends: Vec<&CollectiveEnds> = each.sinks.iter().map(|s| &s.clock).collect();
-        crate::clock::plan(&each.processes, &ends)
+        crate::clock_alignment::plan(&each.processes, &ends)
     });
     let mut ranks = Vec::new();
     let mut offsets = Vec::new();
@@ -230,27 +233,6 @@ pub fn diagnose(
         }
     }
     (diagnose_facts(ranks, offsets, opts, notes), each.errors)
-}
-
-/// "12.3 ms"
-pub fn ms(ns: u64) -> String {
-    let v = ns as f64 / 1e6;
-    if v >= 100.0 {
-        format!("{v:.0} ms")
-    } else if v >= 1.0 {
-        format!("{v:.1} ms")
-    } else {
-        format!("{:.0} us", ns as f64 / 1e3)
-    }
-}
-
-/// "37%"
-pub fn pct(x: f64) -> String {
-    if x < 0.01 && x > 0.0 {
-        format!("{:.1}%", 100.0 * x)
-    } else {
-        format!("{:.0}%", 100.0 * x)
-    }
 }
 
 /// "r0-3,7" style list of ranks.
@@ -280,18 +262,15 @@ fn hang_after_oom_is_a_consequence(verdicts: &mut [Verdict]) {
     let h = &mut verdicts[hi];
     h.severity = oom_severity * 0.99;
     h.summary.push_str(" (most likely because a rank ran out of memory and exited)");
-    if let Some(obj) = h.evidence.as_object_mut() {
-        obj.insert("after_oom".into(), serde_json::json!({"ranks": oom_ranks, "steps": oom_steps}));
-        let text = obj.get("text").and_then(|t| t.as_str()).unwrap_or_default().to_string();
+    if let Evidence::Hang(e) = &mut h.evidence {
         let steps = oom_steps.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(",");
-        obj.insert(
-            "text".into(),
-            serde_json::Value::String(format!(
-                "{text} {} ran out of device memory{} and exited, so its peers could not complete their collectives: fix the out-of-memory first.",
-                rank_list(&oom_ranks),
-                if steps.is_empty() { String::new() } else { format!(" (step {steps})") }
-            )),
+        e.text = format!(
+            "{} {} ran out of device memory{} and exited, so its peers could not complete their collectives: fix the out-of-memory first.",
+            e.text,
+            rank_list(&oom_ranks),
+            if steps.is_empty() { String::new() } else { format!(" (step {steps})") }
         );
+        e.after_oom = Some(AfterOom { ranks: oom_ranks, steps: oom_steps });
     }
 }
 
@@ -300,8 +279,9 @@ fn hang_after_oom_is_a_consequence(verdicts: &mut [Verdict]) {
 /// symptom: the root cause is that pathology, and the others' waiting is part of its cost. The
 /// pathology's verdict then carries that cost and ranks first.
 fn attribute_straggler_to_cause(verdicts: &mut [Verdict], category: &str, kind: VerdictKind) {
-    let Some(si) = verdicts.iter().position(|v| {
-        v.kind == VerdictKind::Straggler && v.evidence.get("cause_category").and_then(|c| c.as_str()) == Some(category)
+    let Some(si) = verdicts.iter().position(|v| match &v.evidence {
+        Evidence::Straggler(e) => v.kind == VerdictKind::Straggler && e.cause_category == category,
+        _ => false,
     }) else {
         return;
     };
@@ -316,15 +296,11 @@ fn attribute_straggler_to_cause(verdicts: &mut [Verdict], category: &str, kind: 
     let who = verdicts[si].ranks.clone();
     let v = &mut verdicts[li];
     v.severity = straggler;
-    if let Some(obj) = v.evidence.as_object_mut() {
-        obj.insert("includes_straggler_wait".into(), serde_json::json!({"ranks": who, "severity": straggler}));
-        let text = obj.get("text").and_then(|t| t.as_str()).unwrap_or_default().to_string();
-        obj.insert(
-            "text".into(),
-            serde_json::Value::String(format!(
-                "{text} The rank it slows most also makes the others wait for it at every collective: {} of wall time in all.",
-                pct(straggler)
-            )),
+    if let Some((wait, text)) = v.evidence.straggler_wait_slot() {
+        *wait = Some(StragglerWait { ranks: who, severity: straggler });
+        *text = format!(
+            "{text} The rank it slows most also makes the others wait for it at every collective: {} of wall time in all.",
+            share(straggler)
         );
     }
     verdicts[si].severity = (launch * 0.99).min(straggler);

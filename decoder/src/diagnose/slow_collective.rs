@@ -6,12 +6,12 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::json;
-
+use super::evidence::{Evidence, SlowCollectiveEvidence};
 use super::job::{comm_hex, Job};
-use super::{ms, pct, rank_list, step_list, CollectiveRef, Location, Verdict, VerdictKind};
+use super::{rank_list, step_list, CollectiveRef, Location, Verdict, VerdictKind};
 use crate::model::{CollOp, Ns};
-use crate::summary::{bus_factor, human_bytes, size_bucket};
+use crate::summary::{bus_factor, size_bucket};
+use crate::units::{byte_size, millis, share};
 
 /// Slower than this fraction of the reference is slow.
 pub const SLOW_FRACTION: f64 = 0.5;
@@ -134,32 +134,32 @@ pub fn find(job: &Job) -> Option<Verdict> {
     let text = format!(
         "{count} of {total_of_kind} {} calls of {} ran at {:.1} GB/s bus bandwidth, {} of {against} ({:.1} GB/s); the extra time not hidden by compute was {} ({} of wall time) on {}.",
         op.name(),
-        human_bytes(first.op_bytes().1),
+        byte_size(first.op_bytes().1),
         mean_bw,
-        pct(mean_bw / reference),
+        share(mean_bw / reference),
         reference,
-        ms(loss),
-        pct(severity),
+        millis(loss),
+        share(severity),
         rank_list(&v.ranks)
     );
-    v.evidence = json!({
-        "op": op.name(),
-        "size_bucket": bucket,
-        "bytes": first.op_bytes().1,
-        "slow_calls": count,
-        "calls": total_of_kind,
-        "busbw_gbps": mean_bw,
-        "reference_busbw_gbps": reference,
-        "reference": if against.starts_with("the expected") { "peak" } else { "best_in_run" },
-        "exposed_excess_ns": loss,
-        "text": text,
+    v.evidence = Evidence::SlowCollective(SlowCollectiveEvidence {
+        bytes: first.op_bytes().1,
+        busbw_gbps: mean_bw,
+        calls: total_of_kind,
+        exposed_excess_ns: loss,
+        op: op.name(),
+        reference: if against.starts_with("the expected") { "peak" } else { "best_in_run" },
+        reference_busbw_gbps: reference,
+        size_bucket: bucket,
+        slow_calls: count,
+        text,
     });
     v.summary = format!(
         "Slow {}: {:.1} GB/s busbw vs {:.1} GB/s, {} of wall time",
         op.name(),
         mean_bw,
         reference,
-        pct(severity)
+        share(severity)
     );
     if !steps.is_empty() {
         v.summary.push_str(&format!(" (steps {})", step_list(&steps)));

@@ -7,12 +7,12 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::json;
-
+use super::evidence::{CategoryPerStep, Evidence, StepTimeStragglerEvidence, StragglerEvidence};
 use super::facts::Split;
 use super::job::{comm_hex, Job};
-use super::{ms, pct, step_list, CollectiveRef, Location, Verdict, VerdictKind};
+use super::{step_list, CollectiveRef, Location, Verdict, VerdictKind};
 use crate::model::Ns;
+use crate::units::{millis, share};
 
 /// The rank must be the last one at least this often.
 const MIN_LAST_SHARE: f64 = 0.5;
@@ -29,7 +29,7 @@ fn median(mut v: Vec<Ns>) -> Ns {
 /// A per-step category of a rank's split.
 type Category = (&'static str, fn(&Split) -> Ns);
 
-fn cause(job: &Job, late: usize) -> (String, Ns, serde_json::Value, &'static str) {
+fn cause(job: &Job, late: usize) -> (String, Ns, BTreeMap<&'static str, CategoryPerStep>, &'static str) {
     let per_step = |s: &Split, n: usize, f: fn(&Split) -> Ns| f(s) / n.max(1) as Ns;
     let cats: [Category; 6] = [
         ("data", |s| s.data_ns),
@@ -41,7 +41,7 @@ fn cause(job: &Job, late: usize) -> (String, Ns, serde_json::Value, &'static str
     ];
     let me = &job.ranks[late];
     let mut best = ("unknown", 0u64);
-    let mut table = serde_json::Map::new();
+    let mut table = BTreeMap::new();
     for (name, f) in cats {
         let mine = per_step(&me.split, me.steps.len(), f);
         let others = median(
@@ -53,21 +53,21 @@ fn cause(job: &Job, late: usize) -> (String, Ns, serde_json::Value, &'static str
                 .collect(),
         );
         let excess = mine.saturating_sub(others);
-        table.insert(name.into(), json!({"rank_ns_per_step": mine, "others_ns_per_step": others}));
+        table.insert(name, CategoryPerStep { others_ns_per_step: others, rank_ns_per_step: mine });
         if excess > best.1 {
             best = (name, excess);
         }
     }
     let text = match best.0 {
-        "data" => format!("its GPU idled {} more per step at step start while its host was outside CUDA (input pipeline or host work)", ms(best.1)),
-        "compute" => format!("its kernels took {} more per step (slower GPU, clocks / thermal throttling, or more work on this rank)", ms(best.1)),
-        "launch" => format!("its host launched work {} slower per step (CPU contention, CPU affinity)", ms(best.1)),
-        "sync" => format!("it lost {} more per step in host synchronizations", ms(best.1)),
-        "memcpy" => format!("its copies took {} more per step", ms(best.1)),
-        "idle" => format!("its GPU idled {} more per step for no recorded reason", ms(best.1)),
+        "data" => format!("its GPU idled {} more per step at step start while its host was outside CUDA (input pipeline or host work)", millis(best.1)),
+        "compute" => format!("its kernels took {} more per step (slower GPU, clocks / thermal throttling, or more work on this rank)", millis(best.1)),
+        "launch" => format!("its host launched work {} slower per step (CPU contention, CPU affinity)", millis(best.1)),
+        "sync" => format!("it lost {} more per step in host synchronizations", millis(best.1)),
+        "memcpy" => format!("its copies took {} more per step", millis(best.1)),
+        "idle" => format!("its GPU idled {} more per step for no recorded reason", millis(best.1)),
         _ => "no single cause stands out in its own trace".to_string(),
     };
-    (text, best.1, serde_json::Value::Object(table), best.0)
+    (text, best.1, table, best.0)
 }
 
 pub fn find(job: &Job) -> Option<Verdict> {
@@ -136,27 +136,27 @@ pub fn find(job: &Job) -> Option<Verdict> {
     let text = format!(
         "r{rank} arrived last at {} of {with_last} collectives, by a median of {} per step (up to {}); the other {} ranks waited in their collective kernels: {} of wall time. Likely cause: {why}.",
         last_count[late],
-        ms(med),
-        ms(worst[late].map(|w| w.0).unwrap_or(0)),
+        millis(med),
+        millis(worst[late].map(|w| w.0).unwrap_or(0)),
         n - 1,
-        pct(severity)
+        share(severity)
     );
-    v.evidence = json!({
-        "rank": rank,
-        "last_arrivals": last_count[late],
-        "collectives": with_last,
-        "median_lateness_ns": med,
-        "max_lateness_ns": worst[late].map(|w| w.0).unwrap_or(0),
-        "lost_ns": lost,
-        "cause": why,
-        "cause_category": category,
-        "per_step_by_category": cause_table,
-        "text": text,
+    v.evidence = Evidence::Straggler(StragglerEvidence {
+        cause: why,
+        cause_category: category,
+        collectives: with_last,
+        last_arrivals: last_count[late],
+        lost_ns: lost,
+        max_lateness_ns: worst[late].map(|w| w.0).unwrap_or(0),
+        median_lateness_ns: med,
+        per_step_by_category: cause_table,
+        rank,
+        text,
     });
     v.summary = format!(
         "Straggler r{rank}: the others wait {} per step for it at collectives, {} of wall time",
-        ms(med),
-        pct(severity)
+        millis(med),
+        share(severity)
     );
     if !steps.is_empty() {
         v.summary.push_str(&format!(" (steps {})", step_list(&steps)));
@@ -204,14 +204,19 @@ fn step_outlier(job: &Job) -> Option<Verdict> {
         .collect();
     let text = format!(
         "r{rank}'s mean step takes {} against a median of {} over {} ranks. Likely cause: {why}.",
-        ms(mean),
-        ms(med),
+        millis(mean),
+        millis(med),
         means.len()
     );
-    v.evidence =
-        json!({"rank": rank, "mean_step_ns": mean, "median_step_ns": med, "per_step_by_category": table, "text": text});
+    v.evidence = Evidence::StepTimeStraggler(StepTimeStragglerEvidence {
+        mean_step_ns: mean,
+        median_step_ns: med,
+        per_step_by_category: table,
+        rank,
+        text,
+    });
     v.summary =
-        format!("Straggler r{rank}: steps {} slower than the median rank", pct((mean - med) as f64 / med as f64));
+        format!("Straggler r{rank}: steps {} slower than the median rank", share((mean - med) as f64 / med as f64));
     v.advice = straggler_advice();
     Some(v)
 }

@@ -7,11 +7,11 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::json;
-
+use super::evidence::{Evidence, SyncBoundEvidence, SyncCall};
 use super::job::Job;
-use super::{ms, pct, rank_list, step_list, Location, Verdict, VerdictKind};
+use super::{rank_list, step_list, Location, Verdict, VerdictKind};
 use crate::model::Ns;
+use crate::units::{millis, share};
 
 pub fn find(job: &Job) -> Option<Verdict> {
     let idle: Ns = job.ranks.iter().map(|r| r.split.sync_ns).sum();
@@ -69,8 +69,8 @@ pub fn find(job: &Job) -> Option<Verdict> {
         parts.push(format!(
             "{name} {:.1}x per step (host blocked {} per step, GPU then idle {} per step)",
             *n as f64 / nsteps as f64,
-            ms(blocked / nsteps),
-            ms(gidle / nsteps)
+            millis(blocked / nsteps),
+            millis(gidle / nsteps)
         ));
     }
     if small_d2h > 0 {
@@ -83,28 +83,35 @@ pub fn find(job: &Job) -> Option<Verdict> {
         let bytes: u64 = job.ranks.iter().map(|r| r.pageable.bytes).sum();
         parts.push(format!(
             "{pageable_copies} copies from pageable host memory ({}, {} not overlapped) by {}",
-            crate::summary::human_bytes(bytes),
-            ms(pageable),
+            crate::units::byte_size(bytes),
+            millis(pageable),
             pg_calls.join(", ")
         ));
     }
-    let text = format!("On {}: {}; {} of wall time lost.", rank_list(&v.ranks), parts.join("; "), pct(severity));
-    v.evidence = json!({
-        "gpu_idle_after_sync_ns": idle,
-        "pageable_exposed_ns": pageable,
-        "pageable_copies": pageable_copies,
-        "small_d2h_copies": small_d2h,
-        "calls": named.iter().map(|(name, (n, b, g))| json!({
-            "name": name, "calls": n, "host_blocked_ns": b, "gpu_idle_ns": g,
-            "per_step": *n as f64 / nsteps as f64,
-        })).collect::<Vec<_>>(),
-        "pageable_calls": pg_calls,
-        "text": text,
+    let text = format!("On {}: {}; {} of wall time lost.", rank_list(&v.ranks), parts.join("; "), share(severity));
+    v.evidence = Evidence::SyncBound(SyncBoundEvidence {
+        calls: named
+            .iter()
+            .map(|(name, (n, b, g))| SyncCall {
+                calls: *n,
+                gpu_idle_ns: *g,
+                host_blocked_ns: *b,
+                name: name.clone(),
+                per_step: *n as f64 / nsteps as f64,
+            })
+            .collect(),
+        gpu_idle_after_sync_ns: idle,
+        includes_straggler_wait: None,
+        pageable_calls: pg_calls,
+        pageable_copies,
+        pageable_exposed_ns: pageable,
+        small_d2h_copies: small_d2h,
+        text,
     });
     v.summary = format!(
         "Host synchronization inside steps ({}): the GPU runs dry, {} of wall time",
         if loc_calls.is_empty() { "synchronizing calls".to_string() } else { loc_calls.join(", ") },
-        pct(severity)
+        share(severity)
     );
     if !steps.is_empty() {
         v.summary.push_str(&format!(" (steps {})", step_list(&steps)));

@@ -193,15 +193,45 @@ fn median(v: &mut [Ns]) -> Ns {
 pub fn analyse(mut inp: Input) -> Timeline {
     let index = StepIndex::new(std::mem::take(&mut inp.windows));
     let nsteps = index.windows.len();
-    let mut out = Timeline { gpu_ops: inp.ops.len(), ..Timeline::default() };
+    prepare_calls(&mut inp);
+    let mut host = HostSteps::of(&inp.calls, &inp.names, &index);
+    inp.ops.sort_by_key(|o| (o.start, o.end));
+    let gpu = GpuSteps::of(&inp.ops, &host.corr_step, &index);
+    // The first step is warm-up (lazy initialisation, first launches, communicator set-up): with
+    // enough steps, the window starts at the second one.
+    let skip = usize::from(nsteps >= WARMUP_MIN_STEPS);
+    let window = analysed_window(&index, &gpu, skip, inp.span);
+    let holes = holes_to_next_step(std::mem::take(&mut inp.unobserved), &index);
+    let (split, step_split) = split_window(&gpu, &index, &inp.calls, window, &holes, &mut host.sync_stats);
+    let mut kernels = StepKernels::of(&gpu, nsteps);
+    let gpu_end = gpu_step_ends(&gpu.first, &holes, window.1);
+    let steps = step_facts(&index, skip, &gpu, &host, &step_split, &mut kernels, &gpu_end);
+    let amp = amp_facts(&index, &kernels, &steps);
+    Timeline {
+        gpu_ops: inp.ops.len(),
+        window,
+        split,
+        colls: pair_collectives(&inp.colls, &inp.comm_kernels, &gpu.busy.compute, &index, &host.corr_step),
+        syncs: ranked_syncs(host.sync_stats),
+        small_d2h: inp.small_d2h.iter().filter(|c| host.corr_step.contains_key(c)).count() as u64,
+        pageable: pageable_stat(&inp, &gpu.busy.cm),
+        amp,
+        reserved_by_step: reserved_by_step(&mut inp.mem_samples, &index),
+        step_alloc_calls: host.alloc_calls,
+        step_alloc_ns: host.alloc_ns,
+        steps,
+        step_of_time: Some(index),
+    }
+}
 
-    // Host calls: pageable copies block the host like a sync.
+/// Pageable copies block the host like a sync; CUPTI / intercepted synchronization records stand
+/// in when no sync call was recorded; then the calls in time order.
+fn prepare_calls(inp: &mut Input) {
     for c in &mut inp.calls {
         if c.corr != 0 && inp.pageable.contains_key(&c.corr) && c.class == CallClass::Copy {
             c.class = CallClass::Sync;
         }
     }
-    // CUPTI / intercepted synchronization records stand in when no sync call was recorded.
     if !inp.calls.iter().any(|c| c.class == CallClass::Sync) {
         for s in &inp.syncs {
             let name: Name = format!("sync:{}", s.kind.name()).into();
@@ -216,252 +246,388 @@ pub fn analyse(mut inp: Input) -> Timeline {
         }
     }
     inp.calls.sort_by_key(|c| c.start);
+}
 
-    // Per step host facts; launch correlation -> step position.
-    let mut launches = vec![0u64; nsteps];
-    let mut sync_calls = vec![0u64; nsteps];
-    let mut sync_blocked = vec![0u64; nsteps];
-    let mut corr_step: SeqMap<u64, usize> = SeqMap::default();
-    let mut sync_stats: HashMap<u32, SyncCallStat> = HashMap::new();
-    let mut call_cursor = 0;
-    for c in &inp.calls {
-        // Calls are sorted by start.
-        let Some(p) = index.pos_forward(c.start, &mut call_cursor) else { continue };
-        if c.corr != 0 {
-            corr_step.insert(c.corr, p);
-        }
-        match c.class {
-            CallClass::Launch => launches[p] += 1,
-            CallClass::Sync => {
-                sync_calls[p] += 1;
-                let d = c.end.saturating_sub(c.start);
-                sync_blocked[p] += d;
-                let s = sync_stats.entry(c.name).or_insert_with(|| SyncCallStat {
-                    name: inp.names.get(c.name as usize).map(|n| n.to_string()).unwrap_or_default(),
-                    ..SyncCallStat::default()
-                });
-                s.calls += 1;
-                s.blocked_ns += d;
+/// The host side per step: launches, synchronizations, allocations, and which step each
+/// correlation id was issued in.
+struct HostSteps {
+    launches: Vec<u64>,
+    sync_calls: Vec<u64>,
+    sync_blocked: Vec<Ns>,
+    corr_step: SeqMap<u64, usize>,
+    /// Per call name (the GPU idle time after each is added by [`split_window`]).
+    sync_stats: HashMap<u32, SyncCallStat>,
+    alloc_calls: u64,
+    alloc_ns: Ns,
+}
+
+impl HostSteps {
+    /// `calls` sorted by start.
+    fn of(calls: &[RawCall], names: &[Name], index: &StepIndex) -> HostSteps {
+        let nsteps = index.windows.len();
+        let mut h = HostSteps {
+            launches: vec![0; nsteps],
+            sync_calls: vec![0; nsteps],
+            sync_blocked: vec![0; nsteps],
+            corr_step: SeqMap::default(),
+            sync_stats: HashMap::new(),
+            alloc_calls: 0,
+            alloc_ns: 0,
+        };
+        let mut cursor = 0;
+        for c in calls {
+            let Some(p) = index.pos_forward(c.start, &mut cursor) else { continue };
+            if c.corr != 0 {
+                h.corr_step.insert(c.corr, p);
             }
-            CallClass::Alloc => {
-                out.step_alloc_calls += 1;
-                out.step_alloc_ns += c.end.saturating_sub(c.start);
+            match c.class {
+                CallClass::Launch => h.launches[p] += 1,
+                CallClass::Sync => {
+                    h.sync_calls[p] += 1;
+                    let d = c.end.saturating_sub(c.start);
+                    h.sync_blocked[p] += d;
+                    let s = h.sync_stats.entry(c.name).or_insert_with(|| SyncCallStat {
+                        name: names.get(c.name as usize).map(|n| n.to_string()).unwrap_or_default(),
+                        ..SyncCallStat::default()
+                    });
+                    s.calls += 1;
+                    s.blocked_ns += d;
+                }
+                CallClass::Alloc => {
+                    h.alloc_calls += 1;
+                    h.alloc_ns += c.end.saturating_sub(c.start);
+                }
+                _ => {}
             }
-            _ => {}
         }
+        h
+    }
+}
+
+/// Busy-time unions of the GPU operations.
+struct Busy {
+    compute: Vec<(Ns, Ns)>,
+    comm: Vec<(Ns, Ns)>,
+    /// Compute or communication.
+    cm: Vec<(Ns, Ns)>,
+    /// Any operation.
+    all: Vec<(Ns, Ns)>,
+}
+
+/// The GPU side: operations (sorted by start) with the step each belongs to, busy unions, and
+/// when each step's GPU work started.
+struct GpuSteps<'a> {
+    ops: &'a [RawOp],
+    /// Step position per operation (u32: half the memory of `Option<usize>`).
+    op_step: Vec<Option<u32>>,
+    busy: Busy,
+    /// First GPU start per step position.
+    first: Vec<Option<Ns>>,
+    /// Latest end of any operation that belongs to a step.
+    last: Ns,
+}
+
+impl<'a> GpuSteps<'a> {
+    /// An operation belongs to the step whose host call launched it (by correlation), else to the
+    /// step its start falls in.
+    fn of(ops: &'a [RawOp], corr_step: &SeqMap<u64, usize>, index: &StepIndex) -> GpuSteps<'a> {
+        let mut cursor = 0;
+        let op_step: Vec<Option<u32>> = ops
+            .iter()
+            .map(|o| {
+                (o.corr != 0)
+                    .then(|| corr_step.get(&o.corr).copied())
+                    .flatten()
+                    .or_else(|| index.pos_forward(o.start, &mut cursor))
+                    .map(|p| p as u32)
+            })
+            .collect();
+        let pick = |k: OpKind| union(ops.iter().filter(|o| o.kind == k).map(|o| (o.start, o.end)).collect());
+        let (compute, comm, mem) = (pick(OpKind::Compute), pick(OpKind::Comm), pick(OpKind::Memory));
+        let cm = union2(&compute, &comm);
+        let all = union2(&cm, &mem);
+        let mut first: Vec<Option<Ns>> = vec![None; index.windows.len()];
+        let mut last: Ns = 0;
+        for (o, s) in ops.iter().zip(&op_step) {
+            if let Some(p) = s.map(|p| p as usize) {
+                if first[p].is_none_or(|f| o.start < f) {
+                    first[p] = Some(o.start);
+                }
+                last = last.max(o.end);
+            }
+        }
+        GpuSteps { ops, op_step, busy: Busy { compute, comm, cm, all }, first, last }
     }
 
-    // GPU operations, each with its step position.
-    inp.ops.sort_by_key(|o| (o.start, o.end));
-    // u32 positions: half the memory of Option<usize> per operation.
-    // Operations are sorted by start.
-    let mut op_cursor = 0;
-    let op_step: Vec<Option<u32>> = inp
-        .ops
-        .iter()
-        .map(|o| {
-            (o.corr != 0)
-                .then(|| corr_step.get(&o.corr).copied())
-                .flatten()
-                .or_else(|| index.pos_forward(o.start, &mut op_cursor))
-                .map(|p| p as u32)
-        })
-        .collect();
-    let pick = |k: OpKind| union(inp.ops.iter().filter(|o| o.kind == k).map(|o| (o.start, o.end)).collect());
-    let (compute, comm, mem) = (pick(OpKind::Compute), pick(OpKind::Comm), pick(OpKind::Memory));
-    let cm = union2(&compute, &comm);
-    let all = union2(&cm, &mem);
-
-    // The analysed window: the steps (host and the GPU work they launched).
-    let mut g_first: Vec<Option<Ns>> = vec![None; nsteps];
-    let mut g_last: Ns = 0;
-    for (o, s) in inp.ops.iter().zip(&op_step) {
-        if let Some(p) = s.map(|p| p as usize) {
-            if g_first[p].is_none_or(|f| o.start < f) {
-                g_first[p] = Some(o.start);
-            }
-            g_last = g_last.max(o.end);
-        }
+    fn step_of(&self, op: usize) -> Option<usize> {
+        self.op_step.get(op).copied().flatten().map(|p| p as usize)
     }
-    // The first step is warm-up (lazy initialisation, first launches, communicator set-up): with
-    // enough steps, the window starts at the second one.
-    let skip = usize::from(nsteps >= WARMUP_MIN_STEPS);
-    let (w0, w1) = match (index.windows.get(skip), index.windows.last()) {
+}
+
+/// The analysed window: the steps from `skip` on (host and the GPU work they launched); the whole
+/// span without steps.
+fn analysed_window(index: &StepIndex, gpu: &GpuSteps<'_>, skip: usize, span: (Ns, Ns)) -> (Ns, Ns) {
+    match (index.windows.get(skip), index.windows.last()) {
         (Some(f), Some(l)) => {
-            let first_gpu = g_first[skip..].iter().flatten().min().copied().unwrap_or(f.start);
-            (f.start.min(first_gpu), l.end.max(g_last))
+            let first_gpu = gpu.first[skip..].iter().flatten().min().copied().unwrap_or(f.start);
+            (f.start.min(first_gpu), l.end.max(gpu.last))
         }
-        _ => inp.span,
-    };
-    out.window = (w0, w1);
+        _ => span,
+    }
+}
 
-    // Idle gaps, classified.
-    let host = union(inp.calls.iter().map(|c| (c.start, c.end)).collect());
-    let mut sync_list: Vec<&RawCall> = inp.calls.iter().filter(|c| c.class == CallClass::Sync).collect();
-    sync_list.sort_by_key(|c| c.start);
-    // Gaps are classified in time order, so the searches below only move forward.
-    let mut sync_cursor = 0;
-    let mut blocking_sync = |a: Ns| -> Option<u32> {
-        let i = forward_partition(&sync_list, &mut sync_cursor, |c| c.start <= a);
-        sync_list[..i].iter().rev().take(64).find(|c| c.end + SYNC_SLACK_NS >= a).map(|c| c.name)
-    };
-    let mut step_split = vec![Split::default(); nsteps];
-    let mut split = Split::default();
-    let mut prev = w0;
-    let (mut gap_op_cursor, mut gap_cursor) = (0, 0);
-    let mut classify_gap = |a: Ns, b: Ns, split: &mut Split, step_split: &mut [Split]| {
+/// Unrecorded stretches reach to the next step's start: between a window's opening and its first
+/// whole step the GPU still runs work launched before (unrecorded), which is not idle.
+fn holes_to_next_step(mut holes: Vec<(Ns, Ns)>, index: &StepIndex) -> Vec<(Ns, Ns)> {
+    for h in &mut holes {
+        if let Some(next) = index.windows.iter().map(|w| w.start).filter(|&t| t >= h.1).min() {
+            h.1 = next;
+        }
+    }
+    holes
+}
+
+/// Classifies each GPU idle gap by what the host was doing: blocked in a sync, outside CUDA at a
+/// step's start (data), launching (launch), or none of these (idle).
+struct GapClassifier<'a> {
+    gpu: &'a GpuSteps<'a>,
+    index: &'a StepIndex,
+    /// Union of the host calls.
+    host: Vec<(Ns, Ns)>,
+    /// Synchronizing calls by start.
+    syncs: Vec<&'a RawCall>,
+    // Gaps come in time order, so every search below only moves forward.
+    sync_cursor: usize,
+    op_cursor: usize,
+    step_cursor: usize,
+}
+
+impl<'a> GapClassifier<'a> {
+    fn new(gpu: &'a GpuSteps<'a>, index: &'a StepIndex, calls: &'a [RawCall]) -> GapClassifier<'a> {
+        let host = union(calls.iter().map(|c| (c.start, c.end)).collect());
+        let mut syncs: Vec<&RawCall> = calls.iter().filter(|c| c.class == CallClass::Sync).collect();
+        syncs.sort_by_key(|c| c.start);
+        GapClassifier { gpu, index, host, syncs, sync_cursor: 0, op_cursor: 0, step_cursor: 0 }
+    }
+
+    /// The sync call the host was blocked in when the GPU ran dry at `a`.
+    fn blocking_sync(&mut self, a: Ns) -> Option<u32> {
+        let i = forward_partition(&self.syncs, &mut self.sync_cursor, |c| c.start <= a);
+        self.syncs[..i].iter().rev().take(64).find(|c| c.end + SYNC_SLACK_NS >= a).map(|c| c.name)
+    }
+
+    /// The gap `[a, b)`: its split, the step it belongs to (that of the work after it), and the
+    /// sync call that caused it.
+    fn classify(&mut self, a: Ns, b: Ns) -> (Split, Option<usize>, Option<u32>) {
         let gap = b - a;
-        let i = forward_partition(&inp.ops, &mut gap_op_cursor, |o| o.start < b);
-        let owner =
-            op_step.get(i).copied().flatten().map(|p| p as usize).or_else(|| index.pos_forward(b, &mut gap_cursor));
-        let first = owner.is_some_and(|p| g_first[p] == Some(b));
+        let i = forward_partition(self.gpu.ops, &mut self.op_cursor, |o| o.start < b);
+        let owner = self.gpu.step_of(i).or_else(|| self.index.pos_forward(b, &mut self.step_cursor));
+        let first = owner.is_some_and(|p| self.gpu.first[p] == Some(b));
         let mut part = Split::default();
-        if let Some(name) = blocking_sync(a) {
+        let sync = self.blocking_sync(a);
+        if sync.is_some() {
             part.sync_ns = gap;
-            if let Some(s) = sync_stats.get_mut(&name) {
-                s.gpu_idle_ns += gap;
-            }
         } else if first {
-            let outside = gap - measure_in(&host, a, b);
+            let outside = gap - measure_in(&self.host, a, b);
             part.data_ns = outside;
             part.launch_ns = gap - outside;
         } else if owner.is_some() && gap <= LAUNCH_GAP_MAX_NS {
             part.launch_ns = gap;
         } else {
-            let inside = measure_in(&host, a, b);
+            let inside = measure_in(&self.host, a, b);
             if owner.is_some() && inside * 2 >= gap {
                 part.launch_ns = gap;
             } else {
                 part.idle_ns = gap;
             }
         }
-        split.add(&part);
-        if let Some(p) = owner {
-            step_split[p].add(&part);
-        }
-    };
-    // Unrecorded stretches reach to the next step's start: between a window's opening and its
-    // first whole step the GPU still runs work launched before (unrecorded), which is not idle.
-    let mut holes = std::mem::take(&mut inp.unobserved);
-    for h in &mut holes {
-        if let Some(next) = index.windows.iter().map(|w| w.start).filter(|&t| t >= h.1).min() {
-            h.1 = next;
-        }
+        (part, owner, sync)
     }
-    let observed = observed_parts(w0, w1, &holes);
-    let in_observed = |set: &[(Ns, Ns)]| observed.iter().map(|&(a, b)| measure_in(set, a, b)).sum::<Ns>();
-    for &(s, e) in &all {
+}
+
+/// The window's split (busy time by kind, idle gaps by cause), whole and per step position;
+/// time the capture windows did not record is left out, not called idle. Adds the GPU idle time
+/// each sync call caused to `sync_stats`.
+fn split_window(
+    gpu: &GpuSteps<'_>,
+    index: &StepIndex,
+    calls: &[RawCall],
+    (w0, w1): (Ns, Ns),
+    holes: &[(Ns, Ns)],
+    sync_stats: &mut HashMap<u32, SyncCallStat>,
+) -> (Split, Vec<Split>) {
+    let mut gaps = GapClassifier::new(gpu, index, calls);
+    let mut step_split = vec![Split::default(); index.windows.len()];
+    let mut split = Split::default();
+    let mut prev = w0;
+    for &(s, e) in &gpu.busy.all {
         if e <= w0 || s >= w1 {
             continue;
         }
         let (s, e) = (s.max(w0), e.min(w1));
         if s > prev {
-            // Time the capture windows did not record is left out, not called idle.
-            for (a, b) in observed_parts(prev, s, &holes) {
-                classify_gap(a, b, &mut split, &mut step_split);
+            for (a, b) in observed_parts(prev, s, holes) {
+                let (part, owner, sync) = gaps.classify(a, b);
+                if let Some(st) = sync.and_then(|name| sync_stats.get_mut(&name)) {
+                    st.gpu_idle_ns += part.sync_ns;
+                }
+                split.add(&part);
+                if let Some(p) = owner {
+                    step_split[p].add(&part);
+                }
             }
         }
         prev = prev.max(e);
     }
     if prev < w1 {
-        split.idle_ns += observed_parts(prev, w1, &holes).iter().map(|p| p.1 - p.0).sum::<Ns>();
+        split.idle_ns += observed_parts(prev, w1, holes).iter().map(|p| p.1 - p.0).sum::<Ns>();
     }
-    split.compute_ns = in_observed(&compute);
-    split.comm_ns = in_observed(&comm) - observed.iter().map(|&(a, b)| intersect_in(&comm, &compute, a, b)).sum::<Ns>();
-    split.memcpy_ns = in_observed(&all) - in_observed(&cm);
+    let observed = observed_parts(w0, w1, holes);
+    let in_observed = |set: &[(Ns, Ns)]| observed.iter().map(|&(a, b)| measure_in(set, a, b)).sum::<Ns>();
+    let b = &gpu.busy;
+    split.compute_ns = in_observed(&b.compute);
+    split.comm_ns =
+        in_observed(&b.comm) - observed.iter().map(|&(a, b2)| intersect_in(&b.comm, &b.compute, a, b2)).sum::<Ns>();
+    split.memcpy_ns = in_observed(&b.all) - in_observed(&b.cm);
+    (split, step_split)
+}
 
-    // Per step.
-    let mut kdur: Vec<Vec<Ns>> = vec![Vec::new(); nsteps];
-    let mut kspan: Vec<Vec<(Ns, Ns)>> = vec![Vec::new(); nsteps];
-    let mut amp_check: Vec<Option<Ns>> = vec![None; nsteps];
-    let mut optim_after: Vec<bool> = vec![false; nsteps];
-    let mut optim_name: Option<Family> = None;
-    for (o, s) in inp.ops.iter().zip(&op_step) {
-        let Some(p) = s.map(|p| p as usize) else { continue };
-        if o.kind == OpKind::Compute {
-            kdur[p].push(o.end - o.start);
-            kspan[p].push((o.start, o.end));
-        }
-        match o.family {
-            Family::AmpCheck => amp_check[p] = Some(amp_check[p].map_or(o.start, |t: Ns| t.min(o.start))),
-            Family::Optimizer => optim_name = Some(Family::Optimizer),
-            _ => {}
-        }
-    }
-    for (o, s) in inp.ops.iter().zip(&op_step) {
-        if let (Some(p), Family::Optimizer) = (s.map(|p| p as usize), o.family) {
-            if amp_check[p].is_some_and(|t| o.start >= t) {
-                optim_after[p] = true;
+/// The compute kernels of each step position, and the AMP check / optimizer kernels.
+struct StepKernels {
+    durations: Vec<Vec<Ns>>,
+    spans: Vec<Vec<(Ns, Ns)>>,
+    /// Start of the first AMP non-finite check.
+    amp_check: Vec<Option<Ns>>,
+    /// An optimizer kernel ran after the AMP check.
+    optimizer_after_check: Vec<bool>,
+    /// Any optimizer kernel ran at all.
+    any_optimizer: bool,
+}
+
+impl StepKernels {
+    fn of(gpu: &GpuSteps<'_>, nsteps: usize) -> StepKernels {
+        let mut k = StepKernels {
+            durations: vec![Vec::new(); nsteps],
+            spans: vec![Vec::new(); nsteps],
+            amp_check: vec![None; nsteps],
+            optimizer_after_check: vec![false; nsteps],
+            any_optimizer: false,
+        };
+        for (o, s) in gpu.ops.iter().zip(&gpu.op_step) {
+            let Some(p) = s.map(|p| p as usize) else { continue };
+            if o.kind == OpKind::Compute {
+                k.durations[p].push(o.end - o.start);
+                k.spans[p].push((o.start, o.end));
+            }
+            match o.family {
+                Family::AmpCheck => k.amp_check[p] = Some(k.amp_check[p].map_or(o.start, |t: Ns| t.min(o.start))),
+                Family::Optimizer => k.any_optimizer = true,
+                _ => {}
             }
         }
+        for (o, s) in gpu.ops.iter().zip(&gpu.op_step) {
+            if let (Some(p), Family::Optimizer) = (s.map(|p| p as usize), o.family) {
+                if k.amp_check[p].is_some_and(|t| o.start >= t) {
+                    k.optimizer_after_check[p] = true;
+                }
+            }
+        }
+        k
     }
-    let mut order: Vec<usize> = (0..nsteps).filter(|&p| g_first[p].is_some()).collect();
-    order.sort_by_key(|&p| g_first[p]);
+}
+
+/// Where each step position's GPU window ends: where the next step's GPU work starts (in GPU
+/// order), or where recording stopped before that, or the window's end.
+fn gpu_step_ends(first: &[Option<Ns>], holes: &[(Ns, Ns)], w1: Ns) -> Vec<Ns> {
+    let nsteps = first.len();
+    let mut order: Vec<usize> = (0..nsteps).filter(|&p| first[p].is_some()).collect();
+    order.sort_by_key(|&p| first[p]);
     let mut next_first: Vec<Ns> = vec![w1; nsteps];
     for w in order.windows(2) {
-        next_first[w[0]] = g_first[w[1]].unwrap_or(w1);
+        next_first[w[0]] = first[w[1]].unwrap_or(w1);
     }
-    // A step's GPU window ends where recording stopped, not after the unrecorded stretch.
     for p in 0..nsteps {
-        if let Some(g) = g_first[p] {
+        if let Some(g) = first[p] {
             if let Some(h) = holes.iter().find(|h| h.0 >= g && h.0 < next_first[p]) {
                 next_first[p] = h.0;
             }
         }
     }
+    next_first
+}
+
+/// The facts of each analysed step (from `skip` on).
+fn step_facts(
+    index: &StepIndex,
+    skip: usize,
+    gpu: &GpuSteps<'_>,
+    host: &HostSteps,
+    step_split: &[Split],
+    kernels: &mut StepKernels,
+    gpu_end: &[Ns],
+) -> Vec<StepFacts> {
+    let b = &gpu.busy;
+    let mut out = Vec::new();
     for (p, w) in index.windows.iter().enumerate().skip(skip) {
         let mut st = StepFacts {
             index: w.index,
             host_start: w.start,
             host_end: w.end,
-            gpu_start: g_first[p],
-            gpu_end: next_first[p],
+            gpu_start: gpu.first[p],
+            gpu_end: gpu_end[p],
             split: step_split[p],
-            launches: launches[p],
-            kernels: kdur[p].len() as u64,
-            median_kernel_ns: median(&mut kdur[p]),
-            sync_calls: sync_calls[p],
-            sync_blocked_ns: sync_blocked[p],
+            launches: host.launches[p],
+            kernels: kernels.durations[p].len() as u64,
+            median_kernel_ns: median(&mut kernels.durations[p]),
+            sync_calls: host.sync_calls[p],
+            sync_blocked_ns: host.sync_blocked[p],
             ..StepFacts::default()
         };
-        if let Some(g) = g_first[p] {
-            let e = next_first[p].max(g);
-            st.split.compute_ns = measure_in(&compute, g, e);
-            st.split.comm_ns = measure_in(&comm, g, e) - intersect_in(&comm, &compute, g, e);
-            st.split.memcpy_ns = measure_in(&all, g, e) - measure_in(&cm, g, e);
+        if let Some(g) = gpu.first[p] {
+            let e = gpu_end[p].max(g);
+            st.split.compute_ns = measure_in(&b.compute, g, e);
+            st.split.comm_ns = measure_in(&b.comm, g, e) - intersect_in(&b.comm, &b.compute, g, e);
+            st.split.memcpy_ns = measure_in(&b.all, g, e) - measure_in(&b.cm, g, e);
         }
-        let ks = &mut kspan[p];
+        let ks = &mut kernels.spans[p];
         ks.sort_unstable();
         let mut gaps: Vec<Ns> = ks.windows(2).map(|k| k[1].0.saturating_sub(k[0].1)).collect();
         st.median_gap_ns = median(&mut gaps);
-        out.steps.push(st);
+        out.push(st);
     }
+    out
+}
 
-    // AMP.
-    if optim_name.is_some() {
-        for (p, w) in index.windows.iter().enumerate() {
-            if amp_check[p].is_some() {
-                out.amp.checked_steps.push(w.index);
-                if !optim_after[p] {
-                    out.amp.skipped_steps.push(w.index);
-                    out.amp.skipped_ns +=
-                        out.steps.iter().find(|s| s.index == w.index).map_or(0, |s| s.gpu_window_ns());
-                }
+/// AMP: steps with a non-finite check, and those whose optimizer kernels did not follow it.
+fn amp_facts(index: &StepIndex, kernels: &StepKernels, steps: &[StepFacts]) -> AmpFacts {
+    let mut amp = AmpFacts::default();
+    if !kernels.any_optimizer {
+        return amp;
+    }
+    for (p, w) in index.windows.iter().enumerate() {
+        if kernels.amp_check[p].is_some() {
+            amp.checked_steps.push(w.index);
+            if !kernels.optimizer_after_check[p] {
+                amp.skipped_steps.push(w.index);
+                amp.skipped_ns += steps.iter().find(|s| s.index == w.index).map_or(0, |s| s.gpu_window_ns());
             }
         }
     }
+    amp
+}
 
-    out.colls = pair_collectives(&inp.colls, &inp.comm_kernels, &compute, &index, &corr_step);
-
-    // Syncs inside steps, most costly first.
-    let mut syncs: Vec<SyncCallStat> = sync_stats.into_values().collect();
+/// Syncs inside steps, most costly first.
+fn ranked_syncs(stats: HashMap<u32, SyncCallStat>) -> Vec<SyncCallStat> {
+    let mut syncs: Vec<SyncCallStat> = stats.into_values().collect();
     syncs.sort_by(|a, b| {
         b.gpu_idle_ns.cmp(&a.gpu_idle_ns).then(b.blocked_ns.cmp(&a.blocked_ns)).then(a.name.cmp(&b.name))
     });
-    out.syncs = syncs;
-    out.small_d2h = inp.small_d2h.iter().filter(|c| corr_step.contains_key(c)).count() as u64;
+    syncs
+}
 
-    // Pageable copies.
+/// Pageable copies: how many, their bytes and GPU time, the part not hidden behind kernels, and
+/// the calls that issued them.
+fn pageable_stat(inp: &Input, cm: &[(Ns, Ns)]) -> PageableStat {
     let mut pg = PageableStat::default();
     let mut call_names: Vec<String> = Vec::new();
     let corr_name: HashMap<u64, u32> = inp
@@ -474,7 +640,7 @@ pub fn analyse(mut inp: Input) -> Timeline {
         pg.copies += 1;
         pg.bytes += bytes;
         pg.gpu_ns += e.saturating_sub(s);
-        pg.exposed_ns += e.saturating_sub(s) - intersect_in(&[(s, e)], &cm, s, e);
+        pg.exposed_ns += e.saturating_sub(s) - intersect_in(&[(s, e)], cm, s, e);
         if let Some(n) = corr_name.get(corr).and_then(|&i| inp.names.get(i as usize)) {
             if !call_names.iter().any(|c| c == &**n) {
                 call_names.push(n.to_string());
@@ -483,12 +649,14 @@ pub fn analyse(mut inp: Input) -> Timeline {
     }
     call_names.sort();
     pg.calls = call_names;
-    out.pageable = pg;
+    pg
+}
 
-    // Reservation at the end of each step.
-    inp.mem_samples.sort_unstable();
+/// The device memory reserved at the end of each step.
+fn reserved_by_step(samples: &mut [(Ns, u64)], index: &StepIndex) -> Vec<(u64, u64)> {
+    samples.sort_unstable();
     let mut by_step: Vec<(u64, u64)> = Vec::new();
-    for &(t, r) in &inp.mem_samples {
+    for &(t, r) in samples.iter() {
         if let Some(i) = index.at(t) {
             match by_step.last_mut() {
                 Some(last) if last.0 == i => last.1 = r,
@@ -496,10 +664,7 @@ pub fn analyse(mut inp: Input) -> Timeline {
             }
         }
     }
-    out.reserved_by_step = by_step;
-    out.split = split;
-    out.step_of_time = Some(index);
-    out
+    by_step
 }
 
 /// Pair NCCL calls with their kernels (correlation, else issue order per rank) into [`CollFact`]s.

@@ -12,8 +12,10 @@ use std::collections::HashSet;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+use super::display_names::{
+    flow_id, launches_gpu_work, memcpy_name, memset_name, process_label, stream_label, DisplayNames,
+};
 use super::json::{write_str, write_u64, EventStream};
-use super::names::{flow_id, launches_gpu_work, memcpy_name, memset_name, process_label, stream_label, DisplayNames};
 use super::{Exporter, Written};
 use crate::model::*;
 

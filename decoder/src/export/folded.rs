@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use super::names::{frame_name, memcpy_name, memset_name, DisplayNames};
+use super::display_names::{frame_name, memcpy_name, memset_name, DisplayNames};
 use super::{Exporter, Written};
 use crate::intervals::{FastMap, SeqMap};
 use crate::model::*;

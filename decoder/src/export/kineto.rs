@@ -22,8 +22,8 @@ use std::path::{Path, PathBuf};
 
 use regex_lite::Regex;
 
+use super::display_names::{launches_gpu_work, memcpy_name, memset_name, process_file_stem, DisplayNames};
 use super::json::{write_str, write_u64, EventStream};
-use super::names::{launches_gpu_work, memcpy_name, memset_name, process_file_stem, DisplayNames};
 use super::{Exporter, Written};
 use crate::model::*;
 

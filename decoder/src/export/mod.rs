@@ -14,11 +14,11 @@
 
 pub mod chrome;
 pub mod columns;
+pub mod display_names;
 pub mod filter;
 pub mod folded;
 pub mod json;
 pub mod kineto;
-pub mod names;
 pub mod parquet;
 pub mod perfetto;
 pub mod plan;
@@ -36,8 +36,8 @@ use crate::model::*;
 use filter::Filter;
 use select::Selection;
 
-/// An output format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// An output format (its `--format` name is the variant's, in lower case).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ExportFormat {
     Perfetto,
     Chrome,
@@ -48,30 +48,6 @@ pub enum ExportFormat {
 }
 
 impl ExportFormat {
-    pub const ALL: [ExportFormat; 6] = [
-        ExportFormat::Perfetto,
-        ExportFormat::Chrome,
-        ExportFormat::Kineto,
-        ExportFormat::Parquet,
-        ExportFormat::Folded,
-        ExportFormat::Flamegraph,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            ExportFormat::Perfetto => "perfetto",
-            ExportFormat::Chrome => "chrome",
-            ExportFormat::Kineto => "kineto",
-            ExportFormat::Parquet => "parquet",
-            ExportFormat::Folded => "folded",
-            ExportFormat::Flamegraph => "flamegraph",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<ExportFormat> {
-        Self::ALL.into_iter().find(|f| f.name() == s.to_ascii_lowercase())
-    }
-
     /// Output path used when `-o` is not given.
     pub fn default_output(self) -> &'static str {
         match self {

@@ -14,7 +14,7 @@ use parquet::errors::ParquetError;
 use regex_lite::Regex;
 
 use super::columns::{ColType, ColType::*, Row, Table};
-use super::names::DisplayNames;
+use super::display_names::DisplayNames;
 use super::{Exporter, Written};
 use crate::model::*;
 use crate::steps::StepFinder;

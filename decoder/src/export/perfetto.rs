@@ -18,7 +18,9 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use super::names::{flow_id, launches_gpu_work, memcpy_name, memset_name, process_label, stream_label, DisplayNames};
+use super::display_names::{
+    flow_id, launches_gpu_work, memcpy_name, memset_name, process_label, stream_label, DisplayNames,
+};
 use super::proto::{put_varint, Msg};
 use super::{Exporter, Written};
 use crate::intervals::FastMap;

@@ -5,7 +5,7 @@
 use regex_lite::Regex;
 
 use super::select::{Selection, Window};
-use crate::clock::{self, ClockPlan, CollectiveEnds};
+use crate::clock_alignment::{self, ClockPlan, CollectiveEnds};
 use crate::convert::{feed_each, ConvertOptions};
 use crate::input::{Notes, Source, SourceKind};
 use crate::model::*;
@@ -172,7 +172,7 @@ pub fn make_plan(
             .collect();
         let procs: Vec<ProcessInfo> = rings.iter().map(|r| r.0.clone()).collect();
         let ends: Vec<&CollectiveEnds> = rings.iter().map(|r| r.1).collect();
-        let cp = clock::plan(&procs, &ends);
+        let cp = clock_alignment::plan(&procs, &ends);
         for p in &first.processes {
             plan.offsets[source_of(p)] = cp.offset_of(&p.path);
         }

@@ -77,6 +77,10 @@ impl RawEvent {
     fn tid_u32(&self) -> u32 {
         id_u32(&self.tid)
     }
+    /// The GPU stream of a kernel, copy or memset: its `stream` arg, else its thread id.
+    fn stream(&self) -> u32 {
+        self.arg_u64("stream").map(|s| s as u32).unwrap_or_else(|| self.tid_u32())
+    }
 }
 
 fn us_to_ns(us: f64) -> Ns {
@@ -249,29 +253,55 @@ enum Item {
 
 /// Decode one Kineto trace into `sink` as process `id`. Returns the process info it announced.
 pub fn feed(path: &Path, id: ProcId, sink: &mut dyn TraceSink, notes: &mut Notes) -> Result<ProcessInfo, InputError> {
+    let trace = read_trace(path, notes)?;
+    if trace.trace_events.is_empty() {
+        notes.add(Some(path), "trace has no events");
+    }
+    let ident = identity(&trace);
+    let mut names = Interner::new();
+    let info = process_info(path, id, &ident, &trace.trace_events, &mut names);
+    sink.handle_process(&info);
+    let events = &trace.trace_events;
+    let mut conv = KinetoConverter {
+        proc: id,
+        ident: &ident,
+        names,
+        comm_kernel_corr: comm_kernel_correlations(events),
+        items: Vec::with_capacity(events.len()),
+        ranges: Vec::new(),
+        apis: Vec::new(),
+        colls: Vec::new(),
+        seq_per_comm: HashMap::new(),
+        without_ts: 0,
+    };
+    for (i, e) in events.iter().enumerate() {
+        conv.on_event(i, e, sink);
+    }
+    conv.finish(path, sink, notes);
+    Ok(info)
+}
+
+/// The trace's events, from intact JSON or, with a note, from the part before the damage.
+fn read_trace(path: &Path, notes: &mut Notes) -> Result<RawTrace, InputError> {
     let bytes = read_bytes(path, notes)?;
-    let trace: RawTrace = match serde_json::from_slice(&bytes) {
-        Ok(t) => t,
+    match serde_json::from_slice(&bytes) {
+        Ok(t) => Ok(t),
         Err(e) => match salvage(&bytes) {
             Some(t) if !t.trace_events.is_empty() => {
                 notes.add(
                     Some(path),
                     format!("corrupt JSON ({e}); using the {} events before the damage", t.trace_events.len()),
                 );
-                t
+                Ok(t)
             }
-            _ => return Err(InputError::BadJson { path: path.to_path_buf(), message: e.to_string() }),
+            _ => Err(InputError::BadJson { path: path.to_path_buf(), message: e.to_string() }),
         },
-    };
-    drop(bytes);
-    if trace.trace_events.is_empty() {
-        notes.add(Some(path), "trace has no events");
     }
-    let ident = identity(&trace);
-    let mut names = Interner::new();
-    let gpu_records =
-        trace.trace_events.iter().any(|e| matches!(e.cat.as_str(), "kernel" | "gpu_memcpy" | "gpu_memset"));
-    let info = ProcessInfo {
+}
+
+fn process_info(path: &Path, id: ProcId, ident: &Identity, events: &[RawEvent], names: &mut Interner) -> ProcessInfo {
+    let gpu_records = events.iter().any(|e| matches!(e.cat.as_str(), "kernel" | "gpu_memcpy" | "gpu_memset"));
+    ProcessInfo {
         id,
         origin: Origin::Kineto,
         path: path.to_path_buf(),
@@ -286,204 +316,242 @@ pub fn feed(path: &Path, id: ProcId, sink: &mut dyn TraceSink, notes: &mut Notes
         clock_offset_ns: 0,
         gpu_activity: gpu_records,
         dropped_events: 0,
-    };
-    sink.handle_process(&info);
+    }
+}
 
-    let events = &trace.trace_events;
-    // External id -> correlation of the NCCL kernel launched under it (links record_param_comms).
-    let mut comm_kernel_corr: HashMap<u64, u64> = HashMap::new();
+/// External id -> correlation of the NCCL kernel launched under it (links `record_param_comms`).
+fn comm_kernel_correlations(events: &[RawEvent]) -> HashMap<u64, u64> {
+    let mut out = HashMap::new();
     for e in events {
         if e.cat == "kernel" && (is_comm_kernel(&e.name) || e.arg("Collective name").is_some()) {
             if let (Some(x), Some(c)) = (e.arg_u64("External id"), e.arg_u64("correlation")) {
-                comm_kernel_corr.insert(x, c);
+                out.insert(x, c);
             }
         }
     }
+    out
+}
 
-    let mut items: Vec<(Ns, Item)> = Vec::with_capacity(events.len());
-    let mut ranges: Vec<usize> = Vec::new();
-    let mut apis: Vec<usize> = Vec::new();
-    let mut seq_per_comm: HashMap<u64, u64> = HashMap::new();
-    let mut colls: Vec<usize> = Vec::new();
-    let mut skipped_bad = 0usize;
-    for (i, e) in events.iter().enumerate() {
+/// The Kineto converter: one trace's events into model events, gathered (ranges need their
+/// nesting, which only the whole trace tells), then delivered in time order.
+struct KinetoConverter<'t> {
+    proc: ProcId,
+    ident: &'t Identity,
+    names: Interner,
+    comm_kernel_corr: HashMap<u64, u64>,
+    items: Vec<(Ns, Item)>,
+    /// Positions in `items` of the ranges, API calls and collectives (nested by [`nest_ranges`]).
+    ranges: Vec<usize>,
+    apis: Vec<usize>,
+    colls: Vec<usize>,
+    /// The next sequence number per communicator (process group).
+    seq_per_comm: HashMap<u64, u64>,
+    /// Slice events without a timestamp, skipped.
+    without_ts: usize,
+}
+
+impl KinetoConverter<'_> {
+    /// Event `i` of the trace. Thread names go to the sink at once, the rest is gathered.
+    fn on_event(&mut self, i: usize, e: &RawEvent, sink: &mut dyn TraceSink) {
         if e.ph == "X" && e.ts.is_none() {
-            skipped_bad += 1;
-            continue;
+            self.without_ts += 1;
+            return;
         }
         match (e.ph.as_str(), e.cat.as_str()) {
-            ("X", "kernel") => {
-                let arr = |k: &str| -> [u32; 3] {
-                    let mut out = [0u32; 3];
-                    if let Some(Value::Array(a)) = e.arg(k) {
-                        for (o, v) in out.iter_mut().zip(a) {
-                            *o = v.as_u64().unwrap_or(0) as u32;
-                        }
-                    }
-                    out
-                };
-                let collective =
-                    collective_args(e).map(|(op, bytes, nranks, _)| KernelCollectiveInfo { op, bytes, nranks });
-                let k = Kernel {
-                    proc: id,
-                    device: e.arg_u64("device").unwrap_or(0) as u32,
-                    context: e.arg_u64("context").unwrap_or(0) as u32,
-                    stream: e.arg_u64("stream").map(|s| s as u32).unwrap_or_else(|| e.tid_u32()),
-                    start: e.start(),
-                    end: e.end(),
-                    name: names.intern(&e.name),
-                    grid: arr("grid"),
-                    block: arr("block"),
-                    registers: e.arg_u64("registers per thread").unwrap_or(0) as u16,
-                    shared_mem: e.arg_u64("shared memory").unwrap_or(0) as u32,
-                    correlation: e.arg_u64("correlation").unwrap_or(0),
-                    graph_id: 0,
-                    collective,
-                };
-                items.push((k.start, Item::Kernel(k)));
-            }
-            ("X", "gpu_memcpy") => {
-                let (kind, src_kind, dst_kind) = copy_kinds(&e.name);
-                let m = Memcpy {
-                    proc: id,
-                    device: e.arg_u64("device").unwrap_or(0) as u32,
-                    context: e.arg_u64("context").unwrap_or(0) as u32,
-                    stream: e.arg_u64("stream").map(|s| s as u32).unwrap_or_else(|| e.tid_u32()),
-                    start: e.start(),
-                    end: e.end(),
-                    bytes: e.arg_u64("bytes").unwrap_or(0),
-                    kind,
-                    src_kind,
-                    dst_kind,
-                    correlation: e.arg_u64("correlation").unwrap_or(0),
-                };
-                items.push((m.start, Item::Memcpy(m)));
-            }
-            ("X", "gpu_memset") => {
-                let m = Memset {
-                    proc: id,
-                    device: e.arg_u64("device").unwrap_or(0) as u32,
-                    context: e.arg_u64("context").unwrap_or(0) as u32,
-                    stream: e.arg_u64("stream").map(|s| s as u32).unwrap_or_else(|| e.tid_u32()),
-                    start: e.start(),
-                    end: e.end(),
-                    bytes: e.arg_u64("bytes").unwrap_or(0),
-                    value: 0,
-                    dst_kind: MemoryKind::Device,
-                    correlation: e.arg_u64("correlation").unwrap_or(0),
-                };
-                items.push((m.start, Item::Memset(m)));
-            }
-            ("X", "cuda_runtime" | "cuda_driver") => {
-                let a = Api {
-                    proc: id,
-                    tid: e.tid_u32(),
-                    domain: if e.cat == "cuda_driver" { ApiDomain::CuptiDriver } else { ApiDomain::CuptiRuntime },
-                    name: names.intern(&e.name),
-                    start: e.start(),
-                    end: e.end(),
-                    result: 0,
-                    correlation: e.arg_u64("correlation").unwrap_or(0),
-                    detail: None,
-                    stream: 0,
-                    arg: 0,
-                    range: None,
-                };
-                apis.push(items.len());
-                items.push((a.start, Item::Api(a)));
-            }
-            ("X", "user_annotation" | "cpu_op") => {
-                if e.name == "record_param_comms" {
-                    if let Some((op, bytes, nranks, pg)) = collective_args(e) {
-                        let comm = fnv1a(&pg);
-                        let seq = seq_per_comm.entry(comm).or_insert(0);
-                        let c = Collective {
-                            proc: id,
-                            tid: e.tid_u32(),
-                            op,
-                            start: e.start(),
-                            end: e.end(),
-                            comm,
-                            rank: ident.rank.unwrap_or(0),
-                            nranks,
-                            count: 0,
-                            datatype: 0,
-                            bytes,
-                            peer: -1,
-                            stream: 0,
-                            seq: *seq,
-                            result: 0,
-                            correlation: e
-                                .arg_u64("External id")
-                                .and_then(|x| comm_kernel_corr.get(&x).copied())
-                                .unwrap_or(0),
-                            device: 0,
-                            range: None,
-                        };
-                        *seq += 1;
-                        colls.push(items.len());
-                        items.push((c.start, Item::Collective(c)));
-                    }
-                }
-                let r = NvtxRange {
-                    proc: id,
-                    id: RangeId(i as u64),
-                    parent: None,
-                    depth: 0,
-                    kind: if e.cat == "cpu_op" { RangeKind::CpuOp } else { RangeKind::Annotation },
-                    tid: e.tid_u32(),
-                    domain: None,
-                    name: names.intern(&e.name),
-                    start: e.start(),
-                    end: e.end(),
-                };
-                ranges.push(items.len());
-                items.push((r.end, Item::Range(r)));
-            }
-            ("C", _) => {
-                if let Some(args) = &e.args {
-                    for (k, v) in args {
-                        if let Some(value) = v.as_f64() {
-                            let name = if args.len() == 1 { e.name.clone() } else { format!("{}.{k}", e.name) };
-                            let c = CounterSample {
-                                proc: id,
-                                name: names.intern(&name),
-                                device: None,
-                                ts: e.start(),
-                                value,
-                            };
-                            items.push((c.ts, Item::Counter(c)));
-                        }
-                    }
-                }
-            }
-            ("M", _) if e.name == "thread_name" && id_u32(&e.pid) == ident.pid => {
+            ("X", "kernel") => self.on_kernel(e),
+            ("X", "gpu_memcpy") => self.on_memcpy(e),
+            ("X", "gpu_memset") => self.on_memset(e),
+            ("X", "cuda_runtime" | "cuda_driver") => self.on_api(e),
+            ("X", "user_annotation" | "cpu_op") => self.on_cpu_span(i, e),
+            ("C", _) => self.on_counter(e),
+            ("M", _) if e.name == "thread_name" && id_u32(&e.pid) == self.ident.pid => {
                 if let Some(n) = e.arg("name").and_then(Value::as_str) {
-                    sink.handle_thread_name(&ThreadName { proc: id, tid: e.tid_u32(), name: names.intern(n) });
+                    sink.handle_thread_name(&ThreadName {
+                        proc: self.proc,
+                        tid: e.tid_u32(),
+                        name: self.names.intern(n),
+                    });
                 }
             }
             _ => {}
         }
     }
-    if skipped_bad > 0 {
-        notes.add(Some(path), format!("{skipped_bad} slice events without a timestamp were skipped"));
+
+    fn on_kernel(&mut self, e: &RawEvent) {
+        let arr = |k: &str| -> [u32; 3] {
+            let mut out = [0u32; 3];
+            if let Some(Value::Array(a)) = e.arg(k) {
+                for (o, v) in out.iter_mut().zip(a) {
+                    *o = v.as_u64().unwrap_or(0) as u32;
+                }
+            }
+            out
+        };
+        let collective = collective_args(e).map(|(op, bytes, nranks, _)| KernelCollectiveInfo { op, bytes, nranks });
+        let k = Kernel {
+            proc: self.proc,
+            device: e.arg_u64("device").unwrap_or(0) as u32,
+            context: e.arg_u64("context").unwrap_or(0) as u32,
+            stream: e.stream(),
+            start: e.start(),
+            end: e.end(),
+            name: self.names.intern(&e.name),
+            grid: arr("grid"),
+            block: arr("block"),
+            registers: e.arg_u64("registers per thread").unwrap_or(0) as u16,
+            shared_mem: e.arg_u64("shared memory").unwrap_or(0) as u32,
+            correlation: e.arg_u64("correlation").unwrap_or(0),
+            graph_id: 0,
+            collective,
+        };
+        self.items.push((k.start, Item::Kernel(k)));
     }
-    nest_ranges(&mut items, &ranges, &apis, &colls);
-    // Deliver in time order (ranges at their end, deeper first on ties).
-    items.sort_by_key(|(t, it)| (*t, if let Item::Range(r) = it { u32::MAX - r.depth } else { 0 }));
-    for (_, it) in &items {
-        match it {
-            Item::Kernel(k) => sink.handle_kernel(k),
-            Item::Memcpy(m) => sink.handle_memcpy(m),
-            Item::Memset(m) => sink.handle_memset(m),
-            Item::Api(a) => sink.handle_api(a),
-            Item::Collective(c) => sink.handle_collective(c),
-            Item::Range(r) => sink.handle_nvtx_range(r),
-            Item::Counter(c) => sink.handle_counter(c),
+
+    fn on_memcpy(&mut self, e: &RawEvent) {
+        let (kind, src_kind, dst_kind) = copy_kinds(&e.name);
+        let m = Memcpy {
+            proc: self.proc,
+            device: e.arg_u64("device").unwrap_or(0) as u32,
+            context: e.arg_u64("context").unwrap_or(0) as u32,
+            stream: e.stream(),
+            start: e.start(),
+            end: e.end(),
+            bytes: e.arg_u64("bytes").unwrap_or(0),
+            kind,
+            src_kind,
+            dst_kind,
+            correlation: e.arg_u64("correlation").unwrap_or(0),
+        };
+        self.items.push((m.start, Item::Memcpy(m)));
+    }
+
+    fn on_memset(&mut self, e: &RawEvent) {
+        let m = Memset {
+            proc: self.proc,
+            device: e.arg_u64("device").unwrap_or(0) as u32,
+            context: e.arg_u64("context").unwrap_or(0) as u32,
+            stream: e.stream(),
+            start: e.start(),
+            end: e.end(),
+            bytes: e.arg_u64("bytes").unwrap_or(0),
+            value: 0,
+            dst_kind: MemoryKind::Device,
+            correlation: e.arg_u64("correlation").unwrap_or(0),
+        };
+        self.items.push((m.start, Item::Memset(m)));
+    }
+
+    /// A CUDA runtime or driver call.
+    fn on_api(&mut self, e: &RawEvent) {
+        let a = Api {
+            proc: self.proc,
+            tid: e.tid_u32(),
+            domain: if e.cat == "cuda_driver" { ApiDomain::CuptiDriver } else { ApiDomain::CuptiRuntime },
+            name: self.names.intern(&e.name),
+            start: e.start(),
+            end: e.end(),
+            result: 0,
+            correlation: e.arg_u64("correlation").unwrap_or(0),
+            detail: None,
+            stream: 0,
+            arg: 0,
+            range: None,
+        };
+        self.apis.push(self.items.len());
+        self.items.push((a.start, Item::Api(a)));
+    }
+
+    /// A user annotation or CPU op (event `i`): a range; `record_param_comms` is also an NCCL call.
+    fn on_cpu_span(&mut self, i: usize, e: &RawEvent) {
+        if e.name == "record_param_comms" {
+            self.on_collective_call(e);
+        }
+        let r = NvtxRange {
+            proc: self.proc,
+            id: RangeId(i as u64),
+            parent: None,
+            depth: 0,
+            kind: if e.cat == "cpu_op" { RangeKind::CpuOp } else { RangeKind::Annotation },
+            tid: e.tid_u32(),
+            domain: None,
+            name: self.names.intern(&e.name),
+            start: e.start(),
+            end: e.end(),
+        };
+        self.ranges.push(self.items.len());
+        self.items.push((r.end, Item::Range(r)));
+    }
+
+    /// `record_param_comms` with a collective name: the NCCL call, numbered per process group and
+    /// linked to its kernel through the shared "External id".
+    fn on_collective_call(&mut self, e: &RawEvent) {
+        let Some((op, bytes, nranks, pg)) = collective_args(e) else { return };
+        let comm = fnv1a(&pg);
+        let seq = self.seq_per_comm.entry(comm).or_insert(0);
+        let c = Collective {
+            proc: self.proc,
+            tid: e.tid_u32(),
+            op,
+            start: e.start(),
+            end: e.end(),
+            comm,
+            rank: self.ident.rank.unwrap_or(0),
+            nranks,
+            count: 0,
+            datatype: 0,
+            bytes,
+            peer: -1,
+            stream: 0,
+            seq: *seq,
+            result: 0,
+            correlation: e.arg_u64("External id").and_then(|x| self.comm_kernel_corr.get(&x).copied()).unwrap_or(0),
+            device: 0,
+            range: None,
+        };
+        *seq += 1;
+        self.colls.push(self.items.len());
+        self.items.push((c.start, Item::Collective(c)));
+    }
+
+    /// A counter event: one sample per numeric arg (named `event.arg` when there are several).
+    fn on_counter(&mut self, e: &RawEvent) {
+        let Some(args) = &e.args else { return };
+        for (k, v) in args {
+            if let Some(value) = v.as_f64() {
+                let name = if args.len() == 1 { e.name.clone() } else { format!("{}.{k}", e.name) };
+                let c = CounterSample {
+                    proc: self.proc,
+                    name: self.names.intern(&name),
+                    device: None,
+                    ts: e.start(),
+                    value,
+                };
+                self.items.push((c.ts, Item::Counter(c)));
+            }
         }
     }
-    sink.handle_process_end(id);
-    Ok(info)
+
+    /// Nests the ranges, then hands everything to the sink in time order (ranges at their end,
+    /// deeper first on ties), and ends the process.
+    fn finish(mut self, path: &Path, sink: &mut dyn TraceSink, notes: &mut Notes) {
+        if self.without_ts > 0 {
+            notes.add(Some(path), format!("{} slice events without a timestamp were skipped", self.without_ts));
+        }
+        nest_ranges(&mut self.items, &self.ranges, &self.apis, &self.colls);
+        self.items.sort_by_key(|(t, it)| (*t, if let Item::Range(r) = it { u32::MAX - r.depth } else { 0 }));
+        for (_, it) in &self.items {
+            match it {
+                Item::Kernel(k) => sink.handle_kernel(k),
+                Item::Memcpy(m) => sink.handle_memcpy(m),
+                Item::Memset(m) => sink.handle_memset(m),
+                Item::Api(a) => sink.handle_api(a),
+                Item::Collective(c) => sink.handle_collective(c),
+                Item::Range(r) => sink.handle_nvtx_range(r),
+                Item::Counter(c) => sink.handle_counter(c),
+            }
+        }
+        sink.handle_process_end(self.proc);
+    }
 }
 
 /// Per thread, nest ranges by containment (parent, depth) and stamp each API call / collective with

@@ -7,10 +7,10 @@
 
 use std::path::Path;
 
-use tprof_format::{Decoded, FileHeader, MonoCursor, Record, RingReader, StrId, TickConverter};
+use tprof_format::{Damage, Decoded, FileHeader, MonoCursor, Record, RingReader, StrId, TickConverter};
 
 use super::id_slots::IdSlots;
-use super::nvtx_pairing::{OpenRange, RangeTracker};
+use super::nvtx_pairing::{OpenRange, PairingLosses, RangeTracker};
 use super::Notes;
 use crate::error::InputError;
 use crate::model::*;
@@ -112,332 +112,483 @@ pub fn feed(
     notes: &mut Notes,
 ) -> Result<ProcessInfo, InputError> {
     let reader = open(path)?;
-    let h = reader.header();
-    let stats = reader.stats();
     for d in reader.damage() {
         notes.add(Some(path), format!("damage at offset {}: {}", d.offset, d.what));
     }
     let tc = reader.tick_converter();
-    let base = wall_base(h, &tc, path, notes) + offset_ns;
-    let mut cursor = MonoCursor::default();
-    let mut ns = |ticks: u64| -> Ns { (tc.to_mono_ns_near(ticks, &mut cursor) as i64 + base).max(0) as u64 };
+    let base = wall_base(reader.header(), &tc, path, notes) + offset_ns;
+    let clock = RingClock { tc, cursor: MonoCursor::default(), base };
     let mut names = Names { reader: &reader, cache: IdSlots::default(), interner: Interner::new() };
+    let info = process_info(&reader, path, id, offset_ns, &mut names.interner, notes);
+    sink.handle_process(&info);
+    let mut conv = RingConverter {
+        proc: id,
+        clock,
+        names,
+        ranges: RangeTracker::default(),
+        reused: Reused::default(),
+        sink,
+        last_ts: 0,
+        skipped: Skipped::default(),
+    };
+    // Chunk by chunk (the same order as `reader.records()`, without the flattening adapter).
+    for chunk in reader.chunks() {
+        for item in reader.chunk_records(chunk) {
+            conv.on_item(item, path, notes);
+        }
+    }
+    conv.finish(path, notes);
+    Ok(info)
+}
+
+/// Who the process was, from the header (and a note when the recorder dropped events).
+fn process_info(
+    reader: &RingReader,
+    path: &Path,
+    id: ProcId,
+    offset_ns: i64,
+    interner: &mut Interner,
+    notes: &mut Notes,
+) -> ProcessInfo {
+    let h = reader.header();
+    let stats = reader.stats();
     let dropped = stats.dropped_events + stats.cupti_dropped;
     if dropped > 0 {
         notes.add(Some(path), format!("the recorder dropped {dropped} events"));
     }
-    let info = ProcessInfo {
+    ProcessInfo {
         id,
         origin: Origin::Ring,
         path: path.to_path_buf(),
-        host: names.interner.intern(&h.hostname),
+        host: interner.intern(&h.hostname),
         pid: h.pid,
         ppid: h.ppid,
         cmdline: h.cmdline.join(" "),
         rank: h.rank,
         local_rank: h.local_rank,
-        world_size: trusted_world_size(&reader, path, notes),
+        world_size: trusted_world_size(reader, path, notes),
         job_id: h.job_id.clone(),
         clock_offset_ns: offset_ns,
         gpu_activity: true,
         dropped_events: dropped,
-    };
-    sink.handle_process(&info);
+    }
+}
 
-    let mut ranges = RangeTracker::default();
-    let mut reused = Reused::default();
-    let mut last_ts: Ns = 0;
-    let mut unknown = 0u64;
-    let mut placeholders = 0u64;
-    let mut decode_damage = 0usize;
-    // Chunk by chunk (the same order as `reader.records()`, without the flattening adapter).
-    for chunk in reader.chunks() {
-        for item in reader.chunk_records(chunk) {
-            let rec = match item {
-                Ok(Decoded::Record(r)) => r,
-                Ok(Decoded::String { id, bytes }) => {
-                    names.define(id, bytes);
-                    continue;
-                }
-                Ok(Decoded::Unknown { .. }) => {
-                    unknown += 1;
-                    continue;
-                }
-                Err(d) => {
-                    decode_damage += 1;
-                    if decode_damage <= 20 {
-                        notes.add(Some(path), format!("damage at offset {}: {}", d.offset, d.what));
-                    }
-                    continue;
-                }
-            };
-            if let Some(t) = rec.timestamp() {
-                if !matches!(rec, Record::ClockSync { .. }) {
-                    last_ts = last_ts.max(ns(t));
-                }
-            }
-            match rec {
-                Record::ClockSync { .. }
-                | Record::ExternalCorrelation { .. }
-                | Record::Overhead { .. }
-                | Record::StringRef { .. } => {}
-                Record::Api { tid, domain, name, start, end, result, correlation, detail, stream, arg } => {
-                    let fresh = |names: &mut Names<'_>| Api {
-                        proc: id,
-                        tid,
-                        domain,
-                        name: names.get(name),
-                        start: 0,
-                        end: 0,
-                        result,
-                        correlation: 0,
-                        detail: names.opt(detail),
-                        stream,
-                        arg,
-                        range: None,
-                    };
-                    let a = reused.apis.get_or_insert_with(detail.0, || fresh(&mut names));
-                    // A string id can be redefined inline: check that the reused names are current.
-                    if !names.is(name, &a.name) {
-                        a.name = names.get(name);
-                    }
-                    if a.detail.as_ref().is_some_and(|d| !names.is(detail, d)) {
-                        a.detail = names.opt(detail);
-                    }
-                    a.tid = tid;
-                    a.domain = domain;
-                    a.start = ns(start);
-                    a.end = ns(end);
-                    a.result = result;
-                    a.correlation = correlation as u64;
-                    a.stream = stream;
-                    a.arg = arg;
-                    a.range = ranges.innermost(tid);
-                    sink.handle_api(a);
-                }
-                Record::Kernel {
-                    device,
-                    context,
-                    stream,
-                    start,
-                    end,
-                    grid,
-                    block,
-                    registers,
-                    shared_mem,
-                    correlation,
-                    name,
-                    graph_id,
-                } => {
-                    if start == 0 && end == 0 {
-                        placeholders += 1;
-                        continue;
-                    }
-                    let fresh = |names: &mut Names<'_>| Kernel {
-                        proc: id,
-                        device,
-                        context,
-                        stream,
-                        start: 0,
-                        end: 0,
-                        name: names.get(name),
-                        grid,
-                        block,
-                        registers,
-                        shared_mem,
-                        correlation: 0,
-                        graph_id,
-                        collective: None,
-                    };
-                    let k = reused.kernels.get_or_insert_with(name.0, || fresh(&mut names));
-                    if !names.is(name, &k.name) {
-                        k.name = names.get(name);
-                    }
-                    k.device = device;
-                    k.context = context;
-                    k.stream = stream;
-                    k.start = ns(start);
-                    k.end = ns(end);
-                    k.grid = grid;
-                    k.block = block;
-                    k.registers = registers;
-                    k.shared_mem = shared_mem;
-                    k.correlation = correlation as u64;
-                    k.graph_id = graph_id;
-                    sink.handle_kernel(k);
-                }
-                Record::Memcpy {
-                    device,
-                    context,
-                    stream,
-                    start,
-                    end,
-                    bytes,
-                    kind,
-                    src_kind,
-                    dst_kind,
-                    correlation,
-                } => {
-                    if start == 0 && end == 0 {
-                        placeholders += 1;
-                        continue;
-                    }
-                    sink.handle_memcpy(&Memcpy {
-                        proc: id,
-                        device,
-                        context,
-                        stream,
-                        start: ns(start),
-                        end: ns(end),
-                        bytes,
-                        kind,
-                        src_kind,
-                        dst_kind,
-                        correlation: correlation as u64,
-                    });
-                }
-                Record::Memset { device, context, stream, start, end, bytes, value, dst_kind, correlation } => {
-                    if start == 0 && end == 0 {
-                        placeholders += 1;
-                        continue;
-                    }
-                    sink.handle_memset(&Memset {
-                        proc: id,
-                        device,
-                        context,
-                        stream,
-                        start: ns(start),
-                        end: ns(end),
-                        bytes,
-                        value,
-                        dst_kind,
-                        correlation: correlation as u64,
-                    });
-                }
-                Record::Sync { kind, tid, context, stream, event, start, end, correlation, result } => {
-                    sink.handle_sync(&SyncEvent {
-                        proc: id,
-                        kind,
-                        tid,
-                        context,
-                        stream,
-                        event,
-                        start: ns(start),
-                        end: ns(end),
-                        correlation: correlation as u64,
-                        result,
-                    });
-                }
-                Record::Memory { op, space, device, address, bytes, reserved, ts, result, correlation, tid } => {
-                    sink.handle_memory(&MemoryEvent {
-                        proc: id,
-                        op,
-                        space,
-                        device,
-                        address,
-                        bytes,
-                        reserved,
-                        ts: ns(ts),
-                        result,
-                        correlation: correlation as u64,
-                        tid,
-                    });
-                }
-                Record::Collective {
-                    tid,
-                    op,
-                    start,
-                    end,
-                    comm,
-                    rank,
-                    nranks,
-                    count,
-                    datatype,
-                    bytes,
-                    peer,
-                    stream,
-                    seq,
-                    result,
-                    correlation,
-                    device,
-                } => {
-                    sink.handle_collective(&Collective {
-                        proc: id,
-                        tid,
-                        op,
-                        start: ns(start),
-                        end: ns(end),
-                        comm,
-                        rank,
-                        nranks,
-                        count,
-                        datatype,
-                        bytes,
-                        peer,
-                        stream,
-                        seq,
-                        result,
-                        correlation: correlation as u64,
-                        device,
-                        range: ranges.innermost(tid),
-                    });
-                }
-                Record::NvtxPush { tid, domain, name, ts } => ranges.push(tid, domain, name, ns(ts)),
-                Record::NvtxPop { tid, domain, ts } => {
-                    if let Some(r) = ranges.pop(tid, domain) {
-                        emit_range(sink, &mut names, id, r, ns(ts));
-                    }
-                }
-                Record::NvtxStart { tid, domain, name, id: rid, ts } => {
-                    if let Some((r, end)) = ranges.start(tid, domain, name, rid, ns(ts)) {
-                        emit_range(sink, &mut names, id, r, end);
-                    }
-                }
-                Record::NvtxEnd { id: rid, ts, .. } => {
-                    let end = ns(ts);
-                    if let Some(r) = ranges.end(rid, end) {
-                        emit_range(sink, &mut names, id, r, end);
-                    }
-                }
-                Record::NvtxMark { tid, domain, name, ts } => {
-                    sink.handle_nvtx_mark(&NvtxMark {
-                        proc: id,
-                        tid,
-                        domain: names.opt(domain),
-                        name: names.get(name),
-                        ts: ns(ts),
-                    });
-                }
-                Record::ThreadName { tid, name } => {
-                    sink.handle_thread_name(&ThreadName { proc: id, tid, name: names.get(name) });
-                }
-                Record::Counter { name, device, ts, value } => {
-                    sink.handle_counter(&CounterSample {
-                        proc: id,
-                        name: names.get(name),
-                        device: (device != u32::MAX).then_some(device),
-                        ts: ns(ts),
-                        value,
-                    });
-                }
-                Record::Marker { kind, ts, value, name } => {
-                    sink.handle_marker(&Marker { proc: id, kind, ts: ns(ts), value, name: names.opt(name) });
+/// A file's ticks -> global ns (see the module doc).
+struct RingClock {
+    tc: TickConverter,
+    cursor: MonoCursor,
+    base: i64,
+}
+
+impl RingClock {
+    #[inline]
+    fn ns(&mut self, ticks: u64) -> Ns {
+        (self.tc.to_mono_ns_near(ticks, &mut self.cursor) as i64 + self.base).max(0) as u64
+    }
+}
+
+/// What the decode loop passed over, for the notes at the end.
+#[derive(Default)]
+struct Skipped {
+    /// Records of types this build does not know.
+    unknown: u64,
+    /// GPU records without times.
+    placeholders: u64,
+    /// Damaged chunks (the first [`DAMAGE_NOTES`] are named one by one).
+    damaged: usize,
+}
+
+/// Damaged chunks named one note each; the rest are counted.
+const DAMAGE_NOTES: usize = 20;
+
+/// The ring converter: one file's records, in commit order, into model events for a sink.
+struct RingConverter<'r, 's> {
+    proc: ProcId,
+    clock: RingClock,
+    names: Names<'r>,
+    ranges: RangeTracker,
+    reused: Reused,
+    sink: &'s mut dyn TraceSink,
+    /// The latest event time so far (where ranges still open at the end are closed).
+    last_ts: Ns,
+    skipped: Skipped,
+}
+
+impl RingConverter<'_, '_> {
+    /// One item of a chunk: a record, an inline string definition, an unknown record or damage.
+    #[inline]
+    fn on_item(&mut self, item: Result<Decoded<'_>, Damage>, path: &Path, notes: &mut Notes) {
+        match item {
+            Ok(Decoded::Record(r)) => self.on_record(r),
+            Ok(Decoded::String { id, bytes }) => self.names.define(id, bytes),
+            Ok(Decoded::Unknown { .. }) => self.skipped.unknown += 1,
+            Err(d) => {
+                self.skipped.damaged += 1;
+                if self.skipped.damaged <= DAMAGE_NOTES {
+                    notes.add(Some(path), format!("damage at offset {}: {}", d.offset, d.what));
                 }
             }
         }
     }
-    // Ranges still open at the end (crash, hang, capture stopped): close them at the last event.
-    let open = ranges.finish();
-    if !open.is_empty() {
-        notes.add(
-            Some(path),
-            format!("{} NVTX ranges were still open at the end; closed at the last event", open.len()),
-        );
+
+    #[inline]
+    fn on_record(&mut self, rec: Record) {
+        if let Some(t) = rec.timestamp() {
+            if !matches!(rec, Record::ClockSync { .. }) {
+                self.last_ts = self.last_ts.max(self.clock.ns(t));
+            }
+        }
+        match rec {
+            Record::ClockSync { .. }
+            | Record::ExternalCorrelation { .. }
+            | Record::Overhead { .. }
+            | Record::StringRef { .. } => {}
+            Record::Api { .. } => self.on_api(rec),
+            Record::Kernel { .. } => self.on_kernel(rec),
+            Record::Memcpy { .. } => self.on_memcpy(rec),
+            Record::Memset { .. } => self.on_memset(rec),
+            Record::Sync { .. } => self.on_sync(rec),
+            Record::Memory { .. } => self.on_memory(rec),
+            Record::Collective { .. } => self.on_collective(rec),
+            Record::NvtxPush { tid, domain, name, ts } => {
+                let ts = self.clock.ns(ts);
+                self.ranges.push(tid, domain, name, ts);
+            }
+            Record::NvtxPop { tid, domain, ts } => {
+                if let Some(r) = self.ranges.pop(tid, domain) {
+                    let end = self.clock.ns(ts);
+                    self.emit_range(r, end);
+                }
+            }
+            Record::NvtxStart { tid, domain, name, id, ts } => {
+                let ts = self.clock.ns(ts);
+                if let Some((r, end)) = self.ranges.start(tid, domain, name, id, ts) {
+                    self.emit_range(r, end);
+                }
+            }
+            Record::NvtxEnd { id, ts, .. } => {
+                let end = self.clock.ns(ts);
+                if let Some(r) = self.ranges.end(id, end) {
+                    self.emit_range(r, end);
+                }
+            }
+            Record::NvtxMark { .. } => self.on_nvtx_mark(rec),
+            Record::ThreadName { tid, name } => {
+                let name = self.names.get(name);
+                self.sink.handle_thread_name(&ThreadName { proc: self.proc, tid, name });
+            }
+            Record::Counter { .. } => self.on_counter(rec),
+            Record::Marker { kind, ts, value, name } => {
+                let (ts, name) = (self.clock.ns(ts), self.names.opt(name));
+                self.sink.handle_marker(&Marker { proc: self.proc, kind, ts, value, name });
+            }
+        }
     }
-    for r in open {
-        emit_range(sink, &mut names, id, r, last_ts);
+
+    /// A GPU record's times on the global clock; None, counted, for a record without times.
+    #[inline]
+    fn gpu_times(&mut self, start: u64, end: u64) -> Option<(Ns, Ns)> {
+        if start == 0 && end == 0 {
+            self.skipped.placeholders += 1;
+            return None;
+        }
+        Some((self.clock.ns(start), self.clock.ns(end)))
     }
-    let losses = ranges.losses;
+
+    /// An API call, handed over in the struct reused for its launched kernel's name.
+    #[inline]
+    fn on_api(&mut self, rec: Record) {
+        let Record::Api { tid, domain, name, start, end, result, correlation, detail, stream, arg } = rec else {
+            return;
+        };
+        let (start, end) = (self.clock.ns(start), self.clock.ns(end));
+        let proc = self.proc;
+        let names = &mut self.names;
+        let a = self.reused.apis.get_or_insert_with(detail.0, || Api {
+            proc,
+            tid,
+            domain,
+            name: names.get(name),
+            start: 0,
+            end: 0,
+            result,
+            correlation: 0,
+            detail: names.opt(detail),
+            stream,
+            arg,
+            range: None,
+        });
+        // A string id can be redefined inline: check that the reused names are current.
+        if !names.is(name, &a.name) {
+            a.name = names.get(name);
+        }
+        if a.detail.as_ref().is_some_and(|d| !names.is(detail, d)) {
+            a.detail = names.opt(detail);
+        }
+        a.tid = tid;
+        a.domain = domain;
+        a.start = start;
+        a.end = end;
+        a.result = result;
+        a.correlation = correlation as u64;
+        a.stream = stream;
+        a.arg = arg;
+        a.range = self.ranges.innermost(tid);
+        self.sink.handle_api(a);
+    }
+
+    /// A kernel, handed over in the struct reused for its name; one without times is counted.
+    #[inline]
+    fn on_kernel(&mut self, rec: Record) {
+        let Record::Kernel {
+            device,
+            context,
+            stream,
+            start,
+            end,
+            grid,
+            block,
+            registers,
+            shared_mem,
+            correlation,
+            name,
+            graph_id,
+        } = rec
+        else {
+            return;
+        };
+        let Some((start, end)) = self.gpu_times(start, end) else { return };
+        let proc = self.proc;
+        let names = &mut self.names;
+        let k = self.reused.kernels.get_or_insert_with(name.0, || Kernel {
+            proc,
+            device,
+            context,
+            stream,
+            start: 0,
+            end: 0,
+            name: names.get(name),
+            grid,
+            block,
+            registers,
+            shared_mem,
+            correlation: 0,
+            graph_id,
+            collective: None,
+        });
+        if !names.is(name, &k.name) {
+            k.name = names.get(name);
+        }
+        k.device = device;
+        k.context = context;
+        k.stream = stream;
+        k.start = start;
+        k.end = end;
+        k.grid = grid;
+        k.block = block;
+        k.registers = registers;
+        k.shared_mem = shared_mem;
+        k.correlation = correlation as u64;
+        k.graph_id = graph_id;
+        self.sink.handle_kernel(k);
+    }
+
+    #[inline]
+    fn on_memcpy(&mut self, rec: Record) {
+        let Record::Memcpy { device, context, stream, start, end, bytes, kind, src_kind, dst_kind, correlation } = rec
+        else {
+            return;
+        };
+        let Some((start, end)) = self.gpu_times(start, end) else { return };
+        self.sink.handle_memcpy(&Memcpy {
+            proc: self.proc,
+            device,
+            context,
+            stream,
+            start,
+            end,
+            bytes,
+            kind,
+            src_kind,
+            dst_kind,
+            correlation: correlation as u64,
+        });
+    }
+
+    #[inline]
+    fn on_memset(&mut self, rec: Record) {
+        let Record::Memset { device, context, stream, start, end, bytes, value, dst_kind, correlation } = rec else {
+            return;
+        };
+        let Some((start, end)) = self.gpu_times(start, end) else { return };
+        self.sink.handle_memset(&Memset {
+            proc: self.proc,
+            device,
+            context,
+            stream,
+            start,
+            end,
+            bytes,
+            value,
+            dst_kind,
+            correlation: correlation as u64,
+        });
+    }
+
+    #[inline]
+    fn on_sync(&mut self, rec: Record) {
+        let Record::Sync { kind, tid, context, stream, event, start, end, correlation, result } = rec else {
+            return;
+        };
+        let (start, end) = (self.clock.ns(start), self.clock.ns(end));
+        self.sink.handle_sync(&SyncEvent {
+            proc: self.proc,
+            kind,
+            tid,
+            context,
+            stream,
+            event,
+            start,
+            end,
+            correlation: correlation as u64,
+            result,
+        });
+    }
+
+    #[inline]
+    fn on_memory(&mut self, rec: Record) {
+        let Record::Memory { op, space, device, address, bytes, reserved, ts, result, correlation, tid } = rec else {
+            return;
+        };
+        let ts = self.clock.ns(ts);
+        self.sink.handle_memory(&MemoryEvent {
+            proc: self.proc,
+            op,
+            space,
+            device,
+            address,
+            bytes,
+            reserved,
+            ts,
+            result,
+            correlation: correlation as u64,
+            tid,
+        });
+    }
+
+    /// An NCCL call, with the innermost range open on its thread.
+    #[inline]
+    fn on_collective(&mut self, rec: Record) {
+        let Record::Collective {
+            tid,
+            op,
+            start,
+            end,
+            comm,
+            rank,
+            nranks,
+            count,
+            datatype,
+            bytes,
+            peer,
+            stream,
+            seq,
+            result,
+            correlation,
+            device,
+        } = rec
+        else {
+            return;
+        };
+        let (start, end) = (self.clock.ns(start), self.clock.ns(end));
+        self.sink.handle_collective(&Collective {
+            proc: self.proc,
+            tid,
+            op,
+            start,
+            end,
+            comm,
+            rank,
+            nranks,
+            count,
+            datatype,
+            bytes,
+            peer,
+            stream,
+            seq,
+            result,
+            correlation: correlation as u64,
+            device,
+            range: self.ranges.innermost(tid),
+        });
+    }
+
+    fn on_nvtx_mark(&mut self, rec: Record) {
+        let Record::NvtxMark { tid, domain, name, ts } = rec else { return };
+        let (domain, name) = (self.names.opt(domain), self.names.get(name));
+        let ts = self.clock.ns(ts);
+        self.sink.handle_nvtx_mark(&NvtxMark { proc: self.proc, tid, domain, name, ts });
+    }
+
+    fn on_counter(&mut self, rec: Record) {
+        let Record::Counter { name, device, ts, value } = rec else { return };
+        let name = self.names.get(name);
+        let ts = self.clock.ns(ts);
+        let device = (device != u32::MAX).then_some(device);
+        self.sink.handle_counter(&CounterSample { proc: self.proc, name, device, ts, value });
+    }
+
+    /// A completed NVTX range.
+    fn emit_range(&mut self, r: OpenRange, end: Ns) {
+        self.sink.handle_nvtx_range(&NvtxRange {
+            proc: self.proc,
+            id: r.id,
+            parent: r.parent,
+            depth: r.depth,
+            kind: r.kind,
+            tid: r.tid,
+            domain: self.names.opt(r.domain),
+            name: self.names.get(r.name),
+            start: r.start,
+            end: end.max(r.start),
+        });
+    }
+
+    /// The end of the file: ranges still open (crash, hang, capture stopped) close at the last
+    /// event; what was lost or skipped becomes notes; the process ends.
+    fn finish(mut self, path: &Path, notes: &mut Notes) {
+        let open = self.ranges.finish();
+        if !open.is_empty() {
+            notes.add(
+                Some(path),
+                format!("{} NVTX ranges were still open at the end; closed at the last event", open.len()),
+            );
+        }
+        for r in open {
+            self.emit_range(r, self.last_ts);
+        }
+        note_range_losses(&self.ranges.losses, path, notes);
+        let skipped = &self.skipped;
+        if skipped.unknown > 0 {
+            notes
+                .add(Some(path), format!("{} records of types this tprof does not know were skipped", skipped.unknown));
+        }
+        if skipped.damaged > DAMAGE_NOTES {
+            notes.add(Some(path), format!("... {} damaged chunks in all", skipped.damaged));
+        }
+        if skipped.placeholders > 0 {
+            notes.add(
+                Some(path),
+                format!("{} GPU records without times (CUPTI activity unavailable)", skipped.placeholders),
+            );
+        }
+        self.sink.handle_process_end(self.proc);
+    }
+}
+
+/// Notes for the NVTX ranges the pairing could not complete.
+fn note_range_losses(losses: &PairingLosses, path: &Path, notes: &mut Notes) {
     if losses.unmatched_ends > 0 {
         notes.add(Some(path), format!("{} NVTX range ends had no matching begin", losses.unmatched_ends));
     }
@@ -468,38 +619,12 @@ pub fn feed(
             format!("{} NVTX range starts or ends repeated a waiting range id; ignored", losses.duplicate_ids),
         );
     }
-    if unknown > 0 {
-        notes.add(Some(path), format!("{unknown} records of types this tprof does not know were skipped"));
-    }
-    if decode_damage > 20 {
-        notes.add(Some(path), format!("... {} damaged chunks in all", decode_damage));
-    }
-    if placeholders > 0 {
-        notes.add(Some(path), format!("{placeholders} GPU records without times (CUPTI activity unavailable)"));
-    }
-    sink.handle_process_end(id);
-    Ok(info)
-}
-
-fn emit_range(sink: &mut dyn TraceSink, names: &mut Names<'_>, proc: ProcId, r: OpenRange, end: Ns) {
-    sink.handle_nvtx_range(&NvtxRange {
-        proc,
-        id: r.id,
-        parent: r.parent,
-        depth: r.depth,
-        kind: r.kind,
-        tid: r.tid,
-        domain: names.opt(r.domain),
-        name: names.get(r.name),
-        start: r.start,
-        end: end.max(r.start),
-    });
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::synth::{SynthJob, T0};
+    use crate::testkit::{SynthJob, T0};
 
     #[derive(Default)]
     struct Count {

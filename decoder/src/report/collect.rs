@@ -5,7 +5,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use crate::counters::CounterSet;
+use crate::gpu_counters::CounterSet;
 use crate::intervals::{FastMap, SeqMap};
 use crate::model::*;
 

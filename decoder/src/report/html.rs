@@ -7,8 +7,9 @@ use serde_json::json;
 
 use super::flame;
 use super::ReportData;
-use crate::counters::{binned, format_value, short_title};
-use crate::summary::{demangle, human_bytes, StepRow};
+use crate::gpu_counters::{binned, format_value, short_title};
+use crate::summary::{demangle, StepRow};
+use crate::units::{byte_size, millis_or_seconds, share_whole};
 
 /// Most ranks drawn one row each (the rest are counted in a note).
 const MAX_RANK_ROWS: usize = 64;
@@ -45,21 +46,6 @@ pub fn esc(s: &str) -> String {
     o
 }
 
-fn ms(ns: u64) -> String {
-    let v = ns as f64 / 1e6;
-    if v >= 1000.0 {
-        format!("{:.2} s", v / 1000.0)
-    } else if v >= 1.0 {
-        format!("{v:.1} ms")
-    } else {
-        format!("{:.0} us", ns as f64 / 1e3)
-    }
-}
-
-fn pct(x: f64) -> String {
-    format!("{:.0}%", 100.0 * x)
-}
-
 pub fn render(d: &ReportData) -> String {
     let mut h = String::with_capacity(1 << 20);
     let s = &d.summary;
@@ -75,7 +61,7 @@ pub fn render(d: &ReportData) -> String {
         "<header><h1>tprof report</h1><div class=\"sub\">{}</div><div class=\"sub\">{} ranks &middot; span {} &middot; {} events</div></header>",
         esc(&d.title),
         s.totals.ranks,
-        ms(s.totals.span_ns),
+        millis_or_seconds(s.totals.span_ns),
         s.totals.events
     );
     h.push_str("<nav><a href=\"#verdicts\">Verdicts</a><a href=\"#efficiency\">Efficiency</a><a href=\"#steps\">Steps</a><a href=\"#kernels\">Kernels</a><a href=\"#nccl\">NCCL</a><a href=\"#memory\">Memory</a><a href=\"#counters\">Counters</a><a href=\"#flame\">Flame graph</a></nav>\n<main>\n");
@@ -112,7 +98,7 @@ fn verdicts(h: &mut String, d: &ReportData) {
         let _ = write!(
             h,
             "<p class=\"headline\">Useful GPU compute: <b>{}</b> of wall time across ranks.</p>",
-            pct(o.useful)
+            share_whole(o.useful)
         );
     }
     if diag.verdicts.is_empty() {
@@ -130,7 +116,7 @@ fn verdicts(h: &mut String, d: &ReportData) {
             h,
             "<div class=\"verdict {class}\"><div class=\"vhead\"><span class=\"kind\">{}</span><span class=\"sev\">{} of wall time</span></div><div class=\"vsum\">{}</div>",
             esc(&v.kind.replace('_', " ")),
-            pct(v.severity),
+            share_whole(v.severity),
             esc(&v.summary)
         );
         if !v.evidence.is_empty() {
@@ -212,11 +198,16 @@ fn efficiency(h: &mut String, d: &ReportData) {
                     rh - 4.0,
                     esc(label),
                     name,
-                    pct(*share)
+                    share_whole(*share)
                 );
                 if bw > 34.0 {
-                    let _ =
-                        write!(h, "<text class=\"in\" x=\"{:.1}\" y=\"{}\">{}</text>", x + 4.0, y + 14.0, pct(*share));
+                    let _ = write!(
+                        h,
+                        "<text class=\"in\" x=\"{:.1}\" y=\"{}\">{}</text>",
+                        x + 4.0,
+                        y + 14.0,
+                        share_whole(*share)
+                    );
                 }
             }
             x += bw;
@@ -287,11 +278,11 @@ fn steps(h: &mut String, d: &ReportData) {
                 "{label} step {}{}: {} (compute {}, exposed comm {}, other {}, idle {})",
                 c.0,
                 if c.1 != c.0 { format!("-{}", c.1) } else { String::new() },
-                ms(c.2),
-                ms(c.3),
-                ms(c.4),
-                ms(c.5),
-                ms(idle)
+                millis_or_seconds(c.2),
+                millis_or_seconds(c.3),
+                millis_or_seconds(c.4),
+                millis_or_seconds(c.5),
+                millis_or_seconds(idle)
             );
             let _ = write!(h, "<g><title>{}</title>", esc(&title));
             for (v, color) in [(c.3, parts[0].1), (c.4, parts[1].1), (c.5, parts[2].1), (idle, parts[3].1)] {
@@ -314,7 +305,7 @@ fn steps(h: &mut String, d: &ReportData) {
         height - 2.0,
         ranks[0].steps.first().map(|s| s.index).unwrap_or(0),
         max_steps,
-        ms(tallest as u64)
+        millis_or_seconds(tallest as u64)
     );
     h.push_str("</svg>");
     if ranks.len() > MAX_RANK_ROWS {
@@ -329,7 +320,7 @@ fn kernels(h: &mut String, d: &ReportData) {
         h,
         "<section id=\"kernels\"><h2>Top kernels</h2><p class=\"hint\">{} distinct kernels, {} of GPU kernel time in all.</p><table><thead><tr><th>share</th><th>total</th><th>count</th><th>avg</th><th>max</th><th class=\"l\">kernel</th></tr></thead><tbody>",
         s.kernels.len(),
-        ms(s.totals.kernel_ns)
+        millis_or_seconds(s.totals.kernel_ns)
     );
     for k in s.kernels.iter().take(20) {
         let name = demangle(&k.name);
@@ -339,10 +330,10 @@ fn kernels(h: &mut String, d: &ReportData) {
             "<tr><td><span class=\"bar\" style=\"width:{:.0}px\"></span>{:.1}%</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\" title=\"{}\">{}</td></tr>",
             k.pct.clamp(0.0, 100.0) * 0.6,
             k.pct,
-            ms(k.total_ns),
+            millis_or_seconds(k.total_ns),
             k.count,
-            ms(k.avg_ns),
-            ms(k.max_ns),
+            millis_or_seconds(k.avg_ns),
+            millis_or_seconds(k.max_ns),
             esc(&name),
             esc(&short)
         );
@@ -365,11 +356,11 @@ fn nccl(h: &mut String, d: &ReportData) {
             h,
             "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><b>{}</b></td></tr>",
             esc(&c.op),
-            known(c.bytes, human_bytes(c.size_bucket)),
+            known(c.bytes, byte_size(c.size_bucket)),
             known(c.nranks as u64, c.nranks.to_string()),
             c.count,
-            known(c.bytes, human_bytes(c.bytes)),
-            ms(c.time_ns),
+            known(c.bytes, byte_size(c.bytes)),
+            millis_or_seconds(c.time_ns),
             known(c.bytes, format!("{:.1}", c.algbw_gbps)),
             known(c.bytes * c.nranks as u64, format!("{:.1}", c.busbw_gbps))
         );

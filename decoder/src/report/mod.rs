@@ -17,46 +17,16 @@ pub mod html;
 pub mod verdicts;
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
-use clap::Args;
 use regex_lite::Regex;
 
-use crate::clock::CollectiveEnds;
+use crate::clock_alignment::CollectiveEnds;
 use crate::convert::ConvertOptions;
-use crate::input::{discover, Notes, Source};
+use crate::input::Source;
 use crate::model::Tee;
-use crate::steps::DEFAULT_STEP_PATTERN;
 use crate::summary::{RankAnalysis, Summary};
 use collect::{ProcReport, ReportCollector};
 use verdicts::DiagnosisView;
-
-/// Arguments of `tprof report`.
-#[derive(Debug, Clone, Args)]
-#[command(after_help = "EXAMPLES:
-    tprof report ./tprof-out -o report.html        every rank of a job, one page
-    tprof report 'run/*.tprof' --peak-busbw 180    flag collectives below 50% of 180 GB/s busbw
-    tprof report trace.pt.trace.json.gz -o r.html  an imported PyTorch-profiler trace")]
-pub struct ReportCmd {
-    /// Ring files, directories, globs, or Kineto .json/.json.gz traces.
-    #[arg(required = true)]
-    pub paths: Vec<String>,
-    /// Where to write the page.
-    #[arg(short, long, default_value = "tprof-report.html")]
-    pub output: PathBuf,
-    /// Page title (default: the command line of rank 0).
-    #[arg(long)]
-    pub title: Option<String>,
-    /// Expected peak bus bandwidth of the fabric in GB/s (nccl-tests busbw).
-    #[arg(long, value_name = "GBPS")]
-    pub peak_busbw: Option<f64>,
-    /// Regex naming the NVTX ranges that are steps (default: step, train_step, ProfilerStep#N).
-    #[arg(long, value_name = "REGEX")]
-    pub step_marker: Option<String>,
-    /// Decoding threads (0 = all cores).
-    #[arg(long, default_value_t = 0)]
-    pub threads: usize,
-}
 
 /// Everything the page is drawn from.
 #[derive(Debug, Default)]
@@ -86,7 +56,7 @@ pub fn gather(
     let with_colls = each.sinks.iter().filter(|s| !s.0.clock.ends.is_empty()).count();
     let plan = (with_colls > 1).then(|| {
         let ends: Vec<&CollectiveEnds> = each.sinks.iter().map(|s| &s.0.clock).collect();
-        crate::clock::plan(&each.processes, &ends)
+        crate::clock_alignment::plan(&each.processes, &ends)
     });
     let offsets: Vec<i64> =
         each.processes.iter().map(|p| plan.as_ref().map(|pl| pl.offset_of(&p.path)).unwrap_or(0)).collect();
@@ -132,58 +102,4 @@ pub fn write(data: &ReportData, path: &Path) -> std::io::Result<Written> {
         events: data.summary.totals.events,
         verdicts: data.diagnosis.as_ref().map(|d| d.verdicts.len()).unwrap_or(0),
     })
-}
-
-/// `tprof report`: returns the exit status. The last line printed says where the page is.
-pub fn run(a: &ReportCmd) -> i32 {
-    let pattern = match Regex::new(a.step_marker.as_deref().unwrap_or(DEFAULT_STEP_PATTERN)) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("tprof: --step-marker: bad regex: {e}");
-            return 2;
-        }
-    };
-    let mut notes = Notes::default();
-    let sources = match discover(&a.paths, &mut notes) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("tprof: {e}");
-            return 2;
-        }
-    };
-    let t0 = Instant::now();
-    let convert = ConvertOptions { threads: a.threads, progress: true, align_clocks: true };
-    let mut data = gather(&sources, &pattern, a.peak_busbw, &convert);
-    let mut pre: Vec<String> = notes.iter().map(|n| n.to_string()).collect();
-    pre.append(&mut data.notes);
-    data.notes = pre;
-    if let Some(t) = &a.title {
-        data.title = t.clone();
-    }
-    if data.summary.ranks.is_empty() {
-        for n in &data.notes {
-            eprintln!("tprof: {n}");
-        }
-        eprintln!("tprof: nothing could be decoded");
-        return 1;
-    }
-    match write(&data, &a.output) {
-        Ok(w) => {
-            let abs = std::fs::canonicalize(&w.path).unwrap_or(w.path.clone());
-            eprintln!(
-                "tprof: {} ranks, {} events, {} verdicts in {:.2} s; {:.1} MB",
-                w.ranks,
-                w.events,
-                w.verdicts,
-                t0.elapsed().as_secs_f64(),
-                w.bytes as f64 / 1e6
-            );
-            let done = format!("tprof: report written to {} (open it in a browser; it works offline)", abs.display());
-            crate::cli::stdout::status(crate::cli::stdout::println(&done), 0)
-        }
-        Err(e) => {
-            eprintln!("tprof: cannot write {}: {e}", a.output.display());
-            1
-        }
-    }
 }

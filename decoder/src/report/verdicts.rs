@@ -43,7 +43,7 @@ pub fn collector(step_pattern: &regex_lite::Regex) -> Collector {
 }
 
 /// The clock-alignment input of a collector.
-pub fn clock_of(c: &Collector) -> &crate::clock::CollectiveEnds {
+pub fn clock_of(c: &Collector) -> &crate::clock_alignment::CollectiveEnds {
     &c.clock
 }
 

@@ -12,14 +12,10 @@ use tprof_decoder::export::{self, ExportFormat, ExportOptions, ExportReport};
 use tprof_decoder::input::{discover, Notes, Source};
 use tprof_decoder::model::*;
 use tprof_decoder::steps::DEFAULT_STEP_PATTERN;
-use tprof_decoder::synth::SynthJob;
+use tprof_decoder::testkit::SynthJob;
 
 pub fn kineto_dir() -> PathBuf {
-    let d = std::env::var("TPROF_KINETO_DATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/kineto"));
-    assert!(d.is_dir(), "real Kineto traces not found at {} (set TPROF_KINETO_DATA)", d.display());
-    d
+    tprof_decoder::testkit::kineto_traces_dir()
 }
 
 /// A 4-rank job on 2 hosts with skewed clocks, NVTX steps.
@@ -159,7 +155,7 @@ impl Truth {
         let mut launches: HashSet<(Option<u32>, u64)> = self
             .apis
             .iter()
-            .filter(|a| tprof_decoder::export::names::launches_gpu_work(a))
+            .filter(|a| tprof_decoder::export::display_names::launches_gpu_work(a))
             .map(|a| (self.rank_of[&a.proc], a.correlation))
             .collect();
         launches.extend(

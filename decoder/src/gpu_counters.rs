@@ -394,48 +394,6 @@ pub fn format_value(name: &str, v: f64) -> String {
     }
 }
 
-/// The summary's text tables: per-step means (across ranks) of the main counters, then each
-/// counter's run mean / min / max. Empty when no counter was sampled.
-pub fn render_table(c: &CountersSummary, top: usize) -> String {
-    use crate::cli::table::Table;
-    if c.is_empty() {
-        return String::new();
-    }
-    let mut out = String::new();
-    let cols: Vec<&str> = names::TABLE.iter().copied().filter(|n| c.names.iter().any(|x| x == n)).collect();
-    if !c.steps.is_empty() && !cols.is_empty() {
-        let shown = c.steps.len().min(top.max(1) * 2);
-        out.push_str(&format!("\n== GPU counters per step ({shown} of {}; mean over ranks)\n", c.steps.len()));
-        let mut header = vec!["step".to_string(), "ranks".to_string()];
-        header.extend(cols.iter().map(|n| short_title(n)));
-        let refs: Vec<&str> = header.iter().map(|s| s.as_str()).collect();
-        let mut tb = Table::new(&refs).left(0);
-        for st in c.steps.iter().take(shown) {
-            let mut row = vec![st.index.to_string(), st.ranks.to_string()];
-            row.extend(
-                cols.iter().map(|n| st.means.get(*n).map(|v| format_value(n, *v)).unwrap_or_else(|| "-".into())),
-            );
-            tb.row(row);
-        }
-        out.push_str(&tb.render());
-    }
-    out.push_str("\n== GPU counters over the run (all sampled devices)\n");
-    let mut tb = Table::new(&["counter", "mean", "min", "max", "samples"]).left(0);
-    for n in &c.names {
-        if let Some(st) = c.overall(n) {
-            tb.row(vec![
-                n.clone(),
-                format_value(n, st.mean),
-                format_value(n, st.min),
-                format_value(n, st.max),
-                st.samples.to_string(),
-            ]);
-        }
-    }
-    out.push_str(&tb.render());
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

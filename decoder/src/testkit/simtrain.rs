@@ -6,13 +6,9 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use tprof_format::{
-    ApiDomain, ClockSource, CollOp, CopyKind, FileHeader, MarkerKind, MemOp, MemSpace, MemoryKind, Record,
-    RingGeometry, RingWriter, StrId,
-};
+use tprof_format::{ApiDomain, CollOp, CopyKind, MarkerKind, MemOp, MemSpace, MemoryKind, Record, StrId};
 
-/// True wall-clock time of the job's start (ns since the epoch).
-pub const T0: u64 = 1_700_000_000_000_000_000;
+use super::{create_ring, RankIdentity, T0};
 /// Communicator of the gradient all-reduce.
 pub const COMM: u64 = 0xD1A6;
 const MONO0: u64 = 1_000_000_000_000;
@@ -468,30 +464,20 @@ impl Scenario {
     }
 
     fn write_rank(&self, dir: &Path, l: &RankLog, chunks: &[Vec<Record>]) -> std::io::Result<PathBuf> {
-        let header = FileHeader {
+        let id = RankIdentity {
             pid: 2000 + l.rank,
-            ppid: 1,
             hostname: "host0".into(),
             cmdline: vec!["synth-simtrain".into()],
-            rank: Some(l.rank),
-            local_rank: Some(l.rank),
-            world_size: Some(self.ranks),
-            job_id: Some("synth-patterns".into()),
+            rank: l.rank,
+            local_rank: l.rank,
+            world_size: self.ranks,
+            job_id: "synth-patterns",
             start_wall_ns: T0,
             start_mono_ns: MONO0,
-            start_ticks: MONO0,
-            clock_source: ClockSource::Monotonic,
-            ticks_per_sec: 1e9,
-            mode: "full".into(),
-            writer: "synth".into(),
-            ..FileHeader::default()
+            writer: "synth",
         };
-        let path = dir.join(tprof_format::ring_file_name(&header.hostname, Some(l.rank), header.pid));
-        let mut w = RingWriter::create(&path, header, RingGeometry::for_total_bytes(self.file_bytes))
-            .map_err(std::io::Error::other)?;
-        for (text, id) in &l.strings {
-            w.define_string(*id, text);
-        }
+        let strings = l.strings.iter().map(|(text, id)| (*id, text.as_str()));
+        let (path, mut w) = create_ring(dir, id, self.file_bytes, strings)?;
         let mut last = MONO0;
         for chunk in chunks {
             for r in chunk {

@@ -1,4 +1,4 @@
-//! Synthetic ring files of a data-parallel job, with known truth, for tests and benchmarks.
+//! A synthetic data-parallel job with known truth.
 //!
 //! Every rank runs `steps` steps; a step is an NVTX range `step` holding `kernels_per_step` compute
 //! kernels (launch API + kernel) and one AllReduce (NCCL call + NCCL kernel whose end is the same
@@ -7,7 +7,9 @@
 
 use std::path::{Path, PathBuf};
 
-use tprof_format::{ClockSource, CollOp, FileHeader, Record, RingGeometry, RingWriter, StrId};
+use tprof_format::{CollOp, Record, StrId};
+
+use super::{create_ring, RankIdentity, T0};
 
 /// What to generate.
 #[derive(Debug, Clone)]
@@ -49,8 +51,6 @@ impl Default for SynthJob {
     }
 }
 
-/// True wall-clock time of the job's start (ns since the epoch).
-pub const T0: u64 = 1_700_000_000_000_000_000;
 /// Communicator id used for the AllReduce.
 pub const COMM: u64 = 0xC0FFEE;
 
@@ -84,37 +84,27 @@ impl SynthJob {
         // Each host has its own monotonic epoch.
         let mono0 = 1_000_000_000_000u64 * (host as u64 + 1);
         let mono = |t: u64| t - T0 + mono0; // true time -> this host's monotonic ns (= ticks)
-        let header = FileHeader {
+        let id = RankIdentity {
             pid: 1000 + rank,
-            ppid: 1,
             hostname: format!("host{host}"),
             cmdline: vec!["synth".into(), format!("--rank={rank}")],
-            rank: Some(rank),
-            local_rank: Some(rank % self.ranks_per_host.max(1)),
-            world_size: Some(self.ranks),
-            job_id: Some("synth-job".into()),
+            rank,
+            local_rank: rank % self.ranks_per_host.max(1),
+            world_size: self.ranks,
+            job_id: "synth-job",
             start_wall_ns: (T0 as i64 + skew) as u64,
             start_mono_ns: mono0,
-            start_ticks: mono0,
-            clock_source: ClockSource::Monotonic,
-            ticks_per_sec: 1e9,
-            mode: "full".into(),
-            writer: "synth".into(),
-            ..FileHeader::default()
+            writer: "synth",
         };
-        let path = dir.join(tprof_format::ring_file_name(&header.hostname, Some(rank), header.pid));
-        let geom = RingGeometry::for_total_bytes(self.file_bytes);
-        let mut w = RingWriter::create(&path, header, geom).map_err(std::io::Error::other)?;
-        for (id, s) in [
+        let strings = [
             (S_STEP, "step"),
             (S_LAUNCH, "cudaLaunchKernel"),
             (S_GEMM, "_Z4gemmPfS_S_i"),
             (S_NCCL, "ncclDevKernel_AllReduce_Sum_f32_RING_LL"),
             (S_NCCL_API, "ncclAllReduce"),
             (S_DOMAIN, "app"),
-        ] {
-            w.define_string(id, s);
-        }
+        ];
+        let (path, mut w) = create_ring(dir, id, self.file_bytes, strings)?;
         let wall = |t: u64| (t as i64 + skew) as u64;
         let mut corr = 1u32;
         let mut last_sync = 0u64;
