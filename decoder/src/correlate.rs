@@ -40,8 +40,11 @@ impl CollectiveInstance {
 /// to one id (two devices in one process, several operations in one group). Those are paired per
 /// device in call order; the send/recv of a group on one device share one fused kernel (as NCCL
 /// launches them), and collectives fused into fewer kernels than calls share the last one.
-#[derive(Debug, Default)]
-pub struct CollectiveMatcher {
+///
+/// `T` is what one pairing becomes ([`CollectiveInstance`] for the summary; the diagnoses keep the
+/// whole call).
+#[derive(Debug)]
+pub struct CollectiveMatcher<T: FromPairing = CollectiveInstance> {
     calls: HashMap<u64, Collective>,
     /// Kernels whose call (or group) has not been seen yet, by correlation.
     kernels: HashMap<u64, Vec<Kernel>>,
@@ -53,7 +56,38 @@ pub struct CollectiveMatcher {
     /// Calls and kernels without a correlation id, matched in order at the end.
     calls_fifo: VecDeque<Collective>,
     kernels_fifo: VecDeque<Kernel>,
-    pub done: Vec<CollectiveInstance>,
+    pub done: Vec<T>,
+}
+
+impl<T: FromPairing> Default for CollectiveMatcher<T> {
+    fn default() -> Self {
+        CollectiveMatcher {
+            calls: HashMap::new(),
+            kernels: HashMap::new(),
+            open: HashMap::new(),
+            groups: HashMap::new(),
+            group_order: VecDeque::new(),
+            calls_fifo: VecDeque::new(),
+            kernels_fifo: VecDeque::new(),
+            done: Vec::new(),
+        }
+    }
+}
+
+/// What a pairing of a call and its kernel (either may be missing) becomes. `gpu` is the kernel's
+/// span, or the span of the fused kernel a grouped call shares when its own kernel is not there.
+pub trait FromPairing {
+    fn from_pairing(call: Option<&Collective>, kernel: Option<&Kernel>, gpu: Option<(Ns, Ns)>) -> Self;
+}
+
+impl FromPairing for CollectiveInstance {
+    fn from_pairing(call: Option<&Collective>, kernel: Option<&Kernel>, gpu: Option<(Ns, Ns)>) -> Self {
+        let mut i = instance(call, kernel);
+        if kernel.is_none() {
+            i.gpu = gpu;
+        }
+        i
+    }
 }
 
 /// The calls of one closed group still waiting for a kernel, and the last kernel seen per device.
@@ -86,7 +120,11 @@ fn instance(c: Option<&Collective>, k: Option<&Kernel>) -> CollectiveInstance {
     }
 }
 
-impl CollectiveMatcher {
+fn pairing<T: FromPairing>(call: Option<&Collective>, kernel: Option<&Kernel>) -> T {
+    T::from_pairing(call, kernel, kernel.map(|k| (k.start, k.end)))
+}
+
+impl<T: FromPairing> CollectiveMatcher<T> {
     pub fn call(&mut self, c: &Collective) {
         match c.op {
             CollOp::GroupStart => {
@@ -111,7 +149,7 @@ impl CollectiveMatcher {
         if c.correlation == 0 {
             self.calls_fifo.push_back(c.clone());
         } else if let Some(k) = self.take_kernel(c.correlation) {
-            self.done.push(instance(Some(c), Some(&k)));
+            self.done.push(pairing(Some(c), Some(&k)));
         } else {
             self.calls.insert(c.correlation, c.clone());
         }
@@ -189,10 +227,10 @@ impl CollectiveMatcher {
         }
         let empty = group.pending.is_empty();
         if taken.is_empty() {
-            self.done.push(instance(None, Some(k)));
+            self.done.push(pairing(None, Some(k)));
         }
         for c in &taken {
-            self.done.push(instance(Some(c), Some(k)));
+            self.done.push(pairing(Some(c), Some(k)));
         }
         if empty {
             self.groups.remove(&g);
@@ -205,9 +243,7 @@ impl CollectiveMatcher {
     fn resolve_group(&mut self, g: GroupCalls) {
         for c in &g.pending {
             let gpu = g.last_kernel.iter().find(|(d, _)| *d == c.device).map(|e| e.1);
-            let mut inst = instance(Some(c), None);
-            inst.gpu = gpu;
-            self.done.push(inst);
+            self.done.push(T::from_pairing(Some(c), None, gpu));
         }
     }
 
@@ -219,7 +255,7 @@ impl CollectiveMatcher {
         if k.correlation != 0 && self.groups.contains_key(&k.correlation) {
             self.group_kernel(k.correlation, k);
         } else if let Some(c) = (k.correlation != 0).then(|| self.calls.remove(&k.correlation)).flatten() {
-            self.done.push(instance(Some(&c), Some(k)));
+            self.done.push(pairing(Some(&c), Some(k)));
         } else if k.correlation != 0 {
             self.kernels.entry(k.correlation).or_default().push(k.clone());
         } else {
@@ -230,6 +266,12 @@ impl CollectiveMatcher {
     /// End of the process: groups resolve with what they have, leftovers are paired in issue order,
     /// the rest stand alone.
     pub fn finish(&mut self) {
+        self.finish_accepting(|_, _| true);
+    }
+
+    /// [`finish`](Self::finish), pairing a leftover call with the next leftover kernel only when
+    /// `accept` says the two can belong together (else both stand alone).
+    pub fn finish_accepting(&mut self, accept: impl Fn(&Collective, &Kernel) -> bool) {
         for g in std::mem::take(&mut self.group_order) {
             if let Some(group) = self.groups.remove(&g) {
                 self.resolve_group(group);
@@ -246,17 +288,22 @@ impl CollectiveMatcher {
         // Kernels that carry their own collective info (imports) stand alone.
         let (own, mut plain): (Vec<Kernel>, Vec<Kernel>) = kernels.into_iter().partition(|k| k.collective.is_some());
         for k in &own {
-            self.done.push(instance(None, Some(k)));
+            self.done.push(pairing(None, Some(k)));
         }
         let n = calls.len().min(plain.len());
         for (c, k) in calls.iter().zip(plain.iter()).take(n) {
-            self.done.push(instance(Some(c), Some(k)));
+            if accept(c, k) {
+                self.done.push(pairing(Some(c), Some(k)));
+            } else {
+                self.done.push(pairing(Some(c), None));
+                self.done.push(pairing(None, Some(k)));
+            }
         }
         for c in &calls[n..] {
-            self.done.push(instance(Some(c), None));
+            self.done.push(pairing(Some(c), None));
         }
         for k in plain.drain(n..) {
-            self.done.push(instance(None, Some(&k)));
+            self.done.push(pairing(None, Some(&k)));
         }
     }
 }

@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 
 use super::facts::*;
+use crate::correlate::{CollectiveMatcher, FromPairing};
 use crate::intervals::{intersect_in, measure_in, union, union2, SeqMap};
 use crate::model::*;
 use crate::steps::StepWindow;
@@ -667,7 +668,24 @@ fn reserved_by_step(samples: &mut [(Ns, u64)], index: &StepIndex) -> Vec<(u64, u
     by_step
 }
 
-/// Pair NCCL calls with their kernels (correlation, else issue order per rank) into [`CollFact`]s.
+/// One call and the GPU span it was paired with (the diagnoses keep the whole call).
+struct PairedCall {
+    call: Option<Collective>,
+    gpu: Option<(Ns, Ns)>,
+}
+
+impl FromPairing for PairedCall {
+    fn from_pairing(call: Option<&Collective>, _kernel: Option<&Kernel>, gpu: Option<(Ns, Ns)>) -> Self {
+        PairedCall { call: call.cloned(), gpu }
+    }
+}
+
+/// A leftover kernel pairs with a leftover call only if it started no more than this before the call.
+const LOOSE_PAIR_LEAD_NS: Ns = 1_000_000_000;
+
+/// Pair NCCL calls with their kernels into [`CollFact`]s, as the summary does ([`CollectiveMatcher`]:
+/// correlation, the kernels of a group end per device in call order, else issue order per rank).
+/// `calls` holds the data-moving calls and the group starts / ends, in the order they were recorded.
 fn pair_collectives(
     calls: &[Collective],
     kernels: &[Kernel],
@@ -676,28 +694,21 @@ fn pair_collectives(
     corr_step: &SeqMap<u64, usize>,
 ) -> Vec<CollFact> {
     let exposed = |s: Ns, e: Ns| (e - s) - intersect_in(&[(s, e)], compute, s, e);
-    let mut by_corr: HashMap<u64, &Kernel> = HashMap::new();
-    let mut loose: Vec<&Kernel> = Vec::new();
-    let mut imported: Vec<&Kernel> = Vec::new();
-    for k in kernels {
-        if k.collective.is_some() {
-            imported.push(k);
-        } else if k.correlation != 0 {
-            by_corr.insert(k.correlation, k);
-        } else {
-            loose.push(k);
-        }
+    let mut matcher: CollectiveMatcher<PairedCall> = CollectiveMatcher::default();
+    for c in calls {
+        matcher.call(c);
     }
-    let mut calls: Vec<&Collective> = calls.iter().collect();
-    calls.sort_by_key(|c| (c.start, c.seq));
-    let mut out = Vec::new();
-    let mut unmatched: Vec<usize> = Vec::new();
-    for c in &calls {
-        let k = (c.correlation != 0).then(|| by_corr.remove(&c.correlation)).flatten();
-        if k.is_none() {
-            unmatched.push(out.len());
-        }
-        let step = index.at(c.start);
+    let (imported, mut own): (Vec<&Kernel>, Vec<&Kernel>) = kernels.iter().partition(|k| k.collective.is_some());
+    own.sort_by_key(|k| k.start);
+    for k in own {
+        matcher.kernel(k);
+    }
+    matcher.finish_accepting(|c, k| c.start <= k.start + LOOSE_PAIR_LEAD_NS);
+    let mut paired: Vec<(Collective, Option<(Ns, Ns)>)> =
+        matcher.done.into_iter().filter_map(|p| p.call.map(|c| (c, p.gpu))).collect();
+    paired.sort_by_key(|(c, _)| (c.start, c.seq));
+    let mut out = Vec::with_capacity(paired.len() + imported.len());
+    for (c, gpu) in paired {
         out.push(CollFact {
             comm: c.comm,
             seq: c.seq,
@@ -707,22 +718,12 @@ fn pair_collectives(
             datatype: c.datatype,
             nranks: c.nranks,
             host: Some((c.start, c.end)),
-            gpu: k.map(|k| (k.start, k.end)),
-            exposed_ns: k.map(|k| exposed(k.start, k.end)).unwrap_or(0),
-            step,
+            gpu,
+            exposed_ns: gpu.map(|(s, e)| exposed(s, e)).unwrap_or(0),
+            step: index.at(c.start),
             device: c.device,
             stream: c.stream,
         });
-    }
-    // Leftover kernels (no correlation link) pair with leftover calls in issue order.
-    loose.extend(by_corr.into_values());
-    loose.sort_by_key(|k| k.start);
-    for (slot, k) in unmatched.iter().zip(loose.iter()) {
-        let f = &mut out[*slot];
-        if f.host.is_some_and(|h| h.0 <= k.start + 1_000_000_000) {
-            f.gpu = Some((k.start, k.end));
-            f.exposed_ns = exposed(k.start, k.end);
-        }
     }
     for (i, k) in imported.iter().enumerate() {
         let info = k.collective.as_ref();

@@ -1,7 +1,7 @@
 //! Grouped NCCL calls, as one process driving two GPUs issues them (`ncclCommInitAll`, every call
 //! inside `ncclGroupStart/End`): the kernels a group end launches share its correlation id, and each
 //! must be paired with its own call. Checked against the simulated GPU's ground truth: every call
-//! GPU-timed, per-size busbw of every collective within 2% of the truth's.
+//! GPU-timed, per-size busbw of every collective within 2% of the truth's, no false verdict.
 //!
 //! Prerequisites: `cargo build --release --workspace`, `make -C tests/simgpu`, `make -C tests/programs`.
 
@@ -84,5 +84,16 @@ fn grouped_collectives_on_two_devices_match_the_truth() {
     }
     assert_eq!(calls, 180, "every grouped call in the summary");
 
+    // The diagnoses pair calls and kernels the same way: nothing is slow, nothing hangs.
+    let out = Command::new(tprof_bin()).arg("diagnose").arg(&run.out_dir).arg("--json").output().unwrap();
+    let diag: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let alarms: Vec<&Value> = diag["verdicts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|v| v["severity"].as_f64().unwrap_or(0.0) > 0.05)
+        .filter(|v| matches!(v["kind"].as_str(), Some("slow_collective" | "hang" | "desync" | "straggler")))
+        .collect();
+    assert!(alarms.is_empty(), "false verdicts: {alarms:#?}");
     let _ = std::fs::remove_dir_all(run.out_dir.parent().unwrap());
 }
