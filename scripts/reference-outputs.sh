@@ -40,7 +40,8 @@ for entry in "${inputs[@]}"; do
   o=$name
   mkdir -p "$o"
   "$TPROF" summary "$path" --json >"$o/summary.json" 2>"$o/summary.err" || echo "exit $?" >>"$o/summary.err"
-  "$TPROF" summary "$path" >"$o/summary.txt" 2>&1 || true
+  # (the closing line says how long decoding took: left out so two runs compare)
+  "$TPROF" summary "$path" 2>&1 | grep -v '^tprof: summarized .* in [0-9.]* s$' >"$o/summary.txt" || true
   "$TPROF" diagnose "$path" --json >"$o/diagnose.json" 2>"$o/diagnose.err" || echo "exit $?" >>"$o/diagnose.err"
   "$TPROF" diagnose "$path" >"$o/diagnose.txt" 2>&1 || true
   for fmt in perfetto chrome folded flamegraph; do

@@ -530,7 +530,7 @@ mod tests {
 
     #[test]
     fn matches_calls_and_kernels() {
-        let mut m = CollectiveMatcher::default();
+        let mut m: CollectiveMatcher = CollectiveMatcher::default();
         let call = |corr, start| Collective {
             proc: ProcId(0),
             tid: 1,
@@ -593,7 +593,7 @@ mod tests {
     #[test]
     fn grouped_calls_pair_with_the_group_ends_kernels_per_device_in_call_order() {
         // One thread drives two devices: a group of all-reduce (1 MiB) and all-gather (4 MiB) on each.
-        let mut m = CollectiveMatcher::default();
+        let mut m: CollectiveMatcher = CollectiveMatcher::default();
         let g = 100;
         // A kernel of the group arrives before the group's records (CUPTI's buffers come later or
         // earlier than the host's).
@@ -608,7 +608,8 @@ mod tests {
         m.kernel(&on(0, kernel(g, 250, 450, "ncclDevKernel_AllGather_RING_LL")));
         m.kernel(&on(1, kernel(g, 260, 470, "ncclDevKernel_AllGather_RING_LL")));
         m.finish();
-        let mut got: Vec<(CollOp, u64, Option<(Ns, Ns)>)> = m.done.iter().map(|c| (c.op, c.bytes, c.gpu)).collect();
+        type Row = (CollOp, u64, Option<(Ns, Ns)>);
+        let mut got: Vec<Row> = m.done.iter().map(|c| (c.op, c.bytes, c.gpu)).collect();
         got.sort_by_key(|g| (g.0 as u8, g.2));
         assert_eq!(
             got,
@@ -623,7 +624,7 @@ mod tests {
 
     #[test]
     fn grouped_send_recv_share_their_fused_kernel() {
-        let mut m = CollectiveMatcher::default();
+        let mut m: CollectiveMatcher = CollectiveMatcher::default();
         m.call(&coll(CollOp::GroupStart, 1, 0, 0, 0));
         m.call(&coll(CollOp::Send, 2, 0, 0, 1 << 20));
         m.call(&coll(CollOp::Recv, 3, 0, 1, 1 << 20));
@@ -636,7 +637,7 @@ mod tests {
 
     #[test]
     fn collectives_fused_into_fewer_kernels_share_the_last_one() {
-        let mut m = CollectiveMatcher::default();
+        let mut m: CollectiveMatcher = CollectiveMatcher::default();
         m.call(&coll(CollOp::GroupStart, 1, 0, 0, 0));
         m.call(&coll(CollOp::AllReduce, 2, 0, 0, 1 << 20));
         m.call(&coll(CollOp::AllReduce, 3, 0, 1, 1 << 20));

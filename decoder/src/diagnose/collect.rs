@@ -266,7 +266,11 @@ impl TraceSink for FactCollector {
         self.seen(c.start, c.end);
         self.clock.handle_collective(c);
         let name = self.coll_names.entry(c.op as u8).or_insert_with(|| format!("nccl{}", c.op.name()).into()).clone();
-        self.call(&name, c.start, c.end, c.correlation, Some(CallClass::Other));
+        let class = match c.op {
+            CollOp::CommInit | CollOp::CommDestroy | CollOp::CommFinalize | CollOp::CommAbort => CallClass::Setup,
+            _ => CallClass::Other,
+        };
+        self.call(&name, c.start, c.end, c.correlation, Some(class));
         // Group starts and ends too: they tell which kernels a group end launched for its calls.
         if c.op.moves_data() || matches!(c.op, CollOp::GroupStart | CollOp::GroupEnd) {
             self.colls.push(c.clone());

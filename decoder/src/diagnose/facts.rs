@@ -101,6 +101,19 @@ pub struct CollFact {
     pub step: Option<u64>,
     pub device: u32,
     pub stream: u64,
+    /// This rank's rank in the communicator.
+    #[serde(skip)]
+    pub comm_rank: u32,
+    /// The peer (communicator rank) of a send / receive, the root of a rooted collective, else -1.
+    #[serde(skip)]
+    pub peer: i32,
+}
+
+impl CollFact {
+    /// A point-to-point transfer: matched with the peer's counterpart, not across all ranks.
+    pub fn is_p2p(&self) -> bool {
+        matches!(self.op, CollOp::Send | CollOp::Recv)
+    }
 }
 
 fn op_name<S: serde::Serializer>(op: &CollOp, s: S) -> Result<S::Ok, S::Error> {

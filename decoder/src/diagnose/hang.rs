@@ -8,7 +8,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::evidence::{Evidence, HangCommunicator, HangEvidence, HangRank, LastSeq, WatchdogFlag};
-use super::job::{comm_hex, Job};
+use super::facts::CollFact;
+use super::job::{comm_hex, Job, P2pTransfer};
 use super::{rank_list, CollectiveRef, Verdict, VerdictKind};
 use crate::model::Ns;
 use crate::summary::demangle;
@@ -27,11 +28,12 @@ pub fn find(job: &Job) -> Option<Verdict> {
         // Collectives on one communicator complete in order: one whose kernel record is missing
         // (a dropped record) but followed by a completed one did complete.
         let mut last_done: BTreeMap<u64, u64> = BTreeMap::new();
-        for c in r.colls.iter().filter(|c| c.comm != 0 && c.gpu.is_some()) {
+        // Sends and receives are matched per peer (below), not by the communicator's sequence.
+        for c in r.colls.iter().filter(|c| c.comm != 0 && !c.is_p2p() && c.gpu.is_some()) {
             let d = last_done.entry(c.comm).or_insert(c.seq);
             *d = (*d).max(c.seq);
         }
-        for c in r.colls.iter().filter(|c| c.comm != 0) {
+        for c in r.colls.iter().filter(|c| c.comm != 0 && !c.is_p2p()) {
             let e = comms.entry(c.comm).or_default().entry(i).or_insert((0, None));
             e.0 = e.0.max(c.seq);
             if c.gpu.is_none() && last_done.get(&c.comm).is_none_or(|&d| c.seq > d) {
@@ -58,7 +60,8 @@ pub fn find(job: &Job) -> Option<Verdict> {
             }
         }
     }
-    if stuck.is_none() && markers.is_empty() {
+    let p2p = if stuck.is_none() { stuck_transfer(job) } else { None };
+    if stuck.is_none() && p2p.is_none() && markers.is_empty() {
         return None;
     }
     let mut v = Verdict::new(VerdictKind::Hang, 1.0);
@@ -109,6 +112,49 @@ pub fn find(job: &Job) -> Option<Verdict> {
                 rank_list(&job.rank_ids(missing_ranks.iter().copied())),
                 missing_ranks.iter().map(|i| per[i].0.to_string()).collect::<Vec<_>>().join("/")
             )
+        };
+    }
+    if let Some(t) = &p2p {
+        let fact = |side: Option<(usize, usize)>| side.map(|(ri, ci)| &job.ranks[ri].colls[ci]);
+        let (waiting, other) = match (fact(t.send), fact(t.recv)) {
+            (Some(s), r) if s.gpu.is_none() => ((t.send.unwrap().0, "Send", t.to), r.map(|_| t.recv.unwrap().0)),
+            (s, _) => ((t.recv.unwrap().0, "Recv", t.from), s.map(|_| t.send.unwrap().0)),
+        };
+        let (wi, op, peer) = waiting;
+        stuck_ranks.push(wi);
+        let w = fact(if op == "Send" { t.send } else { t.recv }).unwrap();
+        v.location.collective =
+            Some(CollectiveRef { comm: comm_hex(t.comm), seq: Some(t.seq), op: op.into(), bytes: Some(w.bytes) });
+        v.steps = w.step.into_iter().collect();
+        let counterpart = if op == "Send" { "Recv" } else { "Send" };
+        text = match other {
+            None => {
+                if let Some(pi) =
+                    job.ranks.iter().position(|r| r.colls.iter().any(|c| c.comm == t.comm && c.comm_rank == peer))
+                {
+                    missing_ranks.push(pi);
+                }
+                format!(
+                    "{op} #{} on comm {} between comm ranks {} and {} never completed: r{} issued it and waited; its peer (comm rank {peer}) never posted the matching {counterpart}.",
+                    t.seq,
+                    comm_hex(t.comm),
+                    t.from,
+                    t.to,
+                    job.ranks[wi].rank
+                )
+            }
+            Some(oi) => {
+                stuck_ranks.push(oi);
+                format!(
+                    "{op} #{} on comm {} from comm rank {} to {} never completed although both sides posted it (r{} and r{}): the transfer itself is stuck (network, a peer's GPU).",
+                    t.seq,
+                    comm_hex(t.comm),
+                    t.from,
+                    t.to,
+                    job.ranks[wi].rank,
+                    job.ranks[oi].rank
+                )
+            }
         };
     }
     for (i, m) in &markers {
@@ -175,6 +221,26 @@ pub fn find(job: &Job) -> Option<Verdict> {
         "Fail fast instead of hanging: init_process_group(timeout=timedelta(minutes=5)) with TORCH_NCCL_ASYNC_ERROR_HANDLING=1; NCCL_DEBUG=INFO shows the last operations per rank.".into(),
     ];
     Some(v)
+}
+
+/// The first point-to-point transfer that did not complete and is a hang: one side's kernel never
+/// ran while the peer never posted its counterpart, or it waited alone long before its rank's end.
+fn stuck_transfer(job: &Job) -> Option<P2pTransfer> {
+    let fact = |side: Option<(usize, usize)>| side.map(|(ri, ci)| (ri, &job.ranks[ri].colls[ci]));
+    let unfinished = |side: Option<(usize, &CollFact)>| side.is_some_and(|(_, c)| c.gpu.is_none() && c.host.is_some());
+    let alone = |side: Option<(usize, &CollFact)>| {
+        side.is_some_and(|(ri, c)| c.host.is_some_and(|h| job.ranks[ri].span.1.saturating_sub(h.0) >= STUCK_ALONE_NS))
+    };
+    let mut found: Option<&P2pTransfer> = None;
+    for t in &job.p2p {
+        let (s, r) = (fact(t.send), fact(t.recv));
+        let stuck = (unfinished(s) && (r.is_none() || alone(s))) || (unfinished(r) && (s.is_none() || alone(r)));
+        let issued = |x: Option<(usize, &CollFact)>| x.and_then(|(_, c)| c.host.map(|h| h.0)).unwrap_or(Ns::MAX);
+        if stuck && found.is_none_or(|f| issued(s).min(issued(r)) < issued(fact(f.send)).min(issued(fact(f.recv)))) {
+            found = Some(t);
+        }
+    }
+    found.cloned()
 }
 
 fn short(s: &str) -> String {

@@ -61,6 +61,19 @@ impl Instance {
     }
 }
 
+/// One point-to-point transfer: the `seq`-th send from `from` to `to` on `comm` and the `seq`-th
+/// receive on `to` from `from` (communicator ranks); either side may be missing from the recording.
+#[derive(Debug, Clone)]
+pub struct P2pTransfer {
+    pub comm: u64,
+    pub from: u32,
+    pub to: u32,
+    pub seq: u64,
+    /// (rank index, index into that rank's `colls`) of the send and of the receive.
+    pub send: Option<(usize, usize)>,
+    pub recv: Option<(usize, usize)>,
+}
+
 /// The job as the rules see it.
 #[derive(Debug)]
 pub struct Job {
@@ -68,8 +81,10 @@ pub struct Job {
     /// Per rank: ns added to its times to reach the common clock.
     pub offsets: Vec<i64>,
     pub opts: DiagnoseOptions,
-    /// Instances by (comm, seq) of collectives with a known communicator.
+    /// Instances by (comm, seq) of collectives with a known communicator (sends and receives apart).
     pub instances: Vec<Instance>,
+    /// Sends paired with the peers' receives, per peer in order.
+    pub p2p: Vec<P2pTransfer>,
 }
 
 fn shift(t: Ns, off: i64) -> Ns {
@@ -80,9 +95,29 @@ impl Job {
     pub fn new(mut ranks: Vec<RankFacts>, mut offsets: Vec<i64>, opts: &DiagnoseOptions) -> Job {
         offsets.resize(ranks.len(), 0);
         let mut by_key: BTreeMap<(u64, u64), Vec<Member>> = BTreeMap::new();
+        let mut p2p: BTreeMap<(u64, u32, u32, u64), P2pTransfer> = BTreeMap::new();
+        for (ri, r) in ranks.iter().enumerate() {
+            for (ci, c) in r.colls.iter().enumerate().filter(|(_, c)| c.comm != 0 && c.is_p2p() && c.peer >= 0) {
+                let send = c.op == CollOp::Send;
+                let (from, to) = if send { (c.comm_rank, c.peer as u32) } else { (c.peer as u32, c.comm_rank) };
+                let t = p2p.entry((c.comm, from, to, c.seq)).or_insert(P2pTransfer {
+                    comm: c.comm,
+                    from,
+                    to,
+                    seq: c.seq,
+                    send: None,
+                    recv: None,
+                });
+                if send {
+                    t.send = Some((ri, ci));
+                } else {
+                    t.recv = Some((ri, ci));
+                }
+            }
+        }
         for (ri, r) in ranks.iter().enumerate() {
             let off = offsets[ri];
-            for c in r.colls.iter().filter(|c| c.comm != 0) {
+            for c in r.colls.iter().filter(|c| c.comm != 0 && !c.is_p2p()) {
                 by_key.entry((c.comm, c.seq)).or_default().push(Member {
                     rank: ri,
                     op: c.op,
@@ -137,7 +172,7 @@ impl Job {
                 }
             }
         }
-        Job { ranks, offsets, opts: opts.clone(), instances }
+        Job { ranks, offsets, opts: opts.clone(), instances, p2p: p2p.into_values().collect() }
     }
 
     /// Rank-time of the job: the sum of the ranks' analysed windows.

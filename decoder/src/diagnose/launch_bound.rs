@@ -58,6 +58,10 @@ pub fn find(job: &Job) -> Option<Verdict> {
     let launches = median(steps_all().map(|s| s.launches).collect());
     let kernels = median(steps_all().map(|s| s.kernels).collect());
     let kernel_ns = median(steps_all().filter(|s| s.kernels > 0).map(|s| s.median_kernel_ns).collect());
+    if launches == 0 {
+        // No kernel launches to speak of: the GPU's gaps are not launch overhead.
+        return None;
+    }
     let gap_ns = median(steps_all().filter(|s| s.kernels > 1).map(|s| s.median_gap_ns).collect());
     let step_ns = job.median_step_ns();
     let mut steps: Vec<u64> =

@@ -39,6 +39,9 @@ pub enum CallClass {
     Sync,
     Copy,
     Alloc,
+    /// Setting up or tearing down (NCCL communicator init / destroy): the GPU idles meanwhile, but
+    /// not because the host is busy launching work.
+    Setup,
     Other,
 }
 
@@ -393,8 +396,10 @@ fn holes_to_next_step(mut holes: Vec<(Ns, Ns)>, index: &StepIndex) -> Vec<(Ns, N
 struct GapClassifier<'a> {
     gpu: &'a GpuSteps<'a>,
     index: &'a StepIndex,
-    /// Union of the host calls.
+    /// Union of the host calls (set-up calls apart).
     host: Vec<(Ns, Ns)>,
+    /// Union of the set-up calls (communicator init / destroy).
+    setup: Vec<(Ns, Ns)>,
     /// Synchronizing calls by start.
     syncs: Vec<&'a RawCall>,
     // Gaps come in time order, so every search below only moves forward.
@@ -405,10 +410,11 @@ struct GapClassifier<'a> {
 
 impl<'a> GapClassifier<'a> {
     fn new(gpu: &'a GpuSteps<'a>, index: &'a StepIndex, calls: &'a [RawCall]) -> GapClassifier<'a> {
-        let host = union(calls.iter().map(|c| (c.start, c.end)).collect());
+        let host = union(calls.iter().filter(|c| c.class != CallClass::Setup).map(|c| (c.start, c.end)).collect());
+        let setup = union(calls.iter().filter(|c| c.class == CallClass::Setup).map(|c| (c.start, c.end)).collect());
         let mut syncs: Vec<&RawCall> = calls.iter().filter(|c| c.class == CallClass::Sync).collect();
         syncs.sort_by_key(|c| c.start);
-        GapClassifier { gpu, index, host, syncs, sync_cursor: 0, op_cursor: 0, step_cursor: 0 }
+        GapClassifier { gpu, index, host, setup, syncs, sync_cursor: 0, op_cursor: 0, step_cursor: 0 }
     }
 
     /// The sync call the host was blocked in when the GPU ran dry at `a`.
@@ -426,7 +432,10 @@ impl<'a> GapClassifier<'a> {
         let first = owner.is_some_and(|p| self.gpu.first[p] == Some(b));
         let mut part = Split::default();
         let sync = self.blocking_sync(a);
-        if sync.is_some() {
+        if measure_in(&self.setup, a, b) * 2 >= gap {
+            // The GPU waited for set-up (communicators being created): neither launching nor data.
+            part.idle_ns = gap;
+        } else if sync.is_some() {
             part.sync_ns = gap;
         } else if first {
             let outside = gap - measure_in(&self.host, a, b);
@@ -708,10 +717,26 @@ fn pair_collectives(
         matcher.done.into_iter().filter_map(|p| p.call.map(|c| (c, p.gpu))).collect();
     paired.sort_by_key(|(c, _)| (c.start, c.seq));
     let mut out = Vec::with_capacity(paired.len() + imported.len());
+    // The recorded sequence numbers count sends and receives too, which ranks make in different
+    // numbers (a pipeline's first stage only sends): collectives are numbered among collectives,
+    // sends per peer and receives per peer, so each matches its counterparts on the other ranks.
+    // Per (communicator, rank in it): one process may drive several ranks of a communicator.
+    let mut p2p_before: HashMap<(u64, u32), u64> = HashMap::new();
+    let mut p2p_order: HashMap<(u64, u32, i32, bool), u64> = HashMap::new();
     for (c, gpu) in paired {
+        let seq = if matches!(c.op, CollOp::Send | CollOp::Recv) {
+            *p2p_before.entry((c.comm, c.rank)).or_default() += 1;
+            let k = p2p_order.entry((c.comm, c.rank, c.peer, c.op == CollOp::Send)).or_default();
+            *k += 1;
+            *k - 1
+        } else {
+            c.seq.saturating_sub(p2p_before.get(&(c.comm, c.rank)).copied().unwrap_or(0))
+        };
         out.push(CollFact {
             comm: c.comm,
-            seq: c.seq,
+            seq,
+            comm_rank: c.rank,
+            peer: c.peer,
             op: c.op,
             bytes: c.bytes,
             count: c.count,
@@ -741,6 +766,8 @@ fn pair_collectives(
             step: corr_step.get(&k.correlation).map(|&p| index.windows[p].index).or_else(|| index.at(k.start)),
             device: k.device,
             stream: k.stream as u64,
+            comm_rank: 0,
+            peer: -1,
         });
     }
     out

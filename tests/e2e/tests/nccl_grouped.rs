@@ -97,3 +97,49 @@ fn grouped_collectives_on_two_devices_match_the_truth() {
     assert!(alarms.is_empty(), "false verdicts: {alarms:#?}");
     let _ = std::fs::remove_dir_all(run.out_dir.parent().unwrap());
 }
+
+#[test]
+fn a_send_recv_pipeline_is_neither_a_desync_nor_a_hang() {
+    // 4 stages, 24 micro-batches forward and backward, each exchange one group of recv + send.
+    let prog = programs_dir().join("rt12_nccl_pipeline");
+    assert!(prog.exists(), "missing {}: make -C tests/programs", prog.display());
+    let run = RunSpec::new(&prog, &[], simgpu_dir()).run("nccl-pipeline");
+    assert_eq!(run.code(), Some(0), "{}", run.stderr());
+    assert_eq!(run.stdout().lines().count(), 4, "{}", run.stdout());
+    let truth = read_truth(&run.truth_dir);
+    let fused = truth.iter().filter(|t| t["type"] == "collective").count();
+    assert!(fused > 0, "the truth has the pipeline's kernels");
+    assert!(
+        truth.iter().filter(|t| t["type"] == "collective").all(|t| !t["end_ns"].is_null()),
+        "every transfer completed in the ground truth"
+    );
+
+    let out = Command::new(tprof_bin()).arg("summary").arg(&run.out_dir).arg("--json").output().unwrap();
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut by_op: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for r in summary["collectives"].as_array().unwrap() {
+        let e = by_op.entry(r["op"].as_str().unwrap().to_string()).or_default();
+        e.0 += r["count"].as_u64().unwrap();
+        e.1 += r["gpu_timed"].as_u64().unwrap();
+    }
+    // Stages 0 and 3 exchange with one neighbour, 1 and 2 with two: 24 + 48 + 48 + 24 of each.
+    assert_eq!(by_op.get("Send"), Some(&(144, 144)), "{by_op:?}");
+    assert_eq!(by_op.get("Recv"), Some(&(144, 144)), "{by_op:?}");
+
+    let out = Command::new(tprof_bin()).arg("diagnose").arg(&run.out_dir).arg("--json").output().unwrap();
+    let diag: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let alarms: Vec<&Value> = diag["verdicts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|v| v["severity"].as_f64().unwrap_or(0.0) > 0.05)
+        .filter(|v| {
+            matches!(
+                v["kind"].as_str(),
+                Some("desync" | "hang" | "straggler" | "slow_collective" | "launch_bound" | "data_loading")
+            )
+        })
+        .collect();
+    assert!(alarms.is_empty(), "false verdicts: {alarms:#?}");
+    let _ = std::fs::remove_dir_all(run.out_dir.parent().unwrap());
+}
