@@ -34,92 +34,12 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
+pub use tprof_format::control_protocol::Until;
+use tprof_format::settings::Mode;
 use tprof_format::{MarkerKind, Record, StrId};
 
-use crate::config::{config, Mode};
+use crate::config::config;
 use crate::{clock, correlation, counters, recorder, state, strings};
-
-/// A steps-mode window: steps `first..=last`, repeated every `every` steps (0 = once).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StepRange {
-    pub first: u64,
-    pub last: u64,
-    pub every: u64,
-}
-
-impl StepRange {
-    pub const DEFAULT: StepRange = StepRange { first: 100, last: 110, every: 0 };
-
-    /// Parses `100-110`, `100-110:every=1000`, or a single step `7`.
-    pub fn parse(s: &str) -> Option<StepRange> {
-        let s = s.trim();
-        let (range, every) = match s.split_once(':') {
-            Some((r, opt)) => {
-                let n = opt.trim().strip_prefix("every=")?.trim().parse::<u64>().ok()?;
-                (r, n)
-            }
-            None => (s, 0),
-        };
-        let (first, last) = match range.split_once('-') {
-            Some((a, b)) => (a.trim().parse::<u64>().ok()?, b.trim().parse::<u64>().ok()?),
-            None => {
-                let n = range.trim().parse::<u64>().ok()?;
-                (n, n)
-            }
-        };
-        if last < first || (every != 0 && every <= last - first) {
-            return None;
-        }
-        Some(StepRange { first, last, every })
-    }
-
-    /// Offset of step `n` inside its repetition, when `n` is in a window.
-    fn offset(&self, n: u64) -> Option<u64> {
-        if n < self.first {
-            return None;
-        }
-        let off = if self.every == 0 { n - self.first } else { (n - self.first) % self.every };
-        (off <= self.last - self.first).then_some(off)
-    }
-
-    /// True when step `n` is inside a window.
-    pub fn contains(&self, n: u64) -> bool {
-        self.offset(n).is_some()
-    }
-
-    /// True when step `n` is the last step of a window (the window closes after its StepEnd).
-    pub fn is_last(&self, n: u64) -> bool {
-        self.offset(n) == Some(self.last - self.first)
-    }
-}
-
-/// A sample-mode duty cycle: open `on` at the start of every `period`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DutyCycle {
-    pub on: Duration,
-    pub period: Duration,
-}
-
-impl DutyCycle {
-    pub const DEFAULT: DutyCycle = DutyCycle { on: Duration::from_secs(2), period: Duration::from_secs(60) };
-
-    /// Parses `2s/60s` (durations as in `config::parse_duration`).
-    pub fn parse(s: &str) -> Option<DutyCycle> {
-        let (on, period) = s.split_once('/')?;
-        let on = crate::config::parse_duration(on)?;
-        let period = crate::config::parse_duration(period)?;
-        if on.is_zero() || period < Duration::from_millis(10) || on > period {
-            return None;
-        }
-        Some(DutyCycle { on, period })
-    }
-
-    /// Whether the window should be open `elapsed_ns` after the schedule started.
-    pub fn open_at(&self, elapsed_ns: u64) -> bool {
-        let period = self.period.as_nanos().max(1) as u64;
-        (elapsed_ns % period) < self.on.as_nanos() as u64
-    }
-}
 
 /// Why a window edge or a dump happened (the marker's `value`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -162,17 +82,6 @@ impl Reason {
     fn from_u8(v: u8) -> Reason {
         REASONS.get(v as usize).map(|r| r.0).unwrap_or(Reason::Request)
     }
-}
-
-/// How a manual (on-demand) window ends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Until {
-    /// At `stop` (or SIGUSR2).
-    Stopped,
-    /// After this long.
-    Elapsed(Duration),
-    /// After this many complete steps.
-    Steps(u64),
 }
 
 const MANUAL_NONE: u8 = 0;
@@ -627,36 +536,5 @@ pub fn status() -> Status {
         windows: WINDOWS_OPENED.load(Ordering::Relaxed),
         events: RING_EVENTS.load(Ordering::Relaxed),
         dropped: RING_DROPPED.load(Ordering::Relaxed).max(recorder::total_dropped()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn step_ranges() {
-        let r = StepRange::parse("100-110").unwrap();
-        assert!(!r.contains(99) && r.contains(100) && r.contains(110) && !r.contains(111));
-        assert!(r.is_last(110) && !r.is_last(109) && !r.is_last(1110));
-        let r = StepRange::parse("100-110:every=1000").unwrap();
-        assert!(r.contains(1105) && r.is_last(2110) && !r.contains(1111) && !r.contains(50));
-        assert_eq!(StepRange::parse("7"), Some(StepRange { first: 7, last: 7, every: 0 }));
-        for bad in ["", "10-5", "a-b", "1-10:every=5", "1-2:often=3"] {
-            assert_eq!(StepRange::parse(bad), None, "{bad}");
-        }
-    }
-
-    #[test]
-    fn duty_cycles() {
-        let d = DutyCycle::parse("2s/60s").unwrap();
-        assert_eq!(d, DutyCycle::DEFAULT);
-        assert!(d.open_at(0) && d.open_at(1_999_999_999) && !d.open_at(2_000_000_000));
-        assert!(d.open_at(60_500_000_000) && !d.open_at(59_000_000_000));
-        let d = DutyCycle::parse("250ms/1s").unwrap();
-        assert_eq!(d.on, Duration::from_millis(250));
-        for bad in ["2s", "61s/60s", "0s/1s", "x/1s"] {
-            assert_eq!(DutyCycle::parse(bad), None, "{bad}");
-        }
     }
 }

@@ -5,34 +5,8 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use tprof_format::settings::{self, parse_duration, vars, DutyCycle, Mode, StepRange};
 use tprof_format::ClockSource;
-
-/// Capture mode (`TPROF_MODE`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// Everything from the start.
-    Full,
-    /// Only the steps in `TPROF_STEPS`.
-    Steps,
-    /// A duty cycle (`TPROF_SAMPLE=2s/60s`).
-    Sample,
-    /// Always on; the ring wraps and keeps the newest events.
-    Flight,
-    /// Counters only, no per-event records.
-    Metrics,
-}
-
-impl Mode {
-    pub fn name(self) -> &'static str {
-        match self {
-            Mode::Full => "full",
-            Mode::Steps => "steps",
-            Mode::Sample => "sample",
-            Mode::Flight => "flight",
-            Mode::Metrics => "metrics",
-        }
-    }
-}
 
 /// The shim's configuration.
 #[derive(Debug, Clone)]
@@ -63,9 +37,9 @@ pub struct Config {
     pub quiet: bool,
     // capture (issue 7): production-mode settings, parsed by `crate::capture` / `crate::metrics`.
     /// `TPROF_STEPS=100-110[:every=1000]`: the steps-mode window (default 100-110).
-    pub steps: crate::capture::StepRange,
+    pub steps: StepRange,
     /// `TPROF_SAMPLE=2s/60s`: the sample-mode duty cycle (default 2 s every 60 s).
-    pub sample: crate::capture::DutyCycle,
+    pub sample: DutyCycle,
     /// `TPROF_METRICS_FILE`: Prometheus textfile to rewrite every `metrics_interval` (`%p` = pid, `%r` = rank).
     pub metrics_file: Option<PathBuf>,
     /// `TPROF_METRICS_INTERVAL` (default 10 s).
@@ -78,7 +52,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             disabled: false,
-            out_dir: PathBuf::from("tprof-out"),
+            out_dir: PathBuf::from(settings::DEFAULT_OUT_DIR),
             ring_mb: 256,
             mode: Mode::Full,
             follow_fork: true,
@@ -89,8 +63,8 @@ impl Default for Config {
             buffer_events: 16384,
             commit_interval: Duration::from_millis(100),
             quiet: false,
-            steps: crate::capture::StepRange::DEFAULT,
-            sample: crate::capture::DutyCycle::DEFAULT,
+            steps: StepRange::DEFAULT,
+            sample: DutyCycle::DEFAULT,
             metrics_file: None,
             metrics_interval: Duration::from_secs(10),
             flight_mb: None,
@@ -113,99 +87,77 @@ fn parse_bool(var: &str, value: &str, default: bool) -> bool {
     }
 }
 
-/// Parses a duration like `300`, `300s`, `250ms`, `2m`, `1h`.
-pub fn parse_duration(s: &str) -> Option<Duration> {
-    let s = s.trim();
-    let (num, unit) = s.find(|c: char| !c.is_ascii_digit() && c != '.').map(|i| s.split_at(i)).unwrap_or((s, "s"));
-    let v: f64 = num.parse().ok()?;
-    if !v.is_finite() || v < 0.0 {
-        return None;
-    }
-    let secs = match unit.trim() {
-        "ms" => v / 1000.0,
-        "s" | "" => v,
-        "m" | "min" => v * 60.0,
-        "h" => v * 3600.0,
-        _ => return None,
-    };
-    Some(Duration::from_secs_f64(secs))
-}
-
 impl Config {
     /// Reads the configuration from an environment lookup (the process environment in production).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Config {
         let mut c = Config::default();
-        if let Some(v) = get("TPROF_DISABLE") {
-            c.disabled = parse_bool("TPROF_DISABLE", &v, false);
+        if let Some(v) = get(vars::DISABLE) {
+            c.disabled = parse_bool(vars::DISABLE, &v, false);
         }
-        if let Some(v) = get("TPROF_OUT") {
+        if let Some(v) = get(vars::OUT) {
             if v.trim().is_empty() {
-                warn("TPROF_OUT", &v, "is empty", "./tprof-out");
+                warn(vars::OUT, &v, "is empty", "./tprof-out");
             } else {
                 c.out_dir = PathBuf::from(v);
             }
         }
-        if let Some(v) = get("TPROF_RING_MB") {
+        if let Some(v) = get(vars::RING_MB) {
             match v.trim().parse::<u64>() {
                 Ok(mb) if (1..=65536).contains(&mb) => c.ring_mb = mb,
-                _ => warn("TPROF_RING_MB", &v, "is not a size in MiB between 1 and 65536", "256"),
+                _ => warn(vars::RING_MB, &v, "is not a size in MiB between 1 and 65536", "256"),
             }
         }
-        if let Some(v) = get("TPROF_MODE") {
+        if let Some(v) = get(vars::MODE) {
             c.mode = match v.trim() {
-                "full" | "" => Mode::Full,
-                "steps" => Mode::Steps,
-                "sample" => Mode::Sample,
-                "flight" => Mode::Flight,
-                "metrics" => Mode::Metrics,
-                _ => {
-                    warn("TPROF_MODE", &v, "is not one of full, steps, sample, flight, metrics", "full");
+                "" => Mode::Full,
+                name => Mode::from_name(name).unwrap_or_else(|| {
+                    warn(vars::MODE, &v, "is not one of full, steps, sample, flight, metrics", "full");
                     Mode::Full
-                }
+                }),
             };
         }
-        if let Some(v) = get("TPROF_FOLLOW_FORK") {
-            c.follow_fork = parse_bool("TPROF_FOLLOW_FORK", &v, true);
+        if let Some(v) = get(vars::FOLLOW_FORK) {
+            c.follow_fork = parse_bool(vars::FOLLOW_FORK, &v, true);
         }
-        if let Some(v) = get("TPROF_STEP_MARKER") {
+        if let Some(v) = get(vars::STEP_MARKER) {
             if !v.trim().is_empty() {
                 c.step_marker = Some(v);
             }
         }
-        if let Some(v) = get("TPROF_HANG_TIMEOUT") {
+        if let Some(v) = get(vars::HANG_TIMEOUT) {
             match parse_duration(&v) {
                 Some(d) if d >= Duration::from_millis(100) => c.hang_timeout = d,
-                _ => warn("TPROF_HANG_TIMEOUT", &v, "is not a duration of at least 100ms (e.g. 300s)", "300s"),
+                _ => warn(vars::HANG_TIMEOUT, &v, "is not a duration of at least 100ms (e.g. 300s)", "300s"),
             }
         }
-        if let Some(v) = get("TPROF_CUPTI") {
-            c.cupti = parse_bool("TPROF_CUPTI", &v, true);
+        if let Some(v) = get(vars::CUPTI) {
+            c.cupti = parse_bool(vars::CUPTI, &v, true);
         }
-        if let Some(v) = get("TPROF_CLOCK") {
+        if let Some(v) = get(vars::CLOCK) {
             c.clock = match v.trim() {
                 "tsc" => Some(ClockSource::Tsc),
                 "monotonic" => Some(ClockSource::Monotonic),
                 "auto" | "" => None,
                 _ => {
-                    warn("TPROF_CLOCK", &v, "is not one of tsc, monotonic, auto", "auto");
+                    warn(vars::CLOCK, &v, "is not one of tsc, monotonic, auto", "auto");
                     None
                 }
             };
         }
-        if let Some(v) = get("TPROF_BUFFER_EVENTS") {
+        if let Some(v) = get(vars::BUFFER_EVENTS) {
             match v.trim().parse::<usize>() {
                 Ok(n) if (64..=1 << 24).contains(&n) => c.buffer_events = n.next_power_of_two(),
-                _ => warn("TPROF_BUFFER_EVENTS", &v, "is not a count between 64 and 16777216", "16384"),
+                _ => warn(vars::BUFFER_EVENTS, &v, "is not a count between 64 and 16777216", "16384"),
             }
         }
-        if let Some(v) = get("TPROF_COMMIT_MS") {
+        if let Some(v) = get(vars::COMMIT_MS) {
             match v.trim().parse::<u64>() {
                 Ok(ms) if (1..=100).contains(&ms) => c.commit_interval = Duration::from_millis(ms),
-                _ => warn("TPROF_COMMIT_MS", &v, "is not a number of milliseconds between 1 and 100", "100"),
+                _ => warn(vars::COMMIT_MS, &v, "is not a number of milliseconds between 1 and 100", "100"),
             }
         }
-        if let Some(v) = get("TPROF_QUIET") {
-            c.quiet = parse_bool("TPROF_QUIET", &v, false);
+        if let Some(v) = get(vars::QUIET) {
+            c.quiet = parse_bool(vars::QUIET, &v, false);
         }
         c.parse_capture(&get);
         c
@@ -214,34 +166,33 @@ impl Config {
     /// capture (issue 7): TPROF_STEPS, TPROF_SAMPLE, TPROF_METRICS_FILE, TPROF_METRICS_INTERVAL,
     /// TPROF_FLIGHT_MB.
     fn parse_capture(&mut self, get: &impl Fn(&str) -> Option<String>) {
-        use crate::capture::{DutyCycle, StepRange};
-        if let Some(v) = get("TPROF_STEPS") {
+        if let Some(v) = get(vars::STEPS) {
             match StepRange::parse(&v) {
                 Some(r) => self.steps = r,
-                None => warn("TPROF_STEPS", &v, "is not a step range like 100-110 or 100-110:every=1000", "100-110"),
+                None => warn(vars::STEPS, &v, "is not a step range like 100-110 or 100-110:every=1000", "100-110"),
             }
         }
-        if let Some(v) = get("TPROF_SAMPLE") {
+        if let Some(v) = get(vars::SAMPLE) {
             match DutyCycle::parse(&v) {
                 Some(d) => self.sample = d,
-                None => warn("TPROF_SAMPLE", &v, "is not a duty cycle like 2s/60s (on <= period)", "2s/60s"),
+                None => warn(vars::SAMPLE, &v, "is not a duty cycle like 2s/60s (on <= period)", "2s/60s"),
             }
         }
-        if let Some(v) = get("TPROF_METRICS_FILE") {
+        if let Some(v) = get(vars::METRICS_FILE) {
             if !v.trim().is_empty() {
                 self.metrics_file = Some(PathBuf::from(v.trim()));
             }
         }
-        if let Some(v) = get("TPROF_METRICS_INTERVAL") {
+        if let Some(v) = get(vars::METRICS_INTERVAL) {
             match parse_duration(&v) {
                 Some(d) if d >= Duration::from_millis(100) => self.metrics_interval = d,
-                _ => warn("TPROF_METRICS_INTERVAL", &v, "is not a duration of at least 100ms (e.g. 10s)", "10s"),
+                _ => warn(vars::METRICS_INTERVAL, &v, "is not a duration of at least 100ms (e.g. 10s)", "10s"),
             }
         }
-        if let Some(v) = get("TPROF_FLIGHT_MB") {
+        if let Some(v) = get(vars::FLIGHT_MB) {
             match v.trim().parse::<u64>() {
                 Ok(mb) if (1..=65536).contains(&mb) => self.flight_mb = Some(mb),
-                _ => warn("TPROF_FLIGHT_MB", &v, "is not a size in MiB between 1 and 65536", "TPROF_RING_MB"),
+                _ => warn(vars::FLIGHT_MB, &v, "is not a size in MiB between 1 and 65536", vars::RING_MB),
             }
         }
         if self.mode == Mode::Flight {
@@ -284,13 +235,5 @@ mod tests {
         assert_eq!(c.ring_mb, 256);
         assert_eq!(c.mode, Mode::Full);
         assert!(c.follow_fork);
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
-        assert_eq!(parse_duration("2m"), Some(Duration::from_secs(120)));
-        assert_eq!(parse_duration("7"), Some(Duration::from_secs(7)));
-        assert_eq!(parse_duration("x"), None);
     }
 }

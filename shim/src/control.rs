@@ -26,7 +26,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, Ordering};
 use std::time::Duration;
 
-use crate::capture::{self, signals, Reason, Until};
+use tprof_format::control_protocol::{self, status, Request};
+
+use crate::capture::{self, signals, Reason};
 use crate::config::config;
 use crate::state;
 
@@ -36,11 +38,6 @@ static LISTEN_PID: AtomicU32 = AtomicU32::new(0);
 /// The socket path of the process in `LISTEN_PID` (leaked per process; never freed).
 static SOCKET_PATH: AtomicPtr<PathBuf> = AtomicPtr::new(std::ptr::null_mut());
 static SAID_SIGUSR2: AtomicBool = AtomicBool::new(false);
-
-/// The socket path for `pid` in `dir`.
-pub fn socket_path(dir: &Path, pid: u32) -> PathBuf {
-    dir.join(format!("tprof-{pid}.sock"))
-}
 
 /// Starts the listener (and SIGUSR2) for this process. Never fails the host program: problems are one
 /// warning line.
@@ -72,7 +69,7 @@ fn listen(pid: u32) -> std::io::Result<()> {
     // The socket is created 0600 and every connection's peer uid is checked (SO_PEERCRED), so a
     // shared output directory (an existing TPROF_OUT with mode 755) needs no warning.
     std::fs::metadata(dir)?;
-    let path = socket_path(dir, pid);
+    let path = control_protocol::socket_path(dir, pid);
     if path.as_os_str().len() >= 108 {
         return Err(std::io::Error::other(format!("{} is longer than a socket path may be", path.display())));
     }
@@ -183,39 +180,6 @@ trait TakeLimited: std::io::Read + Sized {
 }
 impl<R: std::io::Read> TakeLimited for R {}
 
-/// A parsed request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Request {
-    Start(Until),
-    Stop,
-    Dump,
-    Status,
-}
-
-/// Parses one request line.
-pub fn parse_request(line: &str) -> Result<Request, String> {
-    let mut words = line.split_whitespace();
-    let verb = words.next().ok_or("empty request")?;
-    let mut until = Until::Stopped;
-    for w in words {
-        let (k, v) = w.split_once('=').ok_or_else(|| format!("bad argument {w:?}"))?;
-        let n: u64 = v.parse().map_err(|_| format!("bad number in {w:?}"))?;
-        until = match k {
-            "duration_ms" if n > 0 => Until::Elapsed(Duration::from_millis(n)),
-            "steps" if n > 0 => Until::Steps(n),
-            _ => return Err(format!("bad argument {w:?}")),
-        };
-    }
-    match verb {
-        "start" => Ok(Request::Start(until)),
-        "stop" | "dump" | "status" if until != Until::Stopped => Err(format!("{verb} takes no arguments")),
-        "stop" => Ok(Request::Stop),
-        "dump" => Ok(Request::Dump),
-        "status" => Ok(Request::Status),
-        _ => Err(format!("unknown command {verb:?} (start, stop, dump, status)")),
-    }
-}
-
 fn window_word(open: bool) -> &'static str {
     if open {
         "open"
@@ -226,7 +190,7 @@ fn window_word(open: bool) -> &'static str {
 
 /// Runs one request; returns the reply text.
 pub fn execute(line: &str) -> String {
-    let req = match parse_request(line) {
+    let req = match Request::parse(line) {
         Ok(r) => r,
         Err(e) => return format!("error: {e}\n"),
     };
@@ -268,37 +232,24 @@ fn status_text() -> String {
         s.push_str(&v);
         s.push('\n');
     };
-    kv("pid", std::process::id().to_string());
-    kv("rank", rank.map(|r| r.to_string()).unwrap_or_else(|| "-".into()));
-    kv("host", host);
-    kv("mode", st.mode.name().into());
-    kv("window", window_word(st.open).into());
-    kv("manual", st.manual);
-    kv("windows", st.windows.to_string());
-    kv("events", st.events.to_string());
-    kv("dropped", st.dropped.to_string());
-    kv("calls", calls.to_string());
-    kv("calls_unrecorded", closed.to_string());
-    kv("ring", ring);
+    kv(status::PID, std::process::id().to_string());
+    kv(status::RANK, rank.map(|r| r.to_string()).unwrap_or_else(|| "-".into()));
+    kv(status::HOST, host);
+    kv(status::MODE, st.mode.name().into());
+    kv(status::WINDOW, window_word(st.open).into());
+    kv(status::MANUAL, st.manual);
+    kv(status::WINDOWS, st.windows.to_string());
+    kv(status::EVENTS, st.events.to_string());
+    kv(status::DROPPED, st.dropped.to_string());
+    kv(status::CALLS, calls.to_string());
+    kv(status::CALLS_UNRECORDED, closed.to_string());
+    kv(status::RING, ring);
     s
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn requests() {
-        assert_eq!(parse_request("start"), Ok(Request::Start(Until::Stopped)));
-        assert_eq!(parse_request("start duration_ms=5000"), Ok(Request::Start(Until::Elapsed(Duration::from_secs(5)))));
-        assert_eq!(parse_request("start steps=10"), Ok(Request::Start(Until::Steps(10))));
-        assert_eq!(parse_request(" stop "), Ok(Request::Stop));
-        assert_eq!(parse_request("dump"), Ok(Request::Dump));
-        assert_eq!(parse_request("status"), Ok(Request::Status));
-        for bad in ["", "go", "start steps=0", "start steps=x", "stop steps=3", "start when=now"] {
-            assert!(parse_request(bad).is_err(), "{bad}");
-        }
-    }
 
     #[test]
     fn only_the_owner_uid_is_allowed() {

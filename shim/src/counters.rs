@@ -13,6 +13,7 @@
 
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
+use tprof_format::bus_bandwidth::bus_factor;
 use tprof_format::{CollOp, Record, StrId};
 
 /// One thread's call counters, alone on its cache line.
@@ -186,16 +187,6 @@ static TALLY: AtomicTally = AtomicTally {
     step_ticks: AtomicU64::new(0),
 };
 
-/// nccl-tests bus-bandwidth factor (as the decoder computes it).
-pub fn bus_factor(op: CollOp, nranks: u32) -> f64 {
-    let n = nranks.max(1) as f64;
-    match op {
-        CollOp::AllReduce => 2.0 * (n - 1.0) / n,
-        CollOp::AllGather | CollOp::ReduceScatter | CollOp::AllToAll => (n - 1.0) / n,
-        _ => 1.0,
-    }
-}
-
 fn is_nccl_kernel(name: StrId) -> bool {
     crate::strings::lookup(name).is_some_and(|t| t.starts_with(b"nccl"))
 }
@@ -313,12 +304,5 @@ mod tests {
         let (c1, z1) = calls();
         assert_eq!(c1 - c0, 4001);
         assert_eq!(z1 - z0, 1000);
-    }
-
-    #[test]
-    fn bus_factors() {
-        assert_eq!(bus_factor(CollOp::AllReduce, 2), 1.0);
-        assert_eq!(bus_factor(CollOp::AllGather, 4), 0.75);
-        assert_eq!(bus_factor(CollOp::Broadcast, 8), 1.0);
     }
 }

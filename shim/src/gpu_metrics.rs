@@ -15,7 +15,7 @@ pub mod nvml;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use tprof_format::Record;
+use tprof_format::{counter_names as names, Record};
 
 use crate::strings::StaticName;
 use crate::{clock, config, guard, recorder, state, writer_thread};
@@ -25,24 +25,6 @@ use nvml::{Device, GpmSample, LoadError, Nvml};
 pub const DEFAULT_HZ: u32 = 5;
 /// GPM computes rates over at least this interval.
 const GPM_MIN_INTERVAL: Duration = Duration::from_millis(100);
-
-/// Counter names (stable: the decoder and the report use them).
-pub mod names {
-    pub const UTIL: &str = "gpu.util_pct";
-    pub const MEM_UTIL: &str = "gpu.mem_util_pct";
-    pub const MEM_USED: &str = "gpu.mem_used_bytes";
-    pub const SM_CLOCK: &str = "gpu.sm_clock_mhz";
-    pub const POWER: &str = "gpu.power_w";
-    pub const TEMP: &str = "gpu.temp_c";
-    pub const SM_ACTIVE: &str = "gpu.sm_active_pct";
-    pub const SM_OCCUPANCY: &str = "gpu.sm_occupancy_pct";
-    pub const TENSOR_ACTIVE: &str = "gpu.tensor_active_pct";
-    pub const DRAM_BW: &str = "gpu.dram_bw_pct";
-    pub const PCIE_TX: &str = "gpu.pcie_tx_MBps";
-    pub const PCIE_RX: &str = "gpu.pcie_rx_MBps";
-    pub const NVLINK_RX: &str = "gpu.nvlink_rx_MBps";
-    pub const NVLINK_TX: &str = "gpu.nvlink_tx_MBps";
-}
 
 static N_UTIL: StaticName = StaticName::new(names::UTIL);
 static N_MEM_UTIL: StaticName = StaticName::new(names::MEM_UTIL);
