@@ -87,9 +87,9 @@ fn main() {
     std::env::set_var("TPROF_RING_MB", "1024");
     std::env::set_var("TPROF_BUFFER_EVENTS", "1048576");
     tprof::state::ensure_init();
-    assert_eq!(tprof::state::state(), tprof::state::ENABLED, "tprof failed to initialise");
+    assert_eq!(tprof::base::switch::state(), tprof::base::switch::ENABLED, "tprof failed to initialise");
     let name = tprof::strings::intern("cudaLaunchKernel");
-    println!("clock source: {}", tprof::clock::source().name());
+    println!("clock source: {}", tprof::base::ticks::source().name());
 
     // Touch every buffer page once, so the figures below are steady state, not page faults.
     for i in 0..2_000_000u64 {
@@ -100,19 +100,19 @@ fn main() {
     // 1. Hot path vs the bare clock read.
     let iters = 200_000;
     let clock = ns_per_call(iters, |_| {
-        black_box(tprof::clock::now());
+        black_box(tprof::base::ticks::now());
     });
     let store_only = ns_per_call(iters, |i| tprof::recorder::emit(api(name, i, i + 1, i)));
     wait_drained();
     let with_clock = ns_per_call(iters, |i| {
-        let t = tprof::clock::now();
+        let t = tprof::base::ticks::now();
         tprof::recorder::emit(api(name, t, t + 1, i));
     });
     wait_drained();
     let intercept_like = ns_per_call(iters, |i| {
-        let t0 = tprof::clock::now();
+        let t0 = tprof::base::ticks::now();
         let id = tprof::correlation::next_id();
-        let t1 = tprof::clock::now();
+        let t1 = tprof::base::ticks::now();
         tprof::recorder::emit(api(name, t0, t1, u64::from(id) + i));
     });
     wait_drained();
@@ -137,7 +137,7 @@ fn main() {
             .map(|_| {
                 std::thread::spawn(move || {
                     for i in 0..n {
-                        let ts = tprof::clock::now();
+                        let ts = tprof::base::ticks::now();
                         tprof::recorder::emit(api(name, ts, ts + 500, i));
                     }
                 })
@@ -161,13 +161,13 @@ fn main() {
 
     // 3. Bytes per event on disk.
     let kname = tprof::strings::intern("_Z17ampere_bf16_gemm_ntILi128EEvPKT_S2_PS0_");
-    let base = tprof::clock::now();
+    let base = tprof::base::ticks::now();
     for i in 0..100_000u64 {
         tprof::recorder::emit(kernel(kname, base + i * 200_000, i));
     }
     wait_drained();
     tprof::state::shutdown_for_tests();
-    let path = tprof::state::ring_path().unwrap().clone();
+    let path = tprof::base::process::ring_path().unwrap().clone();
     let r = RingReader::open(&path).unwrap();
     let mut api_bytes = 0u64;
     let mut api_n = 0u64;

@@ -1,4 +1,4 @@
-//! Capture windows (production modes): when the window (`state::is_recording`) is open.
+//! Capture windows (production modes): when the window (`switch::is_recording`) is open.
 //!
 //! `TPROF_MODE`:
 //! - `full`: open from initialisation to exit.
@@ -38,8 +38,9 @@ pub use tprof_format::control_protocol::Until;
 use tprof_format::settings::Mode;
 use tprof_format::{MarkerKind, Record, StrId};
 
-use crate::config::config;
-use crate::{clock, correlation, counters, recorder, state, strings};
+use crate::base::config::config;
+use crate::base::{switch, ticks};
+use crate::{correlation, counters, recorder, strings};
 
 /// Why a window edge or a dump happened (the marker's `value`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,7 +90,7 @@ const MANUAL_OPEN: u8 = 1;
 const MANUAL_DEADLINE: u8 = 2;
 const MANUAL_STEPS: u8 = 3;
 
-/// Our view of the window (mirrors `state::is_recording` for edges we applied).
+/// Our view of the window (mirrors `switch::is_recording` for edges we applied).
 static OPEN: AtomicBool = AtomicBool::new(false);
 /// The window has been closed at some point (from the start, or by an edge): GPU records without a
 /// shim correlation id can then belong to work launched outside a window.
@@ -178,11 +179,11 @@ pub fn on_enabled() {
     for (reason, name) in REASONS {
         REASON_IDS[reason as usize].store(strings::intern(name).0, Ordering::Relaxed);
     }
-    let open = state::is_recording();
+    let open = switch::is_recording();
     OPEN.store(open, Ordering::Release);
     EVER_CLOSED.store(!open, Ordering::Relaxed);
     OPENED_TICKS.store(0, Ordering::Relaxed);
-    SAMPLE_T0_NS.store(clock::monotonic_ns(), Ordering::Release);
+    SAMPLE_T0_NS.store(ticks::monotonic_ns(), Ordering::Release);
     SAMPLE_WANTS_OPEN.store(open, Ordering::Release);
     if open && !matches!(cfg.mode, Mode::Full | Mode::Flight) {
         WINDOWS_OPENED.fetch_add(1, Ordering::Relaxed);
@@ -203,9 +204,9 @@ pub fn tracks_steps() -> bool {
     TRACK_STEPS.load(Ordering::Relaxed)
 }
 
-/// The window is open now (edges applied here; `state::is_recording` is the authoritative switch).
+/// The window is open now (edges applied here; `switch::is_recording` is the authoritative switch).
 pub fn window_open() -> bool {
-    state::is_recording()
+    switch::is_recording()
 }
 
 /// Registers the CUPTI activity switch (the first registration wins): called with `false` when a window closes and `true` when one
@@ -213,8 +214,8 @@ pub fn window_open() -> bool {
 /// tally needs CUPTI's kernel records.
 pub fn register_activity_switch(f: fn(bool)) {
     let _ = ACTIVITY_SWITCH.set(f);
-    if state::state() == state::ENABLED {
-        notify_activity(state::is_recording());
+    if switch::state() == switch::ENABLED {
+        notify_activity(switch::is_recording());
     }
 }
 
@@ -233,13 +234,13 @@ fn reason_id(r: Reason) -> StrId {
 
 fn emit_marker(kind: MarkerKind, reason: Reason, name: StrId) {
     let name = if name == StrId::NONE { reason_id(reason) } else { name };
-    recorder::emit(Record::Marker { kind, ts: clock::now(), value: reason as u64, name });
+    recorder::emit(Record::Marker { kind, ts: ticks::now(), value: reason as u64, name });
 }
 
 /// Applies one edge (open or close) unless the window is already in that state. Returns true when
 /// this call changed it.
 fn set_window(open: bool, reason: Reason) -> bool {
-    if state::state() != state::ENABLED {
+    if switch::state() != switch::ENABLED {
         return false;
     }
     while EDGE.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
@@ -248,12 +249,12 @@ fn set_window(open: bool, reason: Reason) -> bool {
     let changed = OPEN.load(Ordering::Acquire) != open;
     if changed {
         if open {
-            OPENED_TICKS.store(clock::now(), Ordering::Relaxed);
+            OPENED_TICKS.store(ticks::now(), Ordering::Relaxed);
             emit_marker(MarkerKind::CaptureStart, reason, StrId::NONE);
-            state::set_recording(true);
+            switch::set_recording(true);
             WINDOWS_OPENED.fetch_add(1, Ordering::Relaxed);
         } else {
-            state::set_recording(false);
+            switch::set_recording(false);
             EVER_CLOSED.store(true, Ordering::Relaxed);
             emit_marker(MarkerKind::CaptureStop, reason, StrId::NONE);
         }
@@ -272,7 +273,7 @@ pub fn start_manual(until: Until, reason: Reason) -> bool {
     match until {
         Until::Stopped => MANUAL.store(MANUAL_OPEN, Ordering::Release),
         Until::Elapsed(d) => {
-            let deadline = clock::monotonic_ns().saturating_add(d.as_nanos().min(u64::MAX as u128) as u64);
+            let deadline = ticks::monotonic_ns().saturating_add(d.as_nanos().min(u64::MAX as u128) as u64);
             MANUAL_DEADLINE_NS.store(deadline, Ordering::Release);
             MANUAL.store(MANUAL_DEADLINE, Ordering::Release);
         }
@@ -295,7 +296,7 @@ pub fn manual_state() -> String {
     match MANUAL.load(Ordering::Acquire) {
         MANUAL_OPEN => "until-stop".into(),
         MANUAL_DEADLINE => {
-            let left = MANUAL_DEADLINE_NS.load(Ordering::Acquire).saturating_sub(clock::monotonic_ns());
+            let left = MANUAL_DEADLINE_NS.load(Ordering::Acquire).saturating_sub(ticks::monotonic_ns());
             format!("{}ms-left", left / 1_000_000)
         }
         MANUAL_STEPS => format!("{}-steps-left", MANUAL_STEPS_LEFT.load(Ordering::Acquire)),
@@ -321,7 +322,7 @@ pub fn step_begin_closed(n: u64, ts: u64) -> bool {
     note_step_begin(n, ts);
     if mode() == Mode::Steps && MANUAL.load(Ordering::Acquire) == MANUAL_NONE && config().steps.contains(n) {
         set_window(true, Reason::Steps);
-        return state::is_recording();
+        return switch::is_recording();
     }
     false
 }
@@ -366,16 +367,16 @@ pub fn keep_gpu_record(rec: &Record) -> bool {
         | Record::Memcpy { correlation, .. }
         | Record::Memset { correlation, .. } => {
             if correlation::is_shim_id(correlation) {
-                state::state() == state::ENABLED
+                switch::state() == switch::ENABLED
             } else {
                 // CUPTI's own id: a call the interposers did not record. Once a window has closed, with
                 // the interposers bound that means work launched outside a window (parsed late): drop.
-                state::is_recording()
+                switch::is_recording()
                     && !(EVER_CLOSED.load(Ordering::Relaxed) && crate::cupti::interposers_bound())
                     && in_current_window(rec)
             }
         }
-        _ => state::is_recording() && in_current_window(rec),
+        _ => switch::is_recording() && in_current_window(rec),
     };
     if !keep {
         counters::observe_unrecorded(rec);
@@ -459,7 +460,7 @@ pub fn writer_tick(events: u64, dropped: u64) -> TickActions {
     if WRITER_TID.load(Ordering::Relaxed) == 0 {
         WRITER_TID.store(crate::thread::tid(), Ordering::Release);
     }
-    let now = clock::monotonic_ns();
+    let now = ticks::monotonic_ns();
     if MANUAL.load(Ordering::Acquire) == MANUAL_DEADLINE && now >= MANUAL_DEADLINE_NS.load(Ordering::Acquire) {
         MANUAL.store(MANUAL_NONE, Ordering::Release);
         set_window(false, Reason::Control);
@@ -531,7 +532,7 @@ pub struct Status {
 pub fn status() -> Status {
     Status {
         mode: mode(),
-        open: state::is_recording(),
+        open: switch::is_recording(),
         manual: manual_state(),
         windows: WINDOWS_OPENED.load(Ordering::Relaxed),
         events: RING_EVENTS.load(Ordering::Relaxed),

@@ -28,9 +28,10 @@ use std::time::Duration;
 
 use tprof_format::control_protocol::{self, status, Request};
 
+use crate::base::config::config;
+use crate::base::messages::{stderr_line, warn_line};
+use crate::base::{process, switch};
 use crate::capture::{self, signals, Reason};
-use crate::config::config;
-use crate::state;
 
 /// The listening descriptor and the pid that created it.
 static LISTEN_FD: AtomicI32 = AtomicI32::new(-1);
@@ -57,10 +58,10 @@ pub fn start() {
     SOCKET_PATH.store(std::ptr::null_mut(), Ordering::Release);
     let sig = signals::install_toggle();
     if sig == signals::Sigusr2::ApplicationOwns && !config().quiet && !SAID_SIGUSR2.swap(true, Ordering::AcqRel) {
-        state::stderr_line("tprof: SIGUSR2 belongs to the application; control tprof with `tprof ctl` instead");
+        stderr_line("tprof: SIGUSR2 belongs to the application; control tprof with `tprof ctl` instead");
     }
     if let Err(e) = listen(pid) {
-        state::warn_line(&format!("no control socket ({e}); `tprof ctl` cannot reach this process"));
+        warn_line(&format!("no control socket ({e}); `tprof ctl` cannot reach this process"));
     }
 }
 
@@ -83,7 +84,7 @@ fn listen(pid: u32) -> std::io::Result<()> {
     SOCKET_PATH.store(Box::into_raw(Box::new(path.clone())), Ordering::Release);
     let spawned = std::thread::Builder::new().name("tprof-ctl".into()).spawn(move || {
         let _inside = crate::guard::Reentrancy::enter();
-        crate::guard::ffi_guard((), || serve(listener));
+        crate::base::panic_fence::ffi_guard((), || serve(listener));
     });
     if let Err(e) = spawned {
         let _ = std::fs::remove_file(&path);
@@ -194,19 +195,19 @@ pub fn execute(line: &str) -> String {
         Ok(r) => r,
         Err(e) => return format!("error: {e}\n"),
     };
-    if state::state() != state::ENABLED {
+    if switch::state() != switch::ENABLED {
         return "error: tprof is not recording in this process\n".into();
     }
     match req {
         Request::Start(until) => {
             let changed = capture::start_manual(until, Reason::Control);
             let was = if changed { "" } else { " was=open" };
-            format!("ok window={}{was}\n", window_word(state::is_recording()))
+            format!("ok window={}{was}\n", window_word(switch::is_recording()))
         }
         Request::Stop => {
             let changed = capture::stop_manual(Reason::Control);
             let was = if changed { "" } else { " was=closed" };
-            format!("ok window={}{was}\n", window_word(state::is_recording()))
+            format!("ok window={}{was}\n", window_word(switch::is_recording()))
         }
         Request::Dump => {
             if capture::dump_and_wait(Reason::Control, Duration::from_secs(2)) {
@@ -222,9 +223,9 @@ pub fn execute(line: &str) -> String {
 fn status_text() -> String {
     let st = capture::status();
     let (calls, closed) = crate::counters::calls();
-    let (rank, _, _, _) = state::job_identity();
+    let (rank, _, _, _) = process::job_identity();
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_default();
-    let ring = state::ring_path().map(|p| p.display().to_string()).unwrap_or_default();
+    let ring = process::ring_path().map(|p| p.display().to_string()).unwrap_or_default();
     let mut s = String::from("ok\n");
     let mut kv = |k: &str, v: String| {
         s.push_str(k);

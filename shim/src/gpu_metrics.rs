@@ -17,12 +17,11 @@ use std::time::{Duration, Instant};
 
 use tprof_format::{counter_names as names, Record};
 
+use crate::base::{config, messages, panic_fence, process, switch, ticks};
 use crate::strings::StaticName;
-use crate::{clock, config, guard, recorder, state, writer_thread};
+use crate::{guard, recorder, state, writer_thread};
 use nvml::{Device, GpmSample, LoadError, Nvml};
 
-/// Default sampling rate (Hz).
-pub const DEFAULT_HZ: u32 = 5;
 /// GPM computes rates over at least this interval.
 const GPM_MIN_INTERVAL: Duration = Duration::from_millis(100);
 
@@ -45,21 +44,6 @@ static GPM_METRICS: [(u32, StaticName); 8] = [
     (61, StaticName::new(names::NVLINK_TX)),
 ];
 
-/// Parses `TPROF_GPU_METRICS_HZ`: the rate (0 = off) and the warning to print for a bad value.
-pub fn parse_hz(value: Option<&str>) -> (u32, Option<String>) {
-    let Some(v) = value else { return (DEFAULT_HZ, None) };
-    if v.trim().is_empty() {
-        return (DEFAULT_HZ, None);
-    }
-    match v.trim().parse::<u32>() {
-        Ok(n) if n <= 10 => (n, None),
-        _ => (
-            DEFAULT_HZ,
-            Some(format!("TPROF_GPU_METRICS_HZ={v:?} is not a rate between 1 and 10 (0 disables); using {DEFAULT_HZ}")),
-        ),
-    }
-}
-
 /// Who this process is in its job (from the launchers' environment).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Identity {
@@ -73,7 +57,7 @@ pub struct Identity {
 
 impl Identity {
     pub fn from_env() -> Identity {
-        let (rank, local_rank, world, _) = state::job_identity();
+        let (rank, local_rank, world, _) = process::job_identity();
         let local_world = std::env::var("LOCAL_WORLD_SIZE").ok().and_then(|v| v.trim().parse::<u32>().ok());
         let world_size = match (world, local_world) {
             (Some(a), Some(b)) => Some(a.max(b)),
@@ -124,7 +108,7 @@ static STARTED_PID: AtomicU32 = AtomicU32::new(0);
 
 /// Starts the sampler thread (the init hook; idempotent; never blocks or panics).
 pub fn start() {
-    guard::ffi_guard((), || {
+    panic_fence::ffi_guard((), || {
         let pid = std::process::id();
         match STARTED_PID.compare_exchange(0, pid, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => {}
@@ -132,9 +116,9 @@ pub fn start() {
             // covers the devices.
             Err(_) => return,
         }
-        let (hz, warning) = parse_hz(std::env::var("TPROF_GPU_METRICS_HZ").ok().as_deref());
+        let (hz, warning) = config::parse_gpu_metrics_hz(config::config().gpu_metrics_hz.as_deref());
         if let Some(w) = warning {
-            state::warn_line(&w);
+            messages::warn_line(&w);
         }
         if hz == 0 {
             return;
@@ -142,10 +126,10 @@ pub fn start() {
         let period = Duration::from_secs(1) / hz;
         let spawned = std::thread::Builder::new().name("tprof-gpumetrics".into()).spawn(move || {
             let Some(_inside) = guard::Reentrancy::enter() else { return };
-            guard::ffi_guard((), || run(period));
+            panic_fence::ffi_guard((), || run(period));
         });
         if let Err(e) = spawned {
-            state::warn_line(&format!("cannot start the GPU metrics thread ({e}); no GPU counters"));
+            messages::warn_line(&format!("cannot start the GPU metrics thread ({e}); no GPU counters"));
         }
     })
 }
@@ -160,7 +144,7 @@ struct Sampled {
 
 fn info_line(msg: &str) {
     if !config::config().quiet {
-        state::stderr_line(&format!("tprof: {msg}"));
+        messages::stderr_line(&format!("tprof: {msg}"));
     }
 }
 
@@ -224,7 +208,7 @@ fn run(period: Duration) {
         if Instant::now() > next {
             next = Instant::now() + period;
         }
-        if state::state() != state::ENABLED || !writer_thread::running() {
+        if switch::state() != switch::ENABLED || !writer_thread::running() {
             break;
         }
         for d in &mut devices {
@@ -248,7 +232,7 @@ fn sleep_until(t: Instant) {
 }
 
 fn counter(name: &StaticName, device: u32, value: f64) {
-    recorder::emit(Record::Counter { name: name.id(), device, ts: clock::now(), value });
+    recorder::emit(Record::Counter { name: name.id(), device, ts: ticks::now(), value });
 }
 
 fn sample_basic(nvml: &Nvml, d: &Sampled) {
@@ -298,17 +282,17 @@ fn sample_gpm(nvml: &Nvml, d: &mut Sampled, ids: &[u32]) {
 
 extern "C" fn constructor() {
     // Only in libtprof.so itself: test executables linking the rlib start the sampler explicitly.
-    guard::ffi_guard((), || {
-        if crate::nvtx::own_library_path().is_some() {
+    panic_fence::ffi_guard((), || {
+        if crate::base::dynamic_loader::own_library_path().is_some() {
             state::register_init_hook(start_when_ready);
-            crate::driver::on_ready(start_when_ready);
+            crate::base::driver::on_ready(start_when_ready);
         }
     })
 }
 
 /// NVML is part of the driver: the sampler starts once tprof is enabled and the driver works.
 fn start_when_ready() {
-    if state::state() == state::ENABLED && crate::driver::works() {
+    if switch::state() == switch::ENABLED && crate::base::driver::works() {
         start();
     }
 }
@@ -324,19 +308,6 @@ mod tests {
 
     fn id(rank: Option<u32>, local: Option<u32>, world: Option<u32>, visible: Option<Vec<u32>>) -> Identity {
         Identity { rank, local_rank: local, world_size: world, visible }
-    }
-
-    #[test]
-    fn hz_parsing() {
-        assert_eq!(parse_hz(None), (5, None));
-        assert_eq!(parse_hz(Some("10")), (10, None));
-        assert_eq!(parse_hz(Some("0")), (0, None));
-        assert_eq!(parse_hz(Some(" 1 ")), (1, None));
-        let (hz, w) = parse_hz(Some("11"));
-        assert_eq!(hz, 5);
-        assert!(w.unwrap().contains("TPROF_GPU_METRICS_HZ=\"11\""));
-        assert_eq!(parse_hz(Some("fast")).0, 5);
-        assert!(parse_hz(Some("-1")).1.is_some());
     }
 
     #[test]

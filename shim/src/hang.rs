@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
 use tprof_format::{CollOp, MarkerKind, Record};
 
-use crate::{clock, recorder, state, strings};
+use crate::base::{messages, process, ticks};
+use crate::{recorder, strings};
 
 static LAST_OP: AtomicU8 = AtomicU8::new(0);
 static LAST_COMM: AtomicU64 = AtomicU64::new(0);
@@ -48,13 +49,13 @@ pub fn last_collective() -> Option<String> {
 
 /// Checks the pending calls; returns true when it reported a hang now (the caller then commits).
 pub fn poll() -> bool {
-    let timeout = crate::config::config().hang_timeout;
+    let timeout = crate::base::config::config().hang_timeout;
     let hz = TICKS_PER_SEC.load(Ordering::Relaxed);
     if hz == 0 {
         return false;
     }
     let Some((tid, name, since)) = recorder::oldest_pending() else { return false };
-    let now = clock::now();
+    let now = ticks::now();
     let pending_ticks = now.saturating_sub(since);
     let pending_ns = (pending_ticks as f64 * 1e9 / hz as f64) as u64;
     if pending_ns < timeout.as_nanos() as u64 || REPORTED_SINCE.load(Ordering::Relaxed) == since {
@@ -71,8 +72,8 @@ pub fn poll() -> bool {
         value: pending_ns,
         name: strings::intern(&what),
     });
-    let ring = state::ring_path().map(|p| p.display().to_string()).unwrap_or_default();
-    state::stderr_line(&format!("tprof: hang suspected: {what}; evidence flushed to {ring}"));
+    let ring = process::ring_path().map(|p| p.display().to_string()).unwrap_or_default();
+    messages::stderr_line(&format!("tprof: hang suspected: {what}; evidence flushed to {ring}"));
     true
 }
 

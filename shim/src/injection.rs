@@ -20,25 +20,23 @@ pub fn injected() -> bool {
 /// True when the process's global lookup of `cudaLaunchKernel` finds our wrapper (LD_PRELOAD, or
 /// libtprof linked in), i.e. the runtime interposers see the program's calls.
 pub fn interposers_bound() -> bool {
-    // SAFETY: RTLD_DEFAULT lookup of a literal name; returns a code address or NULL.
-    let found = unsafe { crate::intercept::real::dlsym_real(libc::RTLD_DEFAULT, c"cudaLaunchKernel") };
-    found as *const () == crate::intercept::cuda_rt::cudaLaunchKernel as *const ()
+    crate::base::dynamic_loader::own_export_bound(c"cudaLaunchKernel")
 }
 
 /// The injection entry point. Idempotent (the driver may call it again, e.g. after a fork); returns
 /// 1 (success) so the driver keeps the library loaded.
 #[no_mangle]
 pub extern "C" fn InitializeInjection() -> c_int {
-    crate::guard::ffi_guard(1, || {
+    crate::base::panic_fence::ffi_guard(1, || {
         let first = !INJECTED.swap(true, Ordering::AcqRel);
         crate::state::ensure_init();
         // The driver is initialising us: it exists, and this is the moment NVIDIA's injection
         // samples subscribe to CUPTI (the driver-ready hooks start CUPTI and the NVML sampler).
-        crate::driver::mark_working();
-        if first && crate::state::is_recording() && !interposers_bound() {
+        crate::base::driver::mark_working();
+        if first && crate::base::switch::is_recording() && !interposers_bound() {
             crate::recorder::emit(tprof_format::Record::Marker {
                 kind: tprof_format::MarkerKind::Note,
-                ts: crate::clock::now(),
+                ts: crate::base::ticks::now(),
                 value: 0,
                 name: crate::strings::intern("injected without LD_PRELOAD: CUDA calls seen through CUPTI only"),
             });

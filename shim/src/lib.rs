@@ -3,14 +3,12 @@
 //! See docs/DESIGN.md ("The shim") for the module owners and the recording API.
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod base;
 pub mod capture;
-pub mod clock;
-pub mod config;
 pub mod control;
 pub mod correlation;
 pub mod counters;
 pub mod cupti;
-pub mod driver;
 pub mod fork;
 pub mod gpu_metrics;
 pub mod guard;

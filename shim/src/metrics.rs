@@ -19,9 +19,9 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use crate::config::config;
+use crate::base::config::config;
+use crate::base::{messages, process, switch, ticks};
 use crate::counters::{self, Tally};
-use crate::{clock, state};
 
 /// Per-call cost of the shim measured in this process (ns).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -51,7 +51,7 @@ static WARNED: AtomicBool = AtomicBool::new(false);
 /// At enable time: schedules the first file one interval from now.
 pub fn on_enabled() {
     let Some(_) = config().metrics_file.as_ref() else { return };
-    let (ticks, mono, _) = clock::sync_pair();
+    let (ticks, mono, _) = ticks::sync_pair();
     *START.lock().unwrap_or_else(|e| e.into_inner()) = Some((ticks, mono));
     *PREVIOUS.lock().unwrap_or_else(|e| e.into_inner()) = None;
     NEXT_DUE_NS.store(mono + config().metrics_interval.as_nanos() as u64, Ordering::Release);
@@ -69,20 +69,20 @@ pub fn tick(now_ns: u64) {
 
 /// Writer thread at exit, after the final drain.
 pub fn write_final() {
-    if config().metrics_file.is_some() && state::state() != state::UNINIT {
+    if config().metrics_file.is_some() && switch::state() != switch::UNINIT {
         write_now();
     }
 }
 
 fn ticks_per_sec(now_ticks: u64, now_mono: u64) -> f64 {
-    if clock::source() == tprof_format::ClockSource::Monotonic {
+    if ticks::source() == tprof_format::ClockSource::Monotonic {
         return 1e9;
     }
     match *START.lock().unwrap_or_else(|e| e.into_inner()) {
         Some((t0, m0)) if now_mono > m0 + 1_000_000 && now_ticks > t0 => {
             (now_ticks - t0) as f64 * 1e9 / (now_mono - m0) as f64
         }
-        _ => clock::calibrate(1_000_000),
+        _ => ticks::calibrate(1_000_000),
     }
 }
 
@@ -98,10 +98,10 @@ pub fn measure_call_costs() -> CallCosts {
         };
         1024
     ];
-    let t0 = clock::monotonic_ns();
+    let t0 = ticks::monotonic_ns();
     for i in 0..N {
-        let start = clock::now();
-        let end = clock::now();
+        let start = ticks::now();
+        let end = ticks::now();
         let slot = &mut slots[(i as usize) & 1023];
         *slot = tprof_format::Record::Marker {
             kind: tprof_format::MarkerKind::Note,
@@ -111,23 +111,23 @@ pub fn measure_call_costs() -> CallCosts {
         };
         std::hint::black_box(slot);
     }
-    let open_ns = (clock::monotonic_ns() - t0) as f64 / N as f64;
+    let open_ns = (ticks::monotonic_ns() - t0) as f64 / N as f64;
     let local = std::cell::Cell::new(0u64);
     let flag = std::sync::atomic::AtomicBool::new(false);
-    let t0 = clock::monotonic_ns();
+    let t0 = ticks::monotonic_ns();
     for _ in 0..N {
         if !std::hint::black_box(&flag).load(Ordering::Relaxed) {
             local.set(std::hint::black_box(local.get()) + 1);
         }
     }
-    let closed_ns = (clock::monotonic_ns() - t0) as f64 / N as f64;
+    let closed_ns = (ticks::monotonic_ns() - t0) as f64 / N as f64;
     std::hint::black_box(local.get());
     CallCosts { open_ns, closed_ns }
 }
 
 /// The labels of every sample: `{rank="0",host="h",pid="123"}`.
 fn labels() -> String {
-    let (rank, _, _, _) = state::job_identity();
+    let (rank, _, _, _) = process::job_identity();
     let rank = rank.map(|r| r.to_string()).unwrap_or_default();
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
@@ -294,8 +294,8 @@ pub fn resolve_path(template: &Path, pid: u32, rank: Option<u32>) -> std::path::
 /// Writes the file now (writer thread).
 pub fn write_now() {
     let Some(template) = config().metrics_file.as_ref() else { return };
-    let path = &resolve_path(template, std::process::id(), state::job_identity().0);
-    let (now_ticks, now_mono, _) = clock::sync_pair();
+    let path = &resolve_path(template, std::process::id(), process::job_identity().0);
+    let (now_ticks, now_mono, _) = ticks::sync_pair();
     let tps = ticks_per_sec(now_ticks, now_mono);
     let mut prev_guard = PREVIOUS.lock().unwrap_or_else(|e| e.into_inner());
     let start_mono = START.lock().unwrap_or_else(|e| e.into_inner()).map(|(_, m)| m).unwrap_or(now_mono);
@@ -331,7 +331,7 @@ pub fn write_now() {
     drop(prev_guard);
     if let Err(e) = replace_file(path, text.as_bytes()) {
         if !WARNED.swap(true, Ordering::AcqRel) {
-            state::warn_line(&format!(
+            messages::warn_line(&format!(
                 "cannot write TPROF_METRICS_FILE={} ({e}); metrics are not exported",
                 path.display()
             ));

@@ -117,7 +117,9 @@ fn insert_locked(bytes: &[u8], h: u64) -> StrId {
     let id = COUNT.load(Ordering::Relaxed) + 1;
     if id > MAX_STRINGS {
         if !OVERFLOWED.swap(true, Ordering::Relaxed) {
-            crate::state::warn_line("more than 196608 distinct names; further new names are recorded as unnamed");
+            crate::base::messages::warn_line(
+                "more than 196608 distinct names; further new names are recorded as unnamed",
+            );
         }
         return StrId::NONE;
     }

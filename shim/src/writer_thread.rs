@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 
 use tprof_format::{MarkerKind, Record, RingWriter, StrId};
 
-use crate::{clock, recorder, strings};
+use crate::base::ticks;
+use crate::{recorder, strings};
 
 /// Longest sleep between drains.
 const MAX_PAUSE: Duration = Duration::from_millis(5);
@@ -17,7 +18,7 @@ static RUNNING_PID: AtomicU32 = AtomicU32::new(0);
 
 /// Functions run by the writer thread about every commit interval (e.g. a periodic CUPTI flush).
 /// A lock-free table, so nothing is ever locked across `fork`.
-static PERIODIC_HOOKS: crate::state::HookTable = crate::state::HookTable::new();
+static PERIODIC_HOOKS: crate::base::hook_table::HookTable = crate::base::hook_table::HookTable::new();
 
 /// Registers a function the writer thread calls about every commit interval (idempotent).
 pub fn register_periodic_hook(f: fn()) {
@@ -25,7 +26,7 @@ pub fn register_periodic_hook(f: fn()) {
 }
 
 fn clock_sync() -> Record {
-    let (ticks, mono_ns, wall_ns) = clock::sync_pair();
+    let (ticks, mono_ns, wall_ns) = ticks::sync_pair();
     Record::ClockSync { ticks, mono_ns, wall_ns }
 }
 
@@ -36,7 +37,7 @@ pub fn start(ring: RingWriter, commit_interval: Duration) -> std::io::Result<()>
     RUNNING_PID.store(std::process::id(), Ordering::Release);
     std::thread::Builder::new().name("tprof-writer".into()).spawn(move || {
         let _inside = crate::guard::Reentrancy::enter();
-        crate::guard::ffi_guard((), || run(ring, commit_interval));
+        crate::base::panic_fence::ffi_guard((), || run(ring, commit_interval));
         DONE.store(true, Ordering::Release);
     })?;
     Ok(())
@@ -48,7 +49,7 @@ fn run(mut ring: RingWriter, commit_interval: Duration) {
     let mut last_commit = Instant::now();
     let mut last_hooks = Instant::now();
     ring.append(&clock_sync());
-    ring.commit(clock::now());
+    ring.commit(ticks::now());
     loop {
         let stopping = STOP.load(Ordering::Acquire);
         // capture (issue 7): timed window edges, SIGUSR2, metrics file, dump requests.
@@ -64,11 +65,11 @@ fn run(mut ring: RingWriter, commit_interval: Duration) {
             crate::capture::writer_stopping();
             recorder::emit(Record::Marker {
                 kind: MarkerKind::ProcessExit,
-                ts: clock::now(),
+                ts: ticks::now(),
                 value: 0,
                 name: StrId::NONE,
             });
-            crate::state::set_recording(false);
+            crate::base::switch::set_recording(false);
         }
         strings_done = define_new_strings(&mut ring, strings_done);
         // capture (issue 7): every record that goes into the ring is tallied for the metrics file.
@@ -78,7 +79,7 @@ fn run(mut ring: RingWriter, commit_interval: Duration) {
         if dropped != last_dropped {
             ring.append(&Record::Marker {
                 kind: MarkerKind::DroppedEvents,
-                ts: clock::now(),
+                ts: ticks::now(),
                 value: dropped - last_dropped,
                 name: StrId::NONE,
             });
@@ -95,7 +96,7 @@ fn run(mut ring: RingWriter, commit_interval: Duration) {
         // Commit early enough that the gap never exceeds the interval, whatever the sleep below.
         if stopping || hang_reported || capture.commit_now || last_commit.elapsed() + MAX_PAUSE >= commit_interval {
             ring.append(&clock_sync());
-            ring.commit(clock::now());
+            ring.commit(ticks::now());
             last_commit = Instant::now();
         }
         // capture (issue 7): a dump is committed; start writing the file out and say so.
@@ -106,7 +107,7 @@ fn run(mut ring: RingWriter, commit_interval: Duration) {
         if stopping {
             // capture (issue 7): the last metrics file, after the final drain.
             crate::capture::writer_finished();
-            let _ = ring.close(clock::now());
+            let _ = ring.close(ticks::now());
             return;
         }
         let pause = if drained > 1024 {

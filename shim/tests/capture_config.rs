@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use tprof::config::Config;
+use tprof::base::config::Config;
 use tprof_format::settings::{DutyCycle, Mode, StepRange};
 
 fn cfg(pairs: &[(&str, &str)]) -> Config {

@@ -25,8 +25,8 @@ fn control_socket_drives_the_capture_window() {
     std::env::set_var("TPROF_METRICS_FILE", dir.path().join("m-%p.prom"));
     std::env::set_var("TPROF_METRICS_INTERVAL", "100ms");
     tprof::state::ensure_init();
-    assert_eq!(tprof::state::state(), tprof::state::ENABLED);
-    assert!(!tprof::state::is_recording(), "metrics mode starts closed");
+    assert_eq!(tprof::base::switch::state(), tprof::base::switch::ENABLED);
+    assert!(!tprof::base::switch::is_recording(), "metrics mode starts closed");
 
     let sock = out.join(format!("tprof-{}.sock", std::process::id()));
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
@@ -39,10 +39,10 @@ fn control_socket_drives_the_capture_window() {
         "{status}"
     );
     assert_eq!(send(&sock, "start"), "ok window=open\n");
-    assert!(tprof::state::is_recording());
+    assert!(tprof::base::switch::is_recording());
     assert_eq!(send(&sock, "start"), "ok window=open was=open\n");
     assert_eq!(send(&sock, "stop"), "ok window=closed\n");
-    assert!(!tprof::state::is_recording());
+    assert!(!tprof::base::switch::is_recording());
     assert_eq!(send(&sock, "dump"), "ok dumped\n");
     assert!(send(&sock, "bogus").starts_with("error: unknown command"));
 

@@ -15,7 +15,7 @@ fn api(arg: u64) -> Record {
         tid: 1,
         domain: ApiDomain::Runtime,
         name: StrId::NONE,
-        start: tprof::clock::now(),
+        start: tprof::base::ticks::now(),
         end: 0,
         result: 0,
         correlation: 0,
@@ -26,7 +26,7 @@ fn api(arg: u64) -> Record {
 }
 
 fn monotonic_ns() -> u64 {
-    tprof::clock::monotonic_ns()
+    tprof::base::ticks::monotonic_ns()
 }
 
 /// Child roles run when this binary is re-executed with `TPROF_TEST_ROLE` set.

@@ -15,7 +15,7 @@ fn eight_threads_one_million_events_each_exactly_once_in_order() {
     std::env::set_var("TPROF_RING_MB", "512");
     std::env::set_var("TPROF_CUPTI", "0");
     tprof::state::ensure_init();
-    assert_eq!(tprof::state::state(), tprof::state::ENABLED);
+    assert_eq!(tprof::base::switch::state(), tprof::base::switch::ENABLED);
     let name = tprof::strings::intern("test_event");
     let handles: Vec<_> = (0..THREADS)
         .map(|t| {
@@ -25,7 +25,7 @@ fn eight_threads_one_million_events_each_exactly_once_in_order() {
                         tid: t as u32,
                         domain: ApiDomain::Runtime,
                         name,
-                        start: tprof::clock::now(),
+                        start: tprof::base::ticks::now(),
                         end: 0,
                         result: 0,
                         correlation: 0,
@@ -41,7 +41,7 @@ fn eight_threads_one_million_events_each_exactly_once_in_order() {
         h.join().unwrap();
     }
     tprof::state::shutdown_for_tests();
-    let path = tprof::state::ring_path().unwrap().clone();
+    let path = tprof::base::process::ring_path().unwrap().clone();
     let r = RingReader::open(&path).unwrap();
     assert!(r.damage().is_empty(), "{:?}", r.damage());
     assert!(r.stats().clean_close());

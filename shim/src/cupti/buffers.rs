@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 
 use cupti_sys as sys;
 
+use crate::base::panic_fence::ffi_guard;
 use crate::guard;
 
 pub const BUFFER_BYTES: usize = 4 << 20;
@@ -81,7 +82,7 @@ fn give_back(p: *mut u8) {
 
 /// CUPTI's buffer request callback.
 pub unsafe extern "C" fn request(buffer: *mut *mut u8, size: *mut usize, max_num_records: *mut usize) {
-    guard::ffi_guard((), || {
+    ffi_guard((), || {
         let got = take();
         let declines_ok =
             super::api().map(|a| sys::cupti_version_has(a.version, sys::CUPTI_API_VERSION_12_9)).unwrap_or(false);
@@ -117,7 +118,7 @@ pub unsafe extern "C" fn complete(
     _size: usize,
     valid_size: usize,
 ) {
-    guard::ffi_guard((), || {
+    ffi_guard((), || {
         if buffer.is_null() {
             return;
         }

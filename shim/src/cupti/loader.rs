@@ -8,10 +8,13 @@
 //! `$CUDA_HOME`/`$CUDA_PATH` (`extras/CUPTI/lib64`, `lib64`), `/usr/local/cuda`; then the loader's
 //! default search for `libcupti.so.<major>` and `libcupti.so`.
 
-use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::ffi::{c_void, CString};
 use std::path::{Path, PathBuf};
 
 use cupti_sys as sys;
+
+use crate::base::config::config;
+use crate::base::dynamic_loader::{self, loaded_objects};
 
 /// The CUPTI entry points tprof uses (resolved once; immutable afterwards).
 pub struct CuptiApi {
@@ -48,58 +51,6 @@ impl CuptiApi {
     pub fn result_name(&self, r: sys::CUptiResult) -> String {
         sys::result_name(r).to_string()
     }
-}
-
-type DlsymFn = unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_void;
-
-/// glibc's own `dlsym` (libtprof exports a `dlsym` hook, which plain calls from here would reach).
-fn real_dlsym() -> Option<DlsymFn> {
-    static REAL: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    let p = *REAL.get_or_init(|| {
-        for version in [c"GLIBC_2.34", c"GLIBC_2.2.5"] {
-            // SAFETY: NUL-terminated literals; dlvsym does not reach any hook of ours.
-            let p = unsafe { libc::dlvsym(libc::RTLD_NEXT, c"dlsym".as_ptr(), version.as_ptr()) };
-            if !p.is_null() {
-                return p as usize;
-            }
-        }
-        0
-    });
-    // SAFETY: a non-zero value is glibc's dlsym, whose C signature is DlsymFn.
-    (p != 0).then(|| unsafe { std::mem::transmute::<usize, DlsymFn>(p) })
-}
-
-/// `dlsym(handle, name)` through glibc's real `dlsym`.
-///
-/// # Safety
-/// `handle` must be a live `dlopen` handle or a pseudo-handle (`RTLD_NEXT`, `RTLD_DEFAULT`).
-pub(crate) unsafe fn sym(handle: *mut c_void, name: &CStr) -> *mut c_void {
-    match real_dlsym() {
-        // SAFETY: forwarded contract; `name` is NUL-terminated.
-        Some(f) => unsafe { f(handle, name.as_ptr()) },
-        // SAFETY: fallback to the linked dlsym (the hook passes unknown names through).
-        None => unsafe { libc::dlsym(handle, name.as_ptr()) },
-    }
-}
-
-/// Paths of every object loaded in the process (`dl_iterate_phdr`).
-pub(crate) fn loaded_objects() -> Vec<PathBuf> {
-    unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _size: usize, data: *mut c_void) -> c_int {
-        // SAFETY: dl_iterate_phdr passes a valid info pointer and our Vec as `data`.
-        let (info, out) = unsafe { (&*info, &mut *(data as *mut Vec<PathBuf>)) };
-        if !info.dlpi_name.is_null() {
-            // SAFETY: dlpi_name is a NUL-terminated string owned by the loader.
-            let name = unsafe { CStr::from_ptr(info.dlpi_name) };
-            if !name.to_bytes().is_empty() {
-                out.push(PathBuf::from(name.to_string_lossy().into_owned()));
-            }
-        }
-        0
-    }
-    let mut out: Vec<PathBuf> = Vec::new();
-    // SAFETY: the callback only reads the info and appends to the Vec we pass.
-    unsafe { libc::dl_iterate_phdr(Some(each), (&mut out as *mut Vec<PathBuf>).cast()) };
-    out
 }
 
 /// The CUPTI major versions tprof can use, newest first.
@@ -193,10 +144,10 @@ fn open(path: &Path) -> Option<*mut c_void> {
 /// Loads libcupti and resolves its entry points. Err: a short description of where it looked.
 pub fn load() -> Result<CuptiApi, String> {
     let mut tried: Vec<String> = Vec::new();
-    let explicit = std::env::var_os("TPROF_CUPTI_PATH").filter(|v| !v.is_empty());
+    let explicit = config().cupti_path.as_ref();
     let mut handle = None;
-    if let Some(p) = &explicit {
-        let p = PathBuf::from(p);
+    if let Some(p) = explicit {
+        let p = p.clone();
         tried.push(p.display().to_string());
         handle = open(&p).map(|h| (h, p));
     }
@@ -237,7 +188,7 @@ fn resolve(h: *mut c_void, path: String) -> Result<CuptiApi, String> {
     macro_rules! req {
         ($name:literal, $ty:ty) => {{
             // SAFETY: `h` is a live dlopen handle; the name is NUL-terminated.
-            let p = unsafe { sym(h, $name) };
+            let p = unsafe { dynamic_loader::symbol(h, $name) };
             if p.is_null() {
                 return Err(format!("{path} (it lacks {})", $name.to_string_lossy()));
             }
@@ -248,7 +199,7 @@ fn resolve(h: *mut c_void, path: String) -> Result<CuptiApi, String> {
     macro_rules! opt {
         ($name:literal, $ty:ty) => {{
             // SAFETY: `h` is a live dlopen handle; the name is NUL-terminated.
-            let p = unsafe { sym(h, $name) };
+            let p = unsafe { dynamic_loader::symbol(h, $name) };
             // SAFETY: the symbol is the CUPTI function of that name, whose C signature is $ty.
             (!p.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, $ty>(p) })
         }};
@@ -285,11 +236,6 @@ fn resolve(h: *mut c_void, path: String) -> Result<CuptiApi, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn loaded_objects_include_libc() {
-        assert!(loaded_objects().iter().any(|p| p.to_string_lossy().contains("libc.so")));
-    }
 
     #[test]
     fn candidates_end_with_the_default_names_in_known_folders() {

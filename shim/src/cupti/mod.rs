@@ -3,7 +3,7 @@
 //!
 //! Lifecycle ([`start`], idempotent and cheap after the first call): load `libcupti` at run time
 //! ([`loader`]), claim the CUPTI subscriber slot (`cuptiSubscribe`, which is how another tool is
-//! detected), register the timestamp callback (so GPU times are `clock::now()` ticks), the buffer
+//! detected), register the timestamp callback (so GPU times are `ticks::now()` ticks), the buffer
 //! callbacks ([`buffers`]) and enable the activity kinds. Completed buffers are parsed into
 //! [`tprof_format::Record`]s ([`parse`]), rewriting CUPTI correlation ids into shim ids through the
 //! external-correlation table ([`corrmap`]).
@@ -25,7 +25,8 @@ use std::sync::OnceLock;
 use cupti_sys as sys;
 use tprof_format::{MarkerKind, Record, StrId};
 
-use crate::{clock, config, guard, recorder, state, strings};
+use crate::base::{config, messages, panic_fence, switch, ticks};
+use crate::{guard, recorder, state, strings};
 
 pub use loader::CuptiApi;
 
@@ -164,7 +165,7 @@ fn set_activity(on: bool) {
         DISABLE_AT.store(0, Ordering::Release);
         switch_kinds(true);
     } else {
-        DISABLE_AT.store(clock::monotonic_ns() + DISABLE_GRACE_NS, Ordering::Release);
+        DISABLE_AT.store(ticks::monotonic_ns() + DISABLE_GRACE_NS, Ordering::Release);
     }
 }
 
@@ -177,7 +178,7 @@ static DISABLE_AT: AtomicU64 = AtomicU64::new(0);
 fn apply_scheduled_disable() {
     let at = DISABLE_AT.load(Ordering::Acquire);
     if at != 0
-        && clock::monotonic_ns() >= at
+        && ticks::monotonic_ns() >= at
         && DISABLE_AT.compare_exchange(at, 0, Ordering::AcqRel, Ordering::Acquire).is_ok()
     {
         switch_kinds(false);
@@ -190,7 +191,7 @@ fn switch_kinds(on: bool) {
     }
     let Some(api) = API.get() else { return };
     let _inside = guard::Reentrancy::enter();
-    guard::ffi_guard((), || {
+    panic_fence::ffi_guard((), || {
         let n = ENABLED_KINDS_COUNT.load(Ordering::Acquire);
         for slot in &ENABLED_KINDS[..n.min(ENABLED_KINDS.len())] {
             let kind: sys::CUpti_ActivityKind = slot.load(Ordering::Relaxed);
@@ -225,7 +226,7 @@ pub fn start() {
     }
     // Whatever CUPTI calls while it starts (cuInit, dlsym...) must not be recorded.
     let _inside = guard::Reentrancy::enter();
-    let outcome = guard::ffi_guard(Err(Refusal::quiet("internal error while starting CUPTI")), start_inner);
+    let outcome = panic_fence::ffi_guard(Err(Refusal::quiet("internal error while starting CUPTI")), start_inner);
     match outcome {
         Ok(()) => {
             STATE.store(ACTIVE, Ordering::Release);
@@ -237,14 +238,14 @@ pub fn start() {
         Err(refusal) => {
             STATE.store(UNAVAILABLE, Ordering::Release);
             if refusal.warn {
-                state::warn_line(&format!(
+                messages::warn_line(&format!(
                     "CUPTI unavailable: {}; tprof records CUDA calls by interposition only (kernels without GPU times)",
                     refusal.reason
                 ));
             }
             recorder::emit(Record::Marker {
                 kind: MarkerKind::CuptiUnavailable,
-                ts: clock::now(),
+                ts: ticks::now(),
                 value: refusal.code as u64,
                 name: strings::intern(&refusal.reason),
             });
@@ -308,9 +309,9 @@ unsafe extern "C" fn no_op_callback(
 /// wall-clock nanoseconds, which Kineto and other clients expect.
 unsafe extern "C" fn timestamp_callback() -> u64 {
     if STATE.load(Ordering::Relaxed) == YIELDED {
-        return clock::wall_ns();
+        return ticks::wall_ns();
     }
-    clock::now()
+    ticks::now()
 }
 
 /// How long a program's CUPTI claim waits for tprof's own start to finish on another thread.
@@ -385,12 +386,12 @@ fn say_yielded(call: &str, was_active: bool) {
         if was_active { "handed" } else { "leaves" }
     );
     if config::config().cupti {
-        state::warn_line(&reason);
+        messages::warn_line(&reason);
     }
-    if state::state() == state::ENABLED {
+    if switch::state() == switch::ENABLED {
         recorder::emit(Record::Marker {
             kind: MarkerKind::CuptiUnavailable,
-            ts: clock::now(),
+            ts: ticks::now(),
             value: 0,
             name: strings::intern(&reason),
         });
@@ -406,7 +407,7 @@ fn start_inner() -> Result<(), Refusal> {
     }
     INTERPOSERS_BOUND.store(crate::injection::interposers_bound(), Ordering::Relaxed);
     if !sharing::exports_bound() {
-        if let Some(own) = loader::already_loaded(&loader::loaded_objects()) {
+        if let Some(own) = loader::already_loaded(&crate::base::dynamic_loader::loaded_objects()) {
             return Err(Refusal::warn(
                 format!(
                     "the program loaded {} itself and tprof is not preloaded, so it could not hand CUPTI over to the program's own profiler; GPU activity is not traced (preload libtprof.so to trace it)",
@@ -500,7 +501,7 @@ fn note_if_failed(what: &str, r: sys::CUptiResult) {
     }
     recorder::emit(Record::Marker {
         kind: MarkerKind::Note,
-        ts: clock::now(),
+        ts: ticks::now(),
         value: r as u64,
         name: strings::intern(&format!("{what} (returned {} {r})", sys::result_name(r))),
     });
@@ -515,7 +516,7 @@ fn note_timebase_offset(api: &CuptiApi, r: sys::CUptiResult) {
         let r = unsafe { get_ts(&mut cupti_ns) };
         note_if_failed("cuptiGetTimestamp: GPU times cannot be shifted into tprof's clock", r);
     }
-    let now = clock::now();
+    let now = ticks::now();
     recorder::emit(Record::Marker {
         kind: MarkerKind::Note,
         ts: now,
@@ -536,7 +537,7 @@ fn report_dropped(api: &CuptiApi) {
         DROPPED_TOTAL.fetch_add(dropped as u64, Ordering::Relaxed);
         recorder::emit(Record::Marker {
             kind: MarkerKind::CuptiDropped,
-            ts: clock::now(),
+            ts: ticks::now(),
             value: dropped as u64,
             name: StrId::NONE,
         });
@@ -547,17 +548,17 @@ fn report_dropped(api: &CuptiApi) {
 /// Cheap after the first call.
 #[inline]
 pub fn start_when_ready() {
-    if state::state() == state::ENABLED && crate::driver::works() {
+    if switch::state() == switch::ENABLED && crate::base::driver::works() {
         start();
     }
 }
 
 extern "C" fn constructor() {
     // Only in libtprof.so itself: test executables linking the rlib keep CUPTI out of their way.
-    guard::ffi_guard((), || {
-        if crate::nvtx::own_library_path().is_some() {
+    panic_fence::ffi_guard((), || {
+        if crate::base::dynamic_loader::own_library_path().is_some() {
             state::register_init_hook(start_when_ready);
-            crate::driver::on_ready(start_when_ready);
+            crate::base::driver::on_ready(start_when_ready);
             crate::intercept::dlsym::register_hooks(sharing::HOOKS);
         }
     })

@@ -36,7 +36,7 @@ pub unsafe extern "C" fn cuptiSubscribe(
     userdata: *mut c_void,
 ) -> sys::CUptiResult {
     type Real = unsafe extern "C" fn(*mut sys::CUpti_SubscriberHandle, *const c_void, *mut c_void) -> sys::CUptiResult;
-    crate::guard::ffi_guard((), || super::yield_to_program("cuptiSubscribe"));
+    crate::base::panic_fence::ffi_guard((), || super::yield_to_program("cuptiSubscribe"));
     let Some(real) = SUBSCRIBE.get() else { return NOT_LOADED };
     // SAFETY: the slot holds libcupti's cuptiSubscribe, whose C signature is `Real`.
     let real = unsafe { std::mem::transmute::<*mut c_void, Real>(real) };
@@ -51,7 +51,7 @@ pub unsafe extern "C" fn cuptiActivityRegisterCallbacks(
     complete: *const c_void,
 ) -> sys::CUptiResult {
     type Real = unsafe extern "C" fn(*const c_void, *const c_void) -> sys::CUptiResult;
-    crate::guard::ffi_guard((), || super::yield_to_program("cuptiActivityRegisterCallbacks"));
+    crate::base::panic_fence::ffi_guard((), || super::yield_to_program("cuptiActivityRegisterCallbacks"));
     let Some(real) = REGISTER_CALLBACKS.get() else { return NOT_LOADED };
     // SAFETY: the slot holds libcupti's cuptiActivityRegisterCallbacks, whose C signature is `Real`.
     let real = unsafe { std::mem::transmute::<*mut c_void, Real>(real) };
@@ -64,7 +64,7 @@ pub unsafe extern "C" fn cuptiActivityRegisterCallbacks(
 #[no_mangle]
 pub unsafe extern "C" fn cuptiActivityRegisterTimestampCallback(callback: *const c_void) -> sys::CUptiResult {
     type Real = unsafe extern "C" fn(*const c_void) -> sys::CUptiResult;
-    crate::guard::ffi_guard((), || super::yield_to_program("cuptiActivityRegisterTimestampCallback"));
+    crate::base::panic_fence::ffi_guard((), || super::yield_to_program("cuptiActivityRegisterTimestampCallback"));
     let Some(real) = REGISTER_TIMESTAMP.get() else { return NOT_LOADED };
     // SAFETY: the slot holds libcupti's cuptiActivityRegisterTimestampCallback, whose C signature is `Real`.
     let real = unsafe { std::mem::transmute::<*mut c_void, Real>(real) };
@@ -90,7 +90,5 @@ pub static HOOKS: &[Hook] = &[
 /// True when the program's lookups of the CUPTI calls reach these exports (LD_PRELOAD): only then
 /// can tprof see the program claim CUPTI and yield.
 pub fn exports_bound() -> bool {
-    // SAFETY: RTLD_DEFAULT lookup of a literal name; returns a code address or NULL.
-    let found = unsafe { crate::intercept::real::dlsym_real(libc::RTLD_DEFAULT, c"cuptiSubscribe") };
-    found as *const () == cuptiSubscribe as *const ()
+    crate::base::dynamic_loader::own_export_bound(c"cuptiSubscribe")
 }

@@ -210,7 +210,7 @@ pub unsafe extern "C" fn cuInit(flags: c_uint) -> c_int {
     if let Some(call) = call {
         call.finish(ApiDomain::Driver, &cuInit::NAME, r, &work);
     }
-    crate::guard::ffi_guard((), || crate::driver::note_init_result(r));
+    crate::base::panic_fence::ffi_guard((), || crate::base::driver::note_init_result(r));
     r
 }
 

@@ -15,7 +15,8 @@ use std::ffi::{c_char, c_void, CStr};
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
-use super::{all_hooks, real, Hook};
+use super::{all_hooks, Hook};
+use crate::base::dynamic_loader;
 
 /// What the trampoline does: return `replacement` if non-null, else jump to `real` (glibc's dlsym).
 #[repr(C)]
@@ -77,7 +78,7 @@ fn find_hook(name: &[u8]) -> Option<&'static Hook> {
 /// # Safety
 /// Same contract as `dlsym`: `handle` from `dlopen` or a pseudo-handle, `name` NULL or NUL-terminated.
 pub unsafe extern "C" fn decide(handle: *mut c_void, name: *const c_char) -> Decision {
-    let real_dlsym = real::real_dlsym_ptr();
+    let real_dlsym = dynamic_loader::glibc_dlsym();
     let pass = Decision { replacement: null_mut(), real: real_dlsym };
     if name.is_null() || handle.is_null() || handle == libc::RTLD_NEXT || real_dlsym.is_null() {
         return pass;
@@ -87,7 +88,7 @@ pub unsafe extern "C" fn decide(handle: *mut c_void, name: *const c_char) -> Dec
         let cname = unsafe { CStr::from_ptr(name) };
         let hook = find_hook(cname.to_bytes())?;
         // SAFETY: `handle` is the caller's dlopen handle, as dlsym requires.
-        let p = unsafe { real::dlsym_real(handle, cname) };
+        let p = unsafe { dynamic_loader::symbol(handle, cname) };
         if p.is_null() || p as *const () == hook.wrapper {
             return None;
         }

@@ -122,7 +122,7 @@ static GRAPHS_FULL: AtomicU32 = AtomicU32::new(0);
 
 fn warn_once(flag: &AtomicU32, msg: &str) {
     if flag.swap(1, Ordering::Relaxed) == 0 {
-        crate::state::warn_line(msg);
+        crate::base::messages::warn_line(msg);
     }
 }
 

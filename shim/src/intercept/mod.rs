@@ -20,7 +20,8 @@ use std::ffi::{c_int, c_void, CStr};
 
 use tprof_format::{ApiDomain, MemOp, MemSpace, Record, StrId, SyncKind};
 
-use crate::guard::{ffi_guard, Reentrancy, ReentrancyGuard};
+use crate::base::panic_fence::ffi_guard;
+use crate::guard::{Reentrancy, ReentrancyGuard};
 use crate::strings::StaticName;
 use crate::thread::ThreadCtx;
 
@@ -184,7 +185,7 @@ pub(crate) struct MemEvent {
 /// a counter increment.
 #[inline(always)]
 pub(crate) fn begin() -> Option<ApiCall> {
-    if !crate::state::is_recording() {
+    if !crate::base::switch::is_recording() {
         return begin_closed();
     }
     begin_recording()
@@ -223,7 +224,7 @@ fn begin_closed() -> Option<ApiCall> {
 #[inline(never)]
 pub(crate) fn count_closed_call() -> bool {
     crate::state::ensure_init();
-    if crate::state::is_recording() {
+    if crate::base::switch::is_recording() {
         return true;
     }
     crate::counters::count_call_in(crate::thread::ctx(), false);
@@ -244,7 +245,7 @@ pub(crate) fn begin_tracking() -> Option<ApiCall> {
 /// tracked (`track`) but not recorded, else None.
 #[inline]
 pub(crate) fn begin_tracked(track: bool) -> Option<ApiCall> {
-    if crate::state::is_recording() || count_closed_call() {
+    if crate::base::switch::is_recording() || count_closed_call() {
         return begin_recording();
     }
     if track {
@@ -296,7 +297,7 @@ pub(crate) fn begin_outer() -> Option<ApiCall> {
     crate::state::ensure_init();
     let ctx = crate::thread::ctx();
     let inside = Reentrancy::enter_in(ctx)?;
-    let recording = crate::state::is_recording();
+    let recording = crate::base::switch::is_recording();
     // capture (issue 7): per-thread call counter, on whether or not the window is open.
     crate::counters::count_call_in(ctx, recording);
     let correlation = if recording { crate::correlation::next_id_in(ctx) } else { 0 };
@@ -307,7 +308,7 @@ pub(crate) fn begin_outer() -> Option<ApiCall> {
 /// once the driver is known to work and the call succeeded.
 #[inline(always)]
 fn note_driver_state(domain: ApiDomain, name: &StaticName, result: i32, work: &Work) {
-    if result != 0 || !crate::driver::works() {
+    if result != 0 || !crate::base::driver::works() {
         note_driver_state_slow(domain, name, result, work);
     }
 }
@@ -316,11 +317,11 @@ fn note_driver_state(domain: ApiDomain, name: &StaticName, result: i32, work: &W
 #[inline(never)]
 fn note_driver_state_slow(domain: ApiDomain, name: &StaticName, result: i32, work: &Work) {
     match domain {
-        ApiDomain::Driver => crate::driver::note_driver_result(name.text(), result),
+        ApiDomain::Driver => crate::base::driver::note_driver_result(name.text(), result),
         ApiDomain::Nccl | ApiDomain::CuptiRuntime | ApiDomain::CuptiDriver => {}
         ApiDomain::Runtime => {
             let needs_driver = matches!(work, Work::Launch { .. } | Work::Gpu { .. } | Work::Sync { .. });
-            crate::driver::note_runtime_result(name.text(), result, needs_driver)
+            crate::base::driver::note_runtime_result(name.text(), result, needs_driver)
         }
     }
 }
@@ -346,7 +347,7 @@ impl ApiCall {
             cupti_link::push_external(self.correlation);
             self.pushed = true;
         }
-        self.start = crate::clock::now();
+        self.start = crate::base::ticks::now();
         if let Work::Sync { kind, .. } = work {
             if let Some(name) = blocking_name(*kind) {
                 crate::recorder::set_pending_in(self.ctx, name.id(), self.start);
@@ -358,7 +359,7 @@ impl ApiCall {
     /// Ends the call: timestamps, pops the external correlation, emits the records.
     #[inline]
     pub(crate) fn finish(self, domain: ApiDomain, name: &StaticName, result: i32, work: &Work) {
-        let end = crate::clock::now();
+        let end = crate::base::ticks::now();
         note_driver_state(domain, name, result, work);
         if self.blocking {
             crate::recorder::clear_pending_in(self.ctx);
@@ -387,7 +388,7 @@ impl ApiCall {
         work: &Work,
         mems: &[MemEvent],
     ) {
-        let end = crate::clock::now();
+        let end = crate::base::ticks::now();
         note_driver_state(domain, name, result, &Work::Gpu { bytes: 0, stream: 0 });
         if !self.recording {
             return;
@@ -528,7 +529,7 @@ macro_rules! interpose {
                 let real = unsafe { std::mem::transmute::<*mut std::ffi::c_void, Real>(real) };
                 // Window closed: count the call and forward it, before anything else is set up
                 // (while a stream capture is in progress, follow it: it may add to the graph).
-                if !$crate::state::is_recording() && !$crate::intercept::count_closed_call() {
+                if !$crate::base::switch::is_recording() && !$crate::intercept::count_closed_call() {
                     if !$crate::intercept::graph_capture::any_active() {
                         // SAFETY: forwarding the caller's arguments unchanged to the real function.
                         return unsafe { real($($arg),*) };

@@ -48,7 +48,9 @@ fn find_or_claim(key: usize) -> Option<&'static Entry> {
         if k == 0 {
             if USED.load(Ordering::Relaxed) >= MAX_ENTRIES {
                 if FULL_WARNED.swap(1, Ordering::Relaxed) == 0 {
-                    crate::state::warn_line("kernel name table full: later kernels are recorded without names");
+                    crate::base::messages::warn_line(
+                        "kernel name table full: later kernels are recorded without names",
+                    );
                 }
                 return None;
             }

@@ -13,8 +13,9 @@
 use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void, CStr};
 use std::sync::atomic::{AtomicI32, Ordering};
 
-use super::real::{self, DRV_ERR_NOT_FOUND, RT_ERR_NO_DRIVER};
+use super::real::{DRV_ERR_NOT_FOUND, RT_ERR_NO_DRIVER};
 use super::{hook_named, Hook};
+use crate::base::dynamic_loader::{is_own, DefiningObject};
 
 /// `CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM` / `cudaEnablePerThreadDefaultStream`.
 const PER_THREAD: u64 = 2;
@@ -141,7 +142,7 @@ entries! {
 fn select(symbol: &[u8], version: impl FnOnce() -> c_int, flags: u64, real_ptr: *mut c_void) -> Option<&'static Hook> {
     let mut candidates = ENTRIES.iter().filter(|e| e.base == symbol).peekable();
     candidates.peek()?;
-    if let Some(object) = real::DefiningObject::of(real_ptr) {
+    if let Some(object) = DefiningObject::of(real_ptr) {
         for e in candidates {
             for name in std::iter::once(e.legacy).chain(e.per_thread) {
                 if let Some(hook) = hook_named(name) {
@@ -172,7 +173,7 @@ unsafe fn substitute(symbol: *const c_char, pfn: *mut *mut c_void, version: impl
     }
     // SAFETY: the resolver succeeded, so `pfn` holds a pointer (maybe NULL) written by it.
     let real_ptr = unsafe { *pfn };
-    if real_ptr.is_null() || real::is_own(real_ptr) {
+    if real_ptr.is_null() || is_own(real_ptr) {
         return;
     }
     // SAFETY: the caller's NUL-terminated symbol name.
@@ -230,9 +231,9 @@ fn runtime_version(cache: &AtomicI32, real_fn: *mut c_void) -> c_int {
 }
 
 fn query_runtime_version(real_fn: *mut c_void) -> Option<c_int> {
-    let object = real::DefiningObject::of(real_fn)?;
+    let object = DefiningObject::of(real_fn)?;
     let f = object.symbol(c"cudaRuntimeGetVersion");
-    if f.is_null() || real::is_own(f) {
+    if f.is_null() || is_own(f) {
         return None;
     }
     type GetVersion = unsafe extern "C" fn(*mut c_int) -> c_int;
@@ -258,7 +259,7 @@ pub unsafe extern "C" fn cuGetProcAddress(
     let r = unsafe { real(symbol, pfn, version, flags) };
     if r == 0 {
         // SAFETY: the resolver succeeded with these caller pointers.
-        crate::guard::ffi_guard((), || unsafe { substitute(symbol, pfn, || version, flags) });
+        crate::base::panic_fence::ffi_guard((), || unsafe { substitute(symbol, pfn, || version, flags) });
     }
     r
 }
@@ -278,7 +279,7 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(
     let r = unsafe { real(symbol, pfn, version, flags, status) };
     if r == 0 {
         // SAFETY: the resolver succeeded with these caller pointers.
-        crate::guard::ffi_guard((), || unsafe { substitute(symbol, pfn, || version, flags) });
+        crate::base::panic_fence::ffi_guard((), || unsafe { substitute(symbol, pfn, || version, flags) });
     }
     r
 }
@@ -297,7 +298,7 @@ macro_rules! rt_entry_point {
                 let flags = if flags == 0 { $default } else { flags };
                 let version = || runtime_version(&VERSION, real as *mut c_void);
                 // SAFETY: the query succeeded with these caller pointers.
-                crate::guard::ffi_guard((), || unsafe { substitute(symbol, pfn, version, flags) });
+                crate::base::panic_fence::ffi_guard((), || unsafe { substitute(symbol, pfn, version, flags) });
             }
             r
         }
@@ -322,7 +323,7 @@ macro_rules! rt_entry_point_by_version {
             if r == 0 {
                 let flags = if flags == 0 { $default } else { flags };
                 // SAFETY: the query succeeded with these caller pointers.
-                crate::guard::ffi_guard((), || unsafe { substitute(symbol, pfn, || version as c_int, flags) });
+                crate::base::panic_fence::ffi_guard((), || unsafe { substitute(symbol, pfn, || version as c_int, flags) });
             }
             r
         }

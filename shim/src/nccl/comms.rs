@@ -24,9 +24,11 @@ use super::{
     comm_event, create, find, fnv, forget, forward, info, query, remember, resolve, unique_id_hash, Comm, CommInfo,
     NcclUniqueId, INIT_ALL_CALLS, NCCL_IN_PROGRESS, NCCL_SUCCESS, NCCL_SYSTEM_ERROR, R,
 };
-use crate::guard::{ffi_guard, Reentrancy};
+use crate::base::panic_fence::ffi_guard;
+use crate::base::ticks;
+use crate::guard::Reentrancy;
 use crate::intercept::real::RealFn;
-use crate::{clock, state};
+use crate::state;
 
 type FnComm = unsafe extern "C" fn(Comm) -> R;
 type FnGetUniqueId = unsafe extern "C" fn(*mut NcclUniqueId) -> R;
@@ -95,7 +97,7 @@ fn registered(comm_out: *mut Comm, id: u64, rank: c_int, nranks: c_int, start: u
             CollOp::CommInit,
             CommInfo { id, rank: rank.max(0) as u32, nranks: nranks.max(0) as u32, device: 0 },
             start,
-            clock::now(),
+            ticks::now(),
             result,
         );
         return;
@@ -105,7 +107,7 @@ fn registered(comm_out: *mut Comm, id: u64, rank: c_int, nranks: c_int, start: u
     let (_, _, device) = query(comm);
     let info = CommInfo { id, rank: rank.max(0) as u32, nranks: nranks.max(0) as u32, device };
     let _ = remember(comm, id, info.rank, info.nranks, device);
-    comm_event(CollOp::CommInit, info, start, clock::now(), result);
+    comm_event(CollOp::CommInit, info, start, ticks::now(), result);
 }
 
 /// Registers a communicator derived from another one, asking NCCL for its rank and size.
@@ -135,7 +137,7 @@ pub unsafe extern "C" fn ncclGetUniqueId(id: *mut NcclUniqueId) -> R {
 #[no_mangle]
 pub unsafe extern "C" fn ncclCommInitRank(comm: *mut Comm, nranks: c_int, id: NcclUniqueId, rank: c_int) -> R {
     let f = real_fn!(INIT_RANK, c"pncclCommInitRank", FnInitRank, NCCL_SYSTEM_ERROR);
-    let start = clock::now();
+    let start = ticks::now();
     // SAFETY: forwarding the caller's arguments to the real function.
     create(|| unsafe { f(comm, nranks, id, rank) }, |r| registered(comm, unique_id_hash(&id), rank, nranks, start, r))
 }
@@ -149,7 +151,7 @@ pub unsafe extern "C" fn ncclCommInitRankConfig(
     config: *mut c_void,
 ) -> R {
     let f = real_fn!(INIT_RANK_CONFIG, c"pncclCommInitRankConfig", FnInitRankConfig, NCCL_SYSTEM_ERROR);
-    let start = clock::now();
+    let start = ticks::now();
     // SAFETY: forwarding the caller's arguments to the real function.
     create(
         || unsafe { f(comm, nranks, id, rank, config) },
@@ -167,7 +169,7 @@ pub unsafe extern "C" fn ncclCommInitRankScalable(
     config: *mut c_void,
 ) -> R {
     let f = real_fn!(INIT_RANK_SCALABLE, c"pncclCommInitRankScalable", FnInitRankScalable, NCCL_SYSTEM_ERROR);
-    let start = clock::now();
+    let start = ticks::now();
     // SAFETY: NCCL's contract: `comm_ids` holds `n_id` unique ids (read before NCCL may fail on them).
     let id = ffi_guard(0, || unsafe { scalable_id(comm_ids, n_id) });
     // SAFETY: forwarding the caller's arguments to the real function.
@@ -180,7 +182,7 @@ pub unsafe extern "C" fn ncclCommInitRankScalable(
 #[no_mangle]
 pub unsafe extern "C" fn ncclCommInitAll(comms: *mut Comm, ndev: c_int, devlist: *const c_int) -> R {
     let f = real_fn!(INIT_ALL, c"pncclCommInitAll", FnInitAll, NCCL_SYSTEM_ERROR);
-    let start = clock::now();
+    let start = ticks::now();
     // SAFETY: forwarding the caller's arguments to the real function.
     create(
         || unsafe { f(comms, ndev, devlist) },
@@ -210,7 +212,7 @@ pub unsafe extern "C" fn ncclCommSplit(
     config: *mut c_void,
 ) -> R {
     let f = real_fn!(SPLIT, c"pncclCommSplit", FnSplit, NCCL_SYSTEM_ERROR);
-    let start = clock::now();
+    let start = ticks::now();
     let (parent, ordinal) = ffi_guard((CommInfo::default(), 0), || (info(comm), next_child(comm)));
     // SAFETY: forwarding the caller's arguments to the real function.
     create(
@@ -229,7 +231,7 @@ pub unsafe extern "C" fn ncclCommShrink(
     shrink_flags: c_int,
 ) -> R {
     let f = real_fn!(SHRINK, c"pncclCommShrink", FnShrink, NCCL_SYSTEM_ERROR);
-    let start = clock::now();
+    let start = ticks::now();
     let id = ffi_guard(0, || {
         let parent = info(comm);
         let ordinal = find(comm).map(|s| s.shrinks.fetch_add(1, Ordering::Relaxed)).unwrap_or(0);
@@ -258,7 +260,7 @@ pub unsafe extern "C" fn ncclCommGrow(
     config: *mut c_void,
 ) -> R {
     let f = real_fn!(GROW, c"pncclCommGrow", FnGrow, NCCL_SYSTEM_ERROR);
-    let start = clock::now();
+    let start = ticks::now();
     let id = ffi_guard(0, || {
         if !comm.is_null() {
             grow_child_id(info(comm).id, next_child(comm))
@@ -285,11 +287,11 @@ fn comm_end(op: CollOp, slot: &RealFn, pname: &CStr, comm: Comm) -> R {
         return forward(|| unsafe { f(comm) });
     };
     let before = ffi_guard(CommInfo::default(), || info(comm));
-    let start = clock::now();
+    let start = ticks::now();
     // SAFETY: forwarding the caller's argument.
     let r = forward(|| unsafe { f(comm) });
     ffi_guard((), || {
-        comm_event(op, before, start, clock::now(), r);
+        comm_event(op, before, start, ticks::now(), r);
         if op != CollOp::CommFinalize {
             forget(comm);
         }
@@ -316,7 +318,7 @@ pub unsafe extern "C" fn ncclCommFinalize(comm: Comm) -> R {
 #[no_mangle]
 pub unsafe extern "C" fn ncclCommGetAsyncError(comm: Comm, async_error: *mut R) -> R {
     let f = real_fn!(ASYNC_ERROR, c"pncclCommGetAsyncError", FnAsyncError, NCCL_SYSTEM_ERROR);
-    let start = clock::now();
+    let start = ticks::now();
     // SAFETY: forwarding the caller's arguments.
     let r = forward(|| unsafe { f(comm, async_error) });
     if r == NCCL_SUCCESS && !async_error.is_null() {
@@ -327,7 +329,7 @@ pub unsafe extern "C" fn ncclCommGetAsyncError(comm: Comm, async_error: *mut R) 
             let info = info(comm);
             let changed = find(comm).map(|s| s.last_async.swap(e, Ordering::Relaxed) != e).unwrap_or(true);
             if changed && e != NCCL_SUCCESS && e != NCCL_IN_PROGRESS {
-                comm_event(CollOp::AsyncError, info, start, clock::now(), e);
+                comm_event(CollOp::AsyncError, info, start, ticks::now(), e);
             }
         });
     }

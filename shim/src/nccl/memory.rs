@@ -7,11 +7,13 @@ use std::ffi::{c_int, c_void};
 use tprof_format::{ApiDomain, MemOp, MemSpace, Record, StrId};
 
 use super::{forward, resolve, Comm, NCCL_SUCCESS, NCCL_SYSTEM_ERROR, R};
-use crate::guard::{ffi_guard, Reentrancy};
+use crate::base::panic_fence::ffi_guard;
+use crate::base::{switch, ticks};
+use crate::guard::Reentrancy;
 use crate::intercept::memtrack;
 use crate::intercept::real::RealFn;
 use crate::strings::StaticName;
-use crate::{clock, correlation, recorder, state, thread};
+use crate::{correlation, recorder, state, thread};
 
 type FnMemAlloc = unsafe extern "C" fn(*mut *mut c_void, usize) -> R;
 type FnMemFree = unsafe extern "C" fn(*mut c_void) -> R;
@@ -47,12 +49,12 @@ struct MemEvent {
 /// happens whether or not tprof records).
 fn call(name: &StaticName, arg: u64, real: impl FnOnce() -> R, after: impl FnOnce(R) -> Option<MemEvent>) -> R {
     state::ensure_init();
-    let recording = state::is_recording();
+    let recording = switch::is_recording();
     let inside = Reentrancy::enter();
     let correlation = if recording && inside.is_some() { correlation::next_id() } else { 0 };
-    let start = clock::now();
+    let start = ticks::now();
     let result = forward(real);
-    let end = clock::now();
+    let end = ticks::now();
     if inside.is_none() {
         return result;
     }

@@ -32,10 +32,13 @@ use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use tprof_format::{CollOp, Record};
 
-use crate::guard::{ffi_guard, Reentrancy};
-use crate::intercept::real::{self, RealFn};
+use crate::base::dynamic_loader;
+use crate::base::panic_fence::ffi_guard;
+use crate::base::{switch, ticks};
+use crate::guard::Reentrancy;
+use crate::intercept::real::RealFn;
 use crate::intercept::{cstr, Hook};
-use crate::{clock, correlation, cupti, recorder, state, thread};
+use crate::{correlation, cupti, recorder, state, thread};
 
 pub type Comm = *mut c_void;
 pub type Stream = *mut c_void;
@@ -211,7 +214,7 @@ fn resolve(slot: &RealFn, pname: &CStr) -> Option<*mut c_void> {
     if let Some(p) = slot.get() {
         return Some(p);
     }
-    let p = real::next(pname);
+    let p = dynamic_loader::next(pname);
     if slot.offer(p) {
         return slot.get();
     }
@@ -223,7 +226,7 @@ fn resolve(slot: &RealFn, pname: &CStr) -> Option<*mut c_void> {
         }
         for name in [pname, slot.name()] {
             // SAFETY: `h` is a live handle from dlopen.
-            let p = unsafe { real::symbol_in(h, name) };
+            let p = unsafe { dynamic_loader::symbol_in(h, name) };
             if slot.offer(p) {
                 // SAFETY: drops the extra reference RTLD_NOLOAD took; the library stays loaded.
                 unsafe { libc::dlclose(h) };
@@ -285,9 +288,9 @@ fn record(
     real: impl FnOnce() -> R,
 ) -> R {
     state::ensure_init();
-    if !state::is_recording() {
+    if !switch::is_recording() {
         // capture (issue 7): outside a capture window the call is only counted.
-        if op.moves_data() && state::state() == state::ENABLED {
+        if op.moves_data() && switch::state() == switch::ENABLED {
             let nranks = info(comm).nranks;
             let elem = datatype_size(datatype);
             let bytes = match op {
@@ -313,7 +316,7 @@ fn record(
     let result = forward(real);
     recorder::clear_pending();
     cupti::pop_external();
-    let end = clock::now();
+    let end = ticks::now();
     ffi_guard((), || emit(&call, end, result));
     result
 }
@@ -339,7 +342,7 @@ fn begin(op: CollOp, comm: Comm, count: u64, datatype: c_int, peer: i32, stream:
         stream: stream as u64,
         seq,
         correlation: correlation::next_id(),
-        start: clock::now(),
+        start: ticks::now(),
     }
 }
 
@@ -366,7 +369,7 @@ fn emit(c: &Call, end: u64, result: R) {
 
 /// Records a communicator-level event (init, destroy, abort, finalize, async error) with explicit times.
 fn comm_event(op: CollOp, info: CommInfo, start: u64, end: u64, result: R) {
-    if !state::is_recording() {
+    if !switch::is_recording() {
         return;
     }
     recorder::emit(Record::Collective {

@@ -19,12 +19,13 @@
 mod steps;
 
 use std::cell::Cell;
-use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use tprof_format::{MarkerKind, Record, StrId};
 
-use crate::{clock, guard, recorder, state, strings, thread};
+use crate::base::{panic_fence, switch, ticks};
+use crate::{recorder, state, strings, thread};
 
 pub use steps::{glob, StepMatcher};
 
@@ -182,7 +183,7 @@ fn create_domain(name: Name) -> *const c_void {
 #[inline]
 fn recording() -> bool {
     state::ensure_init();
-    state::is_recording()
+    switch::is_recording()
 }
 
 /// The number of a step that begins now: the name's trailing number, else the count of steps begun.
@@ -212,7 +213,7 @@ fn closed_step_begin(name: &Name) -> Option<u64> {
         return None;
     }
     let n = step_number(name);
-    let ts = clock::now();
+    let ts = ticks::now();
     crate::capture::step_begin_closed(n, ts).then_some(n)
 }
 
@@ -224,7 +225,7 @@ fn push(domain: StrId, name: Name) -> c_int {
     if !recording() {
         // capture (issue 7): a step range may open the window (steps mode) or is tracked closed.
         opened_at = closed_step_begin(&name);
-        if opened_at.is_none() || !state::is_recording() {
+        if opened_at.is_none() || !switch::is_recording() {
             if crate::capture::tracks_steps() && steps::is_step(name.id, name.text()) {
                 let _ = CLOSED_STEPS.try_with(|c| c.set(c.get() | bit));
             }
@@ -232,7 +233,7 @@ fn push(domain: StrId, name: Name) -> c_int {
             return depth;
         }
     }
-    let ts = clock::now();
+    let ts = ticks::now();
     recorder::emit(Record::NvtxPush { tid: thread::tid(), domain, name: name.id, ts });
     let is_step = opened_at.is_some() || steps::is_step(name.id, name.text());
     if is_step {
@@ -251,14 +252,14 @@ fn pop(domain: StrId) -> c_int {
     if level >= 0 {
         let bit = 1u64 << level.min(63);
         if CLOSED_STEPS.try_with(|c| c.replace(c.get() & !bit) & bit != 0).unwrap_or(false) {
-            crate::capture::step_ended(clock::now());
+            crate::capture::step_ended(ticks::now());
             return level;
         }
     }
     if !recording() {
         return level;
     }
-    let ts = clock::now();
+    let ts = ticks::now();
     recorder::emit(Record::NvtxPop { tid: thread::tid(), domain, ts });
     if level >= 0 && bits & (1u64 << level.min(63)) != 0 {
         step_end(ts);
@@ -272,7 +273,7 @@ fn range_start(domain: StrId, name: Name) -> u64 {
     if !recording() {
         // capture (issue 7): a step range may open the window (steps mode) or is tracked closed.
         opened_at = closed_step_begin(&name);
-        if opened_at.is_none() || !state::is_recording() {
+        if opened_at.is_none() || !switch::is_recording() {
             if crate::capture::tracks_steps() && steps::is_step(name.id, name.text()) {
                 if let Some(slot) = CLOSED_STEP_RANGES.iter().find(|s| s.load(Ordering::Relaxed) == 0) {
                     let _ = slot.compare_exchange(0, id, Ordering::AcqRel, Ordering::Relaxed);
@@ -281,7 +282,7 @@ fn range_start(domain: StrId, name: Name) -> u64 {
             return id;
         }
     }
-    let ts = clock::now();
+    let ts = ticks::now();
     recorder::emit(Record::NvtxStart { tid: thread::tid(), domain, name: name.id, id, ts });
     if opened_at.is_some() || steps::is_step(name.id, name.text()) {
         step_begin(&name, ts, opened_at);
@@ -297,14 +298,14 @@ fn range_end(id: u64) {
     if crate::capture::tracks_steps() {
         if let Some(slot) = CLOSED_STEP_RANGES.iter().find(|s| s.load(Ordering::Relaxed) == id) {
             slot.store(0, Ordering::Release);
-            crate::capture::step_ended(clock::now());
+            crate::capture::step_ended(ticks::now());
             return;
         }
     }
     if !recording() {
         return;
     }
-    let ts = clock::now();
+    let ts = ticks::now();
     recorder::emit(Record::NvtxEnd { tid: thread::tid(), id, ts });
     if let Some(slot) = STEP_RANGES.iter().find(|s| s.load(Ordering::Relaxed) == id) {
         slot.store(0, Ordering::Release);
@@ -314,7 +315,7 @@ fn range_end(id: u64) {
 
 fn mark(domain: StrId, name: Name) {
     if recording() {
-        recorder::emit(Record::NvtxMark { tid: thread::tid(), domain, name: name.id, ts: clock::now() });
+        recorder::emit(Record::NvtxMark { tid: thread::tid(), domain, name: name.id, ts: ticks::now() });
     }
 }
 
@@ -328,53 +329,53 @@ fn name_thread(tid: u32, name: Name) {
 
 unsafe extern "C" fn mark_ex(attr: *const EventAttributes) {
     // SAFETY: NVTX passes a valid attribute struct (or NULL).
-    guard::ffi_guard((), || mark(StrId::NONE, unsafe { name_from_attr(attr) }))
+    panic_fence::ffi_guard((), || mark(StrId::NONE, unsafe { name_from_attr(attr) }))
 }
 unsafe extern "C" fn mark_a(msg: *const c_char) {
     // SAFETY: NVTX passes a NUL-terminated string (or NULL).
-    guard::ffi_guard((), || mark(StrId::NONE, unsafe { name_from_cstr(msg) }))
+    panic_fence::ffi_guard((), || mark(StrId::NONE, unsafe { name_from_cstr(msg) }))
 }
 unsafe extern "C" fn mark_w(msg: *const u32) {
     // SAFETY: NVTX passes a NUL-terminated wide string (or NULL).
-    guard::ffi_guard((), || mark(StrId::NONE, unsafe { name_from_wide(msg) }))
+    panic_fence::ffi_guard((), || mark(StrId::NONE, unsafe { name_from_wide(msg) }))
 }
 unsafe extern "C" fn range_start_ex(attr: *const EventAttributes) -> u64 {
     // SAFETY: as in `mark_ex`.
-    guard::ffi_guard(0, || range_start(StrId::NONE, unsafe { name_from_attr(attr) }))
+    panic_fence::ffi_guard(0, || range_start(StrId::NONE, unsafe { name_from_attr(attr) }))
 }
 unsafe extern "C" fn range_start_a(msg: *const c_char) -> u64 {
     // SAFETY: as in `mark_a`.
-    guard::ffi_guard(0, || range_start(StrId::NONE, unsafe { name_from_cstr(msg) }))
+    panic_fence::ffi_guard(0, || range_start(StrId::NONE, unsafe { name_from_cstr(msg) }))
 }
 unsafe extern "C" fn range_start_w(msg: *const u32) -> u64 {
     // SAFETY: as in `mark_w`.
-    guard::ffi_guard(0, || range_start(StrId::NONE, unsafe { name_from_wide(msg) }))
+    panic_fence::ffi_guard(0, || range_start(StrId::NONE, unsafe { name_from_wide(msg) }))
 }
 unsafe extern "C" fn range_end_hook(id: u64) {
-    guard::ffi_guard((), || range_end(id))
+    panic_fence::ffi_guard((), || range_end(id))
 }
 unsafe extern "C" fn range_push_ex(attr: *const EventAttributes) -> c_int {
     // SAFETY: as in `mark_ex`.
-    guard::ffi_guard(-1, || push(StrId::NONE, unsafe { name_from_attr(attr) }))
+    panic_fence::ffi_guard(-1, || push(StrId::NONE, unsafe { name_from_attr(attr) }))
 }
 unsafe extern "C" fn range_push_a(msg: *const c_char) -> c_int {
     // SAFETY: as in `mark_a`.
-    guard::ffi_guard(-1, || push(StrId::NONE, unsafe { name_from_cstr(msg) }))
+    panic_fence::ffi_guard(-1, || push(StrId::NONE, unsafe { name_from_cstr(msg) }))
 }
 unsafe extern "C" fn range_push_w(msg: *const u32) -> c_int {
     // SAFETY: as in `mark_w`.
-    guard::ffi_guard(-1, || push(StrId::NONE, unsafe { name_from_wide(msg) }))
+    panic_fence::ffi_guard(-1, || push(StrId::NONE, unsafe { name_from_wide(msg) }))
 }
 unsafe extern "C" fn range_pop() -> c_int {
-    guard::ffi_guard(-1, || pop(StrId::NONE))
+    panic_fence::ffi_guard(-1, || pop(StrId::NONE))
 }
 unsafe extern "C" fn name_os_thread_a(tid: u32, name: *const c_char) {
     // SAFETY: as in `mark_a`.
-    guard::ffi_guard((), || name_thread(tid, unsafe { name_from_cstr(name) }))
+    panic_fence::ffi_guard((), || name_thread(tid, unsafe { name_from_cstr(name) }))
 }
 unsafe extern "C" fn name_os_thread_w(tid: u32, name: *const u32) {
     // SAFETY: as in `mark_w`.
-    guard::ffi_guard((), || name_thread(tid, unsafe { name_from_wide(name) }))
+    panic_fence::ffi_guard((), || name_thread(tid, unsafe { name_from_wide(name) }))
 }
 
 // ---------------------------------------------------------------- CORE2 hooks (domains)
@@ -384,55 +385,59 @@ unsafe extern "C" fn domain_mark_ex(d: *const c_void, attr: *const EventAttribut
         return;
     }
     // SAFETY: as in `mark_ex`.
-    guard::ffi_guard((), || mark(domain_id(d), unsafe { name_from_attr(attr) }))
+    panic_fence::ffi_guard((), || mark(domain_id(d), unsafe { name_from_attr(attr) }))
 }
 unsafe extern "C" fn domain_range_start_ex(d: *const c_void, attr: *const EventAttributes) -> u64 {
     if muted(d) {
         return 0;
     }
     // SAFETY: as in `mark_ex`.
-    guard::ffi_guard(0, || range_start(domain_id(d), unsafe { name_from_attr(attr) }))
+    panic_fence::ffi_guard(0, || range_start(domain_id(d), unsafe { name_from_attr(attr) }))
 }
 unsafe extern "C" fn domain_range_end(d: *const c_void, id: u64) {
     if muted(d) {
         return;
     }
-    guard::ffi_guard((), || range_end(id))
+    panic_fence::ffi_guard((), || range_end(id))
 }
 unsafe extern "C" fn domain_range_push_ex(d: *const c_void, attr: *const EventAttributes) -> c_int {
     if muted(d) {
         return 0;
     }
     // SAFETY: as in `mark_ex`.
-    guard::ffi_guard(-1, || push(domain_id(d), unsafe { name_from_attr(attr) }))
+    panic_fence::ffi_guard(-1, || push(domain_id(d), unsafe { name_from_attr(attr) }))
 }
 unsafe extern "C" fn domain_range_pop(d: *const c_void) -> c_int {
     if muted(d) {
         return 0;
     }
-    guard::ffi_guard(-1, || pop(domain_id(d)))
+    panic_fence::ffi_guard(-1, || pop(domain_id(d)))
 }
 unsafe extern "C" fn domain_register_string_a(d: *const c_void, s: *const c_char) -> *const c_void {
     if muted(d) {
         return TAG_STRING as *const c_void;
     }
     // SAFETY: as in `mark_a`.
-    guard::ffi_guard(std::ptr::null(), || (TAG_STRING | unsafe { name_from_cstr(s) }.id.0 as u64) as *const c_void)
+    panic_fence::ffi_guard(std::ptr::null(), || {
+        (TAG_STRING | unsafe { name_from_cstr(s) }.id.0 as u64) as *const c_void
+    })
 }
 unsafe extern "C" fn domain_register_string_w(d: *const c_void, s: *const u32) -> *const c_void {
     if muted(d) {
         return TAG_STRING as *const c_void;
     }
     // SAFETY: as in `mark_w`.
-    guard::ffi_guard(std::ptr::null(), || (TAG_STRING | unsafe { name_from_wide(s) }.id.0 as u64) as *const c_void)
+    panic_fence::ffi_guard(std::ptr::null(), || {
+        (TAG_STRING | unsafe { name_from_wide(s) }.id.0 as u64) as *const c_void
+    })
 }
 unsafe extern "C" fn domain_create_a(name: *const c_char) -> *const c_void {
     // SAFETY: as in `mark_a`.
-    guard::ffi_guard(std::ptr::null(), || create_domain(unsafe { name_from_cstr(name) }))
+    panic_fence::ffi_guard(std::ptr::null(), || create_domain(unsafe { name_from_cstr(name) }))
 }
 unsafe extern "C" fn domain_create_w(name: *const u32) -> *const c_void {
     // SAFETY: as in `mark_w`.
-    guard::ffi_guard(std::ptr::null(), || create_domain(unsafe { name_from_wide(name) }))
+    panic_fence::ffi_guard(std::ptr::null(), || create_domain(unsafe { name_from_wide(name) }))
 }
 unsafe extern "C" fn domain_destroy(_d: *const c_void) {}
 
@@ -524,9 +529,9 @@ unsafe fn fill_tables(get_export_table: GetExportTable) -> c_int {
 /// Called by NVTX with its export-table getter.
 #[no_mangle]
 pub unsafe extern "C" fn InitializeInjectionNvtx2(get_export_table: Option<GetExportTable>) -> c_int {
-    guard::ffi_guard(0, || {
+    panic_fence::ffi_guard(0, || {
         state::ensure_init();
-        if crate::config::config().disabled {
+        if crate::base::config::config().disabled {
             return 0;
         }
         let Some(getter) = get_export_table else { return 0 };
@@ -535,37 +540,22 @@ pub unsafe extern "C" fn InitializeInjectionNvtx2(get_export_table: Option<GetEx
     })
 }
 
-/// Path of libtprof itself (None when this code is linked into an executable, e.g. unit tests).
-pub(crate) fn own_library_path() -> Option<&'static CStr> {
-    // SAFETY: Dl_info is plain data; all-zero is a valid value.
-    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-    // SAFETY: dladdr reads loader tables for the address of one of our functions.
-    let ok = unsafe { libc::dladdr(own_library_path as *const c_void, &mut info) };
-    if ok == 0 || info.dli_fname.is_null() {
-        return None;
-    }
-    // SAFETY: dli_fname is a NUL-terminated path owned by the loader for the object's lifetime.
-    let path = unsafe { CStr::from_ptr(info.dli_fname) };
-    let bytes = path.to_bytes();
-    (bytes.ends_with(b".so") || bytes.windows(4).any(|w| w == b".so.")).then_some(path)
-}
-
 /// Points `NVTX_INJECTION64_PATH` at libtprof unless the user set it (or tprof is disabled).
 pub fn install_env() {
     if std::env::var_os("NVTX_INJECTION64_PATH").is_some_and(|v| !v.is_empty()) {
         return;
     }
-    if std::env::var("TPROF_DISABLE").is_ok_and(|v| matches!(v.trim(), "1" | "true" | "yes" | "on")) {
+    if crate::base::config::disabled_at_load() {
         return;
     }
-    if let Some(path) = own_library_path() {
+    if let Some(path) = crate::base::dynamic_loader::own_library_path() {
         let value: &std::ffi::OsStr = std::os::unix::ffi::OsStrExt::from_bytes(path.to_bytes());
         std::env::set_var("NVTX_INJECTION64_PATH", value);
     }
 }
 
 extern "C" fn constructor() {
-    guard::ffi_guard((), install_env)
+    panic_fence::ffi_guard((), install_env)
 }
 
 /// Runs [`install_env`] when libtprof is loaded, before the program's first NVTX call.

@@ -79,7 +79,7 @@ pub fn trailing_number(name: &[u8]) -> Option<u64> {
 
 fn matcher() -> &'static StepMatcher {
     static M: OnceLock<StepMatcher> = OnceLock::new();
-    M.get_or_init(|| StepMatcher::new(crate::config::config().step_marker.as_deref()))
+    M.get_or_init(|| StepMatcher::new(crate::base::config::config().step_marker.as_deref()))
 }
 
 const CACHE: usize = 4096;

@@ -13,7 +13,10 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
-use crate::state::HookTable;
+use super::config::config;
+use super::hook_table::HookTable;
+use super::messages::warn_line;
+use super::panic_fence::ffi_guard;
 
 const UNKNOWN: u8 = 0;
 const WORKS: u8 = 1;
@@ -44,7 +47,7 @@ pub fn mark_working() {
     if STATE.swap(WORKS, Ordering::AcqRel) == WORKS {
         return;
     }
-    crate::guard::ffi_guard((), || READY_HOOKS.run_all());
+    ffi_guard((), || READY_HOOKS.run_all());
 }
 
 /// `cuInit` returned `result`.
@@ -102,10 +105,10 @@ fn say_absent(call: &str, result: i32, meaning: &str) {
     if works() || ABSENT_SAID.swap(true, Ordering::AcqRel) {
         return;
     }
-    if crate::config::config().quiet {
+    if config().quiet {
         return;
     }
-    crate::state::warn_line(&format!(
+    warn_line(&format!(
         "no usable CUDA driver ({call} returned {result}, {meaning}): no GPU activity or counters are recorded, only the program's CUDA calls"
     ));
 }

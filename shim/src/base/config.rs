@@ -8,6 +8,8 @@ use std::time::Duration;
 use tprof_format::settings::{self, parse_duration, vars, DutyCycle, Mode, StepRange};
 use tprof_format::ClockSource;
 
+use super::messages::warn_line;
+
 /// The shim's configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -35,7 +37,6 @@ pub struct Config {
     pub commit_interval: Duration,
     /// `TPROF_QUIET=1`: no informational lines (warnings still print).
     pub quiet: bool,
-    // capture (issue 7): production-mode settings, parsed by `crate::capture` / `crate::metrics`.
     /// `TPROF_STEPS=100-110[:every=1000]`: the steps-mode window (default 100-110).
     pub steps: StepRange,
     /// `TPROF_SAMPLE=2s/60s`: the sample-mode duty cycle (default 2 s every 60 s).
@@ -46,6 +47,15 @@ pub struct Config {
     pub metrics_interval: Duration,
     /// `TPROF_FLIGHT_MB`: ring size in flight mode (default: `TPROF_RING_MB`).
     pub flight_mb: Option<u64>,
+    /// `TPROF_CUPTI_PATH`: the libcupti to load (default: searched, see `cupti::libcupti`).
+    pub cupti_path: Option<PathBuf>,
+    /// `TPROF_GPU_METRICS_HZ` as given: read when the sampler starts ([`Config::gpu_metrics_hz`]).
+    pub gpu_metrics_hz: Option<String>,
+    /// `TPROF_JOB_ID`: the job id in the ring header (default: the launcher's, see `process`).
+    pub job_id: Option<String>,
+    /// `TPROF_TEST_PANIC` (tests only): tprof panics where it first records this name (an API,
+    /// kernel or NVTX range name), to show that the program runs on with one line.
+    pub test_panic: Option<String>,
 }
 
 impl Default for Config {
@@ -68,12 +78,44 @@ impl Default for Config {
             metrics_file: None,
             metrics_interval: Duration::from_secs(10),
             flight_mb: None,
+            cupti_path: None,
+            gpu_metrics_hz: None,
+            job_id: None,
+            test_panic: None,
         }
     }
 }
 
+/// Default GPU counter sampling rate (Hz).
+pub const DEFAULT_GPU_METRICS_HZ: u32 = 5;
+
+/// Parses `TPROF_GPU_METRICS_HZ`: the rate (0 = off) and the warning to print for a bad value.
+pub fn parse_gpu_metrics_hz(value: Option<&str>) -> (u32, Option<String>) {
+    let Some(v) = value else { return (DEFAULT_GPU_METRICS_HZ, None) };
+    if v.trim().is_empty() {
+        return (DEFAULT_GPU_METRICS_HZ, None);
+    }
+    match v.trim().parse::<u32>() {
+        Ok(n) if n <= 10 => (n, None),
+        _ => (
+            DEFAULT_GPU_METRICS_HZ,
+            Some(format!(
+                "{}={v:?} is not a rate between 1 and 10 (0 disables); using {DEFAULT_GPU_METRICS_HZ}",
+                vars::GPU_METRICS_HZ
+            )),
+        ),
+    }
+}
+
+/// Whether `TPROF_DISABLE` turns tprof off, read straight from the environment without a warning:
+/// for what happens when the library is loaded, before the configuration is read at the first CUDA
+/// call (the program may still change its environment until then).
+pub fn disabled_at_load() -> bool {
+    std::env::var(vars::DISABLE).is_ok_and(|v| matches!(v.trim(), "1" | "true" | "yes" | "on"))
+}
+
 fn warn(var: &str, value: &str, why: &str, default: &str) {
-    crate::state::warn_line(&format!("{var}={value:?} {why}; using {default}"));
+    warn_line(&format!("{var}={value:?} {why}; using {default}"));
 }
 
 fn parse_bool(var: &str, value: &str, default: bool) -> bool {
@@ -160,11 +202,33 @@ impl Config {
             c.quiet = parse_bool(vars::QUIET, &v, false);
         }
         c.parse_capture(&get);
+        c.parse_sources(&get);
         c
     }
 
-    /// capture (issue 7): TPROF_STEPS, TPROF_SAMPLE, TPROF_METRICS_FILE, TPROF_METRICS_INTERVAL,
-    /// TPROF_FLIGHT_MB.
+    /// The settings of single sources: TPROF_CUPTI_PATH, TPROF_GPU_METRICS_HZ, TPROF_JOB_ID, and the
+    /// test switch TPROF_TEST_PANIC.
+    fn parse_sources(&mut self, get: &impl Fn(&str) -> Option<String>) {
+        if let Some(v) = get(vars::CUPTI_PATH) {
+            if !v.is_empty() {
+                self.cupti_path = Some(PathBuf::from(v));
+            }
+        }
+        self.gpu_metrics_hz = get(vars::GPU_METRICS_HZ);
+        if let Some(v) = get(vars::JOB_ID) {
+            if !v.trim().is_empty() {
+                self.job_id = Some(v);
+            }
+        }
+        if let Some(v) = get(vars::TEST_PANIC) {
+            if !v.is_empty() {
+                self.test_panic = Some(v);
+            }
+        }
+    }
+
+    /// The production-mode settings: TPROF_STEPS, TPROF_SAMPLE, TPROF_METRICS_FILE,
+    /// TPROF_METRICS_INTERVAL, TPROF_FLIGHT_MB.
     fn parse_capture(&mut self, get: &impl Fn(&str) -> Option<String>) {
         if let Some(v) = get(vars::STEPS) {
             match StepRange::parse(&v) {
@@ -235,5 +299,19 @@ mod tests {
         assert_eq!(c.ring_mb, 256);
         assert_eq!(c.mode, Mode::Full);
         assert!(c.follow_fork);
+    }
+
+    #[test]
+    fn hz_parsing() {
+        let parse_hz = parse_gpu_metrics_hz;
+        assert_eq!(parse_hz(None), (5, None));
+        assert_eq!(parse_hz(Some("10")), (10, None));
+        assert_eq!(parse_hz(Some("0")), (0, None));
+        assert_eq!(parse_hz(Some(" 1 ")), (1, None));
+        let (hz, w) = parse_hz(Some("11"));
+        assert_eq!(hz, 5);
+        assert!(w.unwrap().contains("TPROF_GPU_METRICS_HZ=\"11\""));
+        assert_eq!(parse_hz(Some("fast")).0, 5);
+        assert!(parse_hz(Some("-1")).1.is_some());
     }
 }
