@@ -76,7 +76,7 @@ fn writer_cpu_ns() -> u64 {
 }
 
 fn wait_drained() {
-    while tprof::recorder::pending() > 0 {
+    while tprof::record::recorder::pending() > 0 {
         std::thread::sleep(std::time::Duration::from_micros(200));
     }
 }
@@ -88,12 +88,12 @@ fn main() {
     std::env::set_var("TPROF_BUFFER_EVENTS", "1048576");
     tprof::state::ensure_init();
     assert_eq!(tprof::base::switch::state(), tprof::base::switch::ENABLED, "tprof failed to initialise");
-    let name = tprof::strings::intern("cudaLaunchKernel");
+    let name = tprof::record::interning::intern("cudaLaunchKernel");
     println!("clock source: {}", tprof::base::ticks::source().name());
 
     // Touch every buffer page once, so the figures below are steady state, not page faults.
     for i in 0..2_000_000u64 {
-        tprof::recorder::emit(api(name, i, i + 1, i));
+        tprof::record::recorder::emit(api(name, i, i + 1, i));
     }
     wait_drained();
 
@@ -102,18 +102,18 @@ fn main() {
     let clock = ns_per_call(iters, |_| {
         black_box(tprof::base::ticks::now());
     });
-    let store_only = ns_per_call(iters, |i| tprof::recorder::emit(api(name, i, i + 1, i)));
+    let store_only = ns_per_call(iters, |i| tprof::record::recorder::emit(api(name, i, i + 1, i)));
     wait_drained();
     let with_clock = ns_per_call(iters, |i| {
         let t = tprof::base::ticks::now();
-        tprof::recorder::emit(api(name, t, t + 1, i));
+        tprof::record::recorder::emit(api(name, t, t + 1, i));
     });
     wait_drained();
     let intercept_like = ns_per_call(iters, |i| {
         let t0 = tprof::base::ticks::now();
-        let id = tprof::correlation::next_id();
+        let id = tprof::record::correlation::next_id();
         let t1 = tprof::base::ticks::now();
-        tprof::recorder::emit(api(name, t0, t1, u64::from(id) + i));
+        tprof::record::recorder::emit(api(name, t0, t1, u64::from(id) + i));
     });
     wait_drained();
     println!("\n== hot path (best of 7 x {iters}) ==");
@@ -130,7 +130,7 @@ fn main() {
     let per_thread_total: u64 = 8_000_000;
     for threads in [1u64, 2, 4, 8] {
         let n = per_thread_total / threads;
-        let dropped_before = tprof::recorder::total_dropped();
+        let dropped_before = tprof::record::recorder::total_dropped();
         let cpu_before = writer_cpu_ns();
         let t = Instant::now();
         let hs: Vec<_> = (0..threads)
@@ -138,7 +138,7 @@ fn main() {
                 std::thread::spawn(move || {
                     for i in 0..n {
                         let ts = tprof::base::ticks::now();
-                        tprof::recorder::emit(api(name, ts, ts + 500, i));
+                        tprof::record::recorder::emit(api(name, ts, ts + 500, i));
                     }
                 })
             })
@@ -149,7 +149,7 @@ fn main() {
         wait_drained();
         let secs = t.elapsed().as_secs_f64();
         let total = n * threads;
-        let dropped = tprof::recorder::total_dropped() - dropped_before;
+        let dropped = tprof::record::recorder::total_dropped() - dropped_before;
         let written = (total - dropped).max(1);
         println!(
             "{threads} thread(s): {:6.1} M events/s recorded end to end, {dropped} dropped ({:.3}%) (goal >= 20 M/s without drops); writer thread CPU {:5.1} ns/event",
@@ -160,10 +160,10 @@ fn main() {
     }
 
     // 3. Bytes per event on disk.
-    let kname = tprof::strings::intern("_Z17ampere_bf16_gemm_ntILi128EEvPKT_S2_PS0_");
+    let kname = tprof::record::interning::intern("_Z17ampere_bf16_gemm_ntILi128EEvPKT_S2_PS0_");
     let base = tprof::base::ticks::now();
     for i in 0..100_000u64 {
-        tprof::recorder::emit(kernel(kname, base + i * 200_000, i));
+        tprof::record::recorder::emit(kernel(kname, base + i * 200_000, i));
     }
     wait_drained();
     tprof::state::shutdown_for_tests();

@@ -12,7 +12,7 @@
 //!   ring durable now: a `Marker{FlightDump}` (value = [`Reason`] code, name = reason) is written, the
 //!   writer commits and asks the kernel to write the file out. Dumps happen on `tprof ctl dump`, SIGUSR2
 //!   (flight mode only), [`dump`] (the hang watchdog), fatal signals ([`signals`]) and exit.
-//! - `metrics`: never open by itself; only counters ([`crate::counters`], [`crate::metrics`]).
+//! - `metrics`: never open by itself; only counters ([`crate::record::call_counters`], [`tallies`], [`crate::metrics`]).
 //!
 //! In every mode a window can also be opened and closed on demand (`tprof ctl start|stop`, SIGUSR2
 //! outside flight mode); while such a manual window is active the mode's own schedule waits.
@@ -29,6 +29,7 @@
 //! fork child. Nothing here runs on the per-call hot path except [`tracks_steps`] (one relaxed load).
 
 pub mod signals;
+pub mod tallies;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::OnceLock;
@@ -40,7 +41,8 @@ use tprof_format::{MarkerKind, Record, StrId};
 
 use crate::base::config::config;
 use crate::base::{switch, ticks};
-use crate::{correlation, counters, recorder, strings};
+use crate::record::call_counters;
+use crate::record::{correlation, interning, recorder};
 
 /// Why a window edge or a dump happened (the marker's `value`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -171,13 +173,14 @@ pub fn on_enabled() {
         DUMPS_DONE.store(DUMPS_REQUESTED.load(Ordering::Acquire), Ordering::Release);
         TOGGLES_SERVED.store(TOGGLES_REQUESTED.load(Ordering::Acquire), Ordering::Release);
         WRITER_TID.store(0, Ordering::Release);
-        counters::reset_after_fork();
+        call_counters::reset_after_fork();
+        tallies::reset_after_fork();
     }
     let cfg = config();
     MODE.store(mode_code(cfg.mode), Ordering::Release);
     TRACK_STEPS.store(matches!(cfg.mode, Mode::Steps | Mode::Metrics) || cfg.metrics_file.is_some(), Ordering::Release);
     for (reason, name) in REASONS {
-        REASON_IDS[reason as usize].store(strings::intern(name).0, Ordering::Relaxed);
+        REASON_IDS[reason as usize].store(interning::intern(name).0, Ordering::Relaxed);
     }
     let open = switch::is_recording();
     OPEN.store(open, Ordering::Release);
@@ -337,7 +340,7 @@ pub fn step_began(n: u64, ts: u64) {
 pub fn step_ended(ts: u64) {
     let begin = STEP_BEGIN_TICKS.swap(0, Ordering::Relaxed);
     if begin != 0 && ts > begin {
-        counters::note_step(ts - begin);
+        tallies::note_step(ts - begin);
     }
     if MANUAL.load(Ordering::Acquire) == MANUAL_STEPS {
         if MANUAL_STEPS_LEFT.fetch_sub(1, Ordering::AcqRel) <= 1 {
@@ -379,7 +382,7 @@ pub fn keep_gpu_record(rec: &Record) -> bool {
         _ => switch::is_recording() && in_current_window(rec),
     };
     if !keep {
-        counters::observe_unrecorded(rec);
+        tallies::observe_unrecorded(rec);
     }
     keep
 }
@@ -404,7 +407,7 @@ fn request_dump(reason: Reason, name: StrId) -> u64 {
 /// `reason`, drains every thread's buffer, commits and starts writing the file out. Does not wait.
 /// For the hang watchdog and other in-process callers.
 pub fn dump(reason: &str) {
-    let name = if reason.is_empty() { StrId::NONE } else { strings::intern(reason) };
+    let name = if reason.is_empty() { StrId::NONE } else { interning::intern(reason) };
     request_dump(Reason::Request, name);
 }
 
@@ -458,7 +461,7 @@ pub fn writer_tick(events: u64, dropped: u64) -> TickActions {
     RING_EVENTS.store(events, Ordering::Relaxed);
     RING_DROPPED.store(dropped, Ordering::Relaxed);
     if WRITER_TID.load(Ordering::Relaxed) == 0 {
-        WRITER_TID.store(crate::thread::tid(), Ordering::Release);
+        WRITER_TID.store(crate::record::thread::tid(), Ordering::Release);
     }
     let now = ticks::monotonic_ns();
     if MANUAL.load(Ordering::Acquire) == MANUAL_DEADLINE && now >= MANUAL_DEADLINE_NS.load(Ordering::Acquire) {

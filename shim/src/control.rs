@@ -83,7 +83,7 @@ fn listen(pid: u32) -> std::io::Result<()> {
     LISTEN_FD.store(listener.as_raw_fd(), Ordering::Release);
     SOCKET_PATH.store(Box::into_raw(Box::new(path.clone())), Ordering::Release);
     let spawned = std::thread::Builder::new().name("tprof-ctl".into()).spawn(move || {
-        let _inside = crate::guard::Reentrancy::enter();
+        let _inside = crate::record::reentrancy::Reentrancy::enter();
         crate::base::panic_fence::ffi_guard((), || serve(listener));
     });
     if let Err(e) = spawned {
@@ -222,7 +222,7 @@ pub fn execute(line: &str) -> String {
 
 fn status_text() -> String {
     let st = capture::status();
-    let (calls, closed) = crate::counters::calls();
+    let (calls, closed) = crate::record::call_counters::calls();
     let (rank, _, _, _) = process::job_identity();
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_default();
     let ring = process::ring_path().map(|p| p.display().to_string()).unwrap_or_default();

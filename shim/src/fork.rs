@@ -7,9 +7,9 @@ use std::sync::Once;
 static INSTALL: Once = Once::new();
 
 extern "C" fn child_after_fork() {
-    crate::thread::reset_after_fork();
-    crate::strings::reset_after_fork();
-    crate::recorder::reset_after_fork();
+    crate::record::thread::reset_after_fork();
+    crate::record::interning::reset_after_fork();
+    crate::record::recorder::reset_after_fork();
     crate::writer_thread::reset_after_fork();
     crate::state::after_fork_child();
 }

@@ -18,8 +18,9 @@ use std::time::{Duration, Instant};
 use tprof_format::{counter_names as names, Record};
 
 use crate::base::{config, messages, panic_fence, process, switch, ticks};
-use crate::strings::StaticName;
-use crate::{guard, recorder, state, writer_thread};
+use crate::record::interning::StaticName;
+use crate::record::{recorder, reentrancy};
+use crate::{state, writer_thread};
 use nvml::{Device, GpmSample, LoadError, Nvml};
 
 /// GPM computes rates over at least this interval.
@@ -125,7 +126,7 @@ pub fn start() {
         }
         let period = Duration::from_secs(1) / hz;
         let spawned = std::thread::Builder::new().name("tprof-gpumetrics".into()).spawn(move || {
-            let Some(_inside) = guard::Reentrancy::enter() else { return };
+            let Some(_inside) = reentrancy::Reentrancy::enter() else { return };
             panic_fence::ffi_guard((), || run(period));
         });
         if let Err(e) = spawned {

@@ -3,7 +3,7 @@
 //! the last collective issued, make sure CUPTI and the ring are flushed and committed, and print one
 //! line — so a job killed afterwards (by the scheduler's timeout) still leaves the evidence.
 //!
-//! Threads publish their blocking call in their recorder buffer ([`crate::recorder::set_pending`]);
+//! Threads publish their blocking call in their recorder buffer ([`crate::record::recorder::set_pending`]);
 //! the writer thread polls [`poll`] on every iteration. Nothing here runs on the hot path.
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use tprof_format::{CollOp, MarkerKind, Record};
 
 use crate::base::{messages, process, ticks};
-use crate::{recorder, strings};
+use crate::record::{interning, recorder};
 
 static LAST_OP: AtomicU8 = AtomicU8::new(0);
 static LAST_COMM: AtomicU64 = AtomicU64::new(0);
@@ -62,15 +62,16 @@ pub fn poll() -> bool {
         return false;
     }
     REPORTED_SINCE.store(since, Ordering::Relaxed);
-    let call =
-        strings::lookup(name).map(|b| String::from_utf8_lossy(b).into_owned()).unwrap_or_else(|| "a CUDA call".into());
+    let call = interning::lookup(name)
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+        .unwrap_or_else(|| "a CUDA call".into());
     let last = last_collective().map(|c| format!("; last collective issued: {c}")).unwrap_or_default();
     let what = format!("{call} pending for {:.0} s on thread {tid}{last}", pending_ns as f64 / 1e9);
     recorder::emit(Record::Marker {
         kind: MarkerKind::HangSuspected,
         ts: now,
         value: pending_ns,
-        name: strings::intern(&what),
+        name: interning::intern(&what),
     });
     let ring = process::ring_path().map(|p| p.display().to_string()).unwrap_or_default();
     messages::stderr_line(&format!("tprof: hang suspected: {what}; evidence flushed to {ring}"));

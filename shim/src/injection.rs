@@ -34,11 +34,13 @@ pub extern "C" fn InitializeInjection() -> c_int {
         // samples subscribe to CUPTI (the driver-ready hooks start CUPTI and the NVML sampler).
         crate::base::driver::mark_working();
         if first && crate::base::switch::is_recording() && !interposers_bound() {
-            crate::recorder::emit(tprof_format::Record::Marker {
+            crate::record::recorder::emit(tprof_format::Record::Marker {
                 kind: tprof_format::MarkerKind::Note,
                 ts: crate::base::ticks::now(),
                 value: 0,
-                name: crate::strings::intern("injected without LD_PRELOAD: CUDA calls seen through CUPTI only"),
+                name: crate::record::interning::intern(
+                    "injected without LD_PRELOAD: CUDA calls seen through CUPTI only",
+                ),
             });
         }
         1

@@ -21,7 +21,8 @@ use std::sync::Mutex;
 
 use crate::base::config::config;
 use crate::base::{messages, process, switch, ticks};
-use crate::counters::{self, Tally};
+use crate::capture::tallies::{self, Tally};
+use crate::record::call_counters;
 
 /// Per-call cost of the shim measured in this process (ns).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -310,11 +311,11 @@ pub fn write_now() {
     let costs = *prev.costs.get_or_insert_with(measure_call_costs);
     let st = crate::capture::status();
     let sample = Sample {
-        tally: counters::tally_snapshot(),
+        tally: tallies::tally_snapshot(),
         previous: prev.tally,
         interval_s: (now_mono.saturating_sub(prev.mono_ns)) as f64 / 1e9,
         ticks_per_sec: tps,
-        calls: counters::calls(),
+        calls: call_counters::calls(),
         previous_calls: prev.calls,
         costs,
         dropped: st.dropped,

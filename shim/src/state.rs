@@ -14,7 +14,8 @@ use crate::base::hook_table::HookTable;
 use crate::base::messages::warn_line;
 use crate::base::panic_fence::{ffi_guard, install_panic_hook};
 use crate::base::{dynamic_loader, process, switch, ticks};
-use crate::{recorder, writer_thread};
+use crate::record::recorder;
+use crate::writer_thread;
 
 static EXIT_HOOK: Once = Once::new();
 static FLUSH_HOOKS: HookTable = HookTable::new();
@@ -50,8 +51,8 @@ fn init_slow() {
     if !switch::begin_initialising() {
         return;
     }
-    let _inside = crate::guard::Reentrancy::enter();
-    install_panic_hook(crate::guard::Reentrancy::active);
+    let _inside = crate::record::reentrancy::Reentrancy::enter();
+    install_panic_hook(crate::record::reentrancy::Reentrancy::active);
     let outcome = std::panic::catch_unwind(init_inner);
     match outcome {
         Ok(Ok(())) => {
@@ -152,7 +153,7 @@ impl DirBuilderPrivate for std::fs::DirBuilder {
 
 extern "C" fn exit_handler() {
     ffi_guard((), || {
-        let _inside = crate::guard::Reentrancy::enter();
+        let _inside = crate::record::reentrancy::Reentrancy::enter();
         if !writer_thread::running() {
             return;
         }

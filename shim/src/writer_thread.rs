@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use tprof_format::{MarkerKind, Record, RingWriter, StrId};
 
 use crate::base::ticks;
-use crate::{recorder, strings};
+use crate::record::{interning, recorder};
 
 /// Longest sleep between drains.
 const MAX_PAUSE: Duration = Duration::from_millis(5);
@@ -36,7 +36,7 @@ pub fn start(ring: RingWriter, commit_interval: Duration) -> std::io::Result<()>
     DONE.store(false, Ordering::Release);
     RUNNING_PID.store(std::process::id(), Ordering::Release);
     std::thread::Builder::new().name("tprof-writer".into()).spawn(move || {
-        let _inside = crate::guard::Reentrancy::enter();
+        let _inside = crate::record::reentrancy::Reentrancy::enter();
         crate::base::panic_fence::ffi_guard((), || run(ring, commit_interval));
         DONE.store(true, Ordering::Release);
     })?;
@@ -126,13 +126,13 @@ fn write_batch(ring: &mut RingWriter, recs: &[Record]) {
     for (i, r) in recs.iter().enumerate() {
         // The records were just written by another core: ask for the lines a few records ahead.
         recorder::prefetch(recs, i + 8);
-        crate::counters::observe_written(r);
+        crate::capture::tallies::observe_written(r);
     }
     ring.append_all(recs);
 }
 
 fn define_new_strings(ring: &mut RingWriter, since: u32) -> u32 {
-    strings::for_each_since(since, |id, text| ring.define_string(id, &String::from_utf8_lossy(text)))
+    interning::for_each_since(since, |id, text| ring.define_string(id, &String::from_utf8_lossy(text)))
 }
 
 /// Asks the writer thread (of this process) to drain, commit and close the ring, waiting at most

@@ -47,9 +47,9 @@ fn control_socket_drives_the_capture_window() {
     assert!(send(&sock, "bogus").starts_with("error: unknown command"));
 
     // Counters stay on with the window closed.
-    let (calls0, closed0) = tprof::counters::calls();
-    tprof::counters::count_call(false);
-    let (calls1, closed1) = tprof::counters::calls();
+    let (calls0, closed0) = tprof::record::call_counters::calls();
+    tprof::record::call_counters::count_call(false);
+    let (calls1, closed1) = tprof::record::call_counters::calls();
     assert_eq!((calls1 - calls0, closed1 - closed0), (1, 1));
 
     std::thread::sleep(std::time::Duration::from_millis(300));

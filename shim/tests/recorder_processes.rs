@@ -37,14 +37,14 @@ fn child_main(role: &str) {
             // One event every 100 us until killed.
             let mut i = 0u64;
             loop {
-                tprof::recorder::emit(api(i));
+                tprof::record::recorder::emit(api(i));
                 i += 1;
                 std::thread::sleep(Duration::from_micros(100));
             }
         }
         "forker" => {
             for i in 0..1000 {
-                tprof::recorder::emit(api(i));
+                tprof::record::recorder::emit(api(i));
             }
             // SAFETY: test child; the forked child only uses async-signal-safe paths of tprof plus its
             // own re-initialisation, which is what this test checks.
@@ -52,12 +52,12 @@ fn child_main(role: &str) {
             if pid == 0 {
                 tprof::state::ensure_init();
                 for i in 0..500 {
-                    tprof::recorder::emit(api(100_000 + i));
+                    tprof::record::recorder::emit(api(100_000 + i));
                 }
                 std::process::exit(0);
             }
             for i in 1000..2000 {
-                tprof::recorder::emit(api(i));
+                tprof::record::recorder::emit(api(i));
             }
             let mut status = 0;
             // SAFETY: waiting for our own child.

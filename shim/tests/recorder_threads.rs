@@ -16,12 +16,12 @@ fn eight_threads_one_million_events_each_exactly_once_in_order() {
     std::env::set_var("TPROF_CUPTI", "0");
     tprof::state::ensure_init();
     assert_eq!(tprof::base::switch::state(), tprof::base::switch::ENABLED);
-    let name = tprof::strings::intern("test_event");
+    let name = tprof::record::interning::intern("test_event");
     let handles: Vec<_> = (0..THREADS)
         .map(|t| {
             std::thread::spawn(move || {
                 for i in 0..PER_THREAD {
-                    tprof::recorder::emit(Record::Api {
+                    tprof::record::recorder::emit(Record::Api {
                         tid: t as u32,
                         domain: ApiDomain::Runtime,
                         name,

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 use cupti_sys as sys;
 
 use crate::base::panic_fence::ffi_guard;
-use crate::guard;
+use crate::record::reentrancy;
 
 pub const BUFFER_BYTES: usize = 4 << 20;
 const POOL: usize = 8;
@@ -123,7 +123,7 @@ pub unsafe extern "C" fn complete(
             return;
         }
         // CUDA calls CUPTI triggers from here must not be recorded (None: already inside, fine).
-        let _inside = guard::Reentrancy::enter();
+        let _inside = reentrancy::Reentrancy::enter();
         if let Some(api) = super::api() {
             if valid_size > 0 {
                 // SAFETY: CUPTI hands back a buffer we gave it, with `valid_size` bytes of records.

@@ -26,7 +26,8 @@ use cupti_sys as sys;
 use tprof_format::{MarkerKind, Record, StrId};
 
 use crate::base::{config, messages, panic_fence, switch, ticks};
-use crate::{guard, recorder, state, strings};
+use crate::record::{interning, recorder, reentrancy};
+use crate::state;
 
 pub use loader::CuptiApi;
 
@@ -190,7 +191,7 @@ fn switch_kinds(on: bool) {
         return;
     }
     let Some(api) = API.get() else { return };
-    let _inside = guard::Reentrancy::enter();
+    let _inside = reentrancy::Reentrancy::enter();
     panic_fence::ffi_guard((), || {
         let n = ENABLED_KINDS_COUNT.load(Ordering::Acquire);
         for slot in &ENABLED_KINDS[..n.min(ENABLED_KINDS.len())] {
@@ -225,7 +226,7 @@ pub fn start() {
         return;
     }
     // Whatever CUPTI calls while it starts (cuInit, dlsym...) must not be recorded.
-    let _inside = guard::Reentrancy::enter();
+    let _inside = reentrancy::Reentrancy::enter();
     let outcome = panic_fence::ffi_guard(Err(Refusal::quiet("internal error while starting CUPTI")), start_inner);
     match outcome {
         Ok(()) => {
@@ -247,7 +248,7 @@ pub fn start() {
                 kind: MarkerKind::CuptiUnavailable,
                 ts: ticks::now(),
                 value: refusal.code as u64,
-                name: strings::intern(&refusal.reason),
+                name: interning::intern(&refusal.reason),
             });
         }
     }
@@ -352,7 +353,7 @@ pub(crate) fn yield_to_program(call: &str) {
 /// (flushed and parsed into the ring now), and its subscription.
 fn release_for_program() {
     let Some(api) = API.get() else { return };
-    let _inside = guard::Reentrancy::enter();
+    let _inside = reentrancy::Reentrancy::enter();
     DISABLE_AT.store(0, Ordering::Release);
     // Flush before disabling: the work tprof saw launched is delivered to tprof, not lost.
     // SAFETY: cuptiActivityFlushAll with its C signature; no tprof lock is held, so the completion
@@ -393,7 +394,7 @@ fn say_yielded(call: &str, was_active: bool) {
             kind: MarkerKind::CuptiUnavailable,
             ts: ticks::now(),
             value: 0,
-            name: strings::intern(&reason),
+            name: interning::intern(&reason),
         });
     }
 }
@@ -503,7 +504,7 @@ fn note_if_failed(what: &str, r: sys::CUptiResult) {
         kind: MarkerKind::Note,
         ts: ticks::now(),
         value: r as u64,
-        name: strings::intern(&format!("{what} (returned {} {r})", sys::result_name(r))),
+        name: interning::intern(&format!("{what} (returned {} {r})", sys::result_name(r))),
     });
 }
 
@@ -521,7 +522,7 @@ fn note_timebase_offset(api: &CuptiApi, r: sys::CUptiResult) {
         kind: MarkerKind::Note,
         ts: now,
         value: cupti_ns,
-        name: strings::intern(&format!(
+        name: interning::intern(&format!(
             "cupti_timestamp_callback_refused result={r}: GPU times are CUPTI ns; value = cuptiGetTimestamp at ts"
         )),
     });

@@ -17,7 +17,7 @@ use tprof_format::{ApiDomain, CopyKind, MemOp, MemSpace, MemoryKind, Record, Str
 
 use super::corrmap;
 use super::loader::CuptiApi;
-use crate::{recorder, strings};
+use crate::record::{interning, recorder};
 
 /// Buffers parsed so far (the age of pending records).
 static GENERATION: AtomicU64 = AtomicU64::new(0);
@@ -183,7 +183,7 @@ unsafe fn convert(api: &CuptiApi, p: *const u8, kind: u32) -> Option<(Record, u3
                 StrId::NONE
             } else {
                 // SAFETY: CUPTI's kernel name is a NUL-terminated string valid while the buffer is.
-                unsafe { strings::intern_cstr(k.name) }
+                unsafe { interning::intern_cstr(k.name) }
             };
             let rec = Record::Kernel {
                 device: k.device_id,
@@ -370,7 +370,7 @@ fn callback_info(api: &CuptiApi, domain: sys::CUpti_CallbackDomain, cbid: u32) -
     let duplicate = super::interposers_bound()
         && !creates_gpu_work(&name)
         && crate::intercept::hook_named(name.as_bytes()).is_some();
-    let id = strings::intern(&name);
+    let id = interning::intern(&name);
     if let Some(s) = slot {
         s.store(id.0 | if duplicate { INTERPOSED_NO_WORK } else { 0 }, Ordering::Relaxed);
     }

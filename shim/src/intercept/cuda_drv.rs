@@ -174,7 +174,7 @@ pub unsafe extern "C" fn cuModuleGetFunction(out: *mut Handle, module: Handle, n
     if r == 0 && !out.is_null() {
         // SAFETY: on success the driver stored the handle into the caller's out-pointer; `name` is the
         // caller's NUL-terminated kernel name, readable during this call.
-        unsafe { names::register_id(*out, crate::strings::intern_cstr(name)) };
+        unsafe { names::register_id(*out, crate::record::interning::intern_cstr(name)) };
     }
     r
 }
@@ -187,7 +187,7 @@ pub unsafe extern "C" fn cuLibraryGetKernel(out: *mut Handle, library: Handle, n
     let r = unsafe { real(out, library, name) };
     if r == 0 && !out.is_null() {
         // SAFETY: as in cuModuleGetFunction.
-        unsafe { names::register_id(*out, crate::strings::intern_cstr(name)) };
+        unsafe { names::register_id(*out, crate::record::interning::intern_cstr(name)) };
     }
     r
 }

@@ -220,7 +220,7 @@ pub unsafe extern "C" fn cudaLibraryGetKernel(kernel: *mut Handle, library: Hand
             if r == 0 && !kernel.is_null() {
                 // SAFETY: on success the runtime stored the handle into the caller's non-null out-pointer;
                 // `name` is the caller's NUL-terminated kernel name, valid for the call.
-                unsafe { names::register_id(*kernel, crate::strings::intern_cstr(name)) };
+                unsafe { names::register_id(*kernel, crate::record::interning::intern_cstr(name)) };
             }
         },
     )

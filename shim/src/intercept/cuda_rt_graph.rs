@@ -10,7 +10,7 @@ use std::ffi::{c_int, c_ulonglong, c_void};
 
 use super::real::RT_ERR_NO_DRIVER;
 use super::{call_tracked, graph_capture, interpose, per_thread, real_or, slots, Handle, Work};
-use crate::strings::StaticName;
+use crate::record::interning::StaticName;
 
 type Ptr = *mut c_void;
 

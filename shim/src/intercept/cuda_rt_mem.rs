@@ -7,7 +7,7 @@ use tprof_format::{ApiDomain, MemOp, MemSpace};
 
 use super::real::RT_ERR_NO_DRIVER;
 use super::{begin_outer, current_device, interpose, memtrack, real_or, slots, Handle, MemEvent, Work};
-use crate::strings::StaticName;
+use crate::record::interning::StaticName;
 
 type Ptr = *mut c_void;
 type CPtr = *const c_void;

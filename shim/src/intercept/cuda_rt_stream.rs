@@ -11,7 +11,7 @@ use std::ffi::{c_int, c_uint, c_void};
 
 use super::real::RT_ERR_NO_DRIVER;
 use super::{call_tracked, graph_capture, interpose, per_thread, real_or, slots, Handle, Work};
-use crate::strings::StaticName;
+use crate::record::interning::StaticName;
 
 type HostFn = *const c_void;
 

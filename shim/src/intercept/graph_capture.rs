@@ -42,7 +42,7 @@ const STREAM_PER_THREAD: u64 = 0x2;
 fn stream_key(stream: u64) -> Option<usize> {
     match stream {
         0 | STREAM_LEGACY => None,
-        STREAM_PER_THREAD => Some(((crate::thread::tid() as usize) << 4) | STREAM_PER_THREAD as usize),
+        STREAM_PER_THREAD => Some(((crate::record::thread::tid() as usize) << 4) | STREAM_PER_THREAD as usize),
         s => Some(s as usize),
     }
 }

@@ -21,9 +21,9 @@ use std::ffi::{c_int, c_void, CStr};
 use tprof_format::{ApiDomain, MemOp, MemSpace, Record, StrId, SyncKind};
 
 use crate::base::panic_fence::ffi_guard;
-use crate::guard::{Reentrancy, ReentrancyGuard};
-use crate::strings::StaticName;
-use crate::thread::ThreadCtx;
+use crate::record::interning::StaticName;
+use crate::record::reentrancy::{Reentrancy, ReentrancyGuard};
+use crate::record::thread::ThreadCtx;
 
 pub mod cuda_drv;
 pub mod cuda_rt;
@@ -111,11 +111,11 @@ pub fn kernel_name_for(func: *const c_void) -> StrId {
 /// The calling thread's current device as tracked from `cudaSetDevice` (CUDA's default: 0).
 #[inline]
 pub fn current_device() -> u32 {
-    crate::thread::ctx().device.get()
+    crate::record::thread::ctx().device.get()
 }
 
 pub(crate) fn set_current_device(dev: u32) {
-    crate::thread::ctx().device.set(dev);
+    crate::record::thread::ctx().device.set(dev);
 }
 
 /// The stream a runtime `_ptsz` entry point works on: NULL there is the per-thread default stream.
@@ -194,12 +194,12 @@ pub(crate) fn begin() -> Option<ApiCall> {
 /// [`begin`] once the window was seen open: counts the call, enters tprof, takes a correlation id.
 #[inline(always)]
 pub(crate) fn begin_recording() -> Option<ApiCall> {
-    let ctx = crate::thread::ctx();
+    let ctx = crate::record::thread::ctx();
     // capture (issue 7): per-thread call counter, on whether or not the window is open.
-    crate::counters::count_call_in(ctx, true);
+    crate::record::call_counters::count_call_in(ctx, true);
     let inside = Reentrancy::enter_in(ctx)?;
     Some(ApiCall {
-        correlation: crate::correlation::next_id_in(ctx),
+        correlation: crate::record::correlation::next_id_in(ctx),
         start: 0,
         pushed: false,
         blocking: false,
@@ -227,7 +227,7 @@ pub(crate) fn count_closed_call() -> bool {
     if crate::base::switch::is_recording() {
         return true;
     }
-    crate::counters::count_call_in(crate::thread::ctx(), false);
+    crate::record::call_counters::count_call_in(crate::record::thread::ctx(), false);
     false
 }
 
@@ -236,7 +236,7 @@ pub(crate) fn count_closed_call() -> bool {
 /// was counted already.
 #[inline(never)]
 pub(crate) fn begin_tracking() -> Option<ApiCall> {
-    let ctx = crate::thread::ctx();
+    let ctx = crate::record::thread::ctx();
     let inside = Reentrancy::enter_in(ctx)?;
     Some(ApiCall { correlation: 0, start: 0, pushed: false, blocking: false, recording: false, ctx, _inside: inside })
 }
@@ -295,12 +295,12 @@ fn into_capture(work: &Work) -> bool {
 #[inline]
 pub(crate) fn begin_outer() -> Option<ApiCall> {
     crate::state::ensure_init();
-    let ctx = crate::thread::ctx();
+    let ctx = crate::record::thread::ctx();
     let inside = Reentrancy::enter_in(ctx)?;
     let recording = crate::base::switch::is_recording();
     // capture (issue 7): per-thread call counter, on whether or not the window is open.
-    crate::counters::count_call_in(ctx, recording);
-    let correlation = if recording { crate::correlation::next_id_in(ctx) } else { 0 };
+    crate::record::call_counters::count_call_in(ctx, recording);
+    let correlation = if recording { crate::record::correlation::next_id_in(ctx) } else { 0 };
     Some(ApiCall { correlation, start: 0, pushed: false, blocking: false, recording, ctx, _inside: inside })
 }
 
@@ -350,7 +350,7 @@ impl ApiCall {
         self.start = crate::base::ticks::now();
         if let Work::Sync { kind, .. } = work {
             if let Some(name) = blocking_name(*kind) {
-                crate::recorder::set_pending_in(self.ctx, name.id(), self.start);
+                crate::record::recorder::set_pending_in(self.ctx, name.id(), self.start);
                 self.blocking = true;
             }
         }
@@ -362,7 +362,7 @@ impl ApiCall {
         let end = crate::base::ticks::now();
         note_driver_state(domain, name, result, work);
         if self.blocking {
-            crate::recorder::clear_pending_in(self.ctx);
+            crate::record::recorder::clear_pending_in(self.ctx);
         }
         if self.pushed {
             cupti_link::pop_external();
@@ -396,7 +396,7 @@ impl ApiCall {
         ffi_guard((), || {
             self.emit(domain, name, result, work, end, false);
             for mem in mems {
-                crate::recorder::emit_in(
+                crate::record::recorder::emit_in(
                     self.ctx,
                     Record::Memory {
                         op: mem.op,
@@ -427,7 +427,7 @@ impl ApiCall {
             Work::GraphLaunch { stream, .. } => (StrId::NONE, stream, 0),
             Work::Sync { stream, .. } => (StrId::NONE, stream, 0),
         };
-        crate::recorder::emit_in(
+        crate::record::recorder::emit_in(
             ctx,
             Record::Api {
                 tid,
@@ -452,7 +452,7 @@ impl ApiCall {
                     self.emit_estimated_kernel(stream, k, graph_id)
                 });
             }
-            Work::Sync { kind, stream, event } => crate::recorder::emit_in(
+            Work::Sync { kind, stream, event } => crate::record::recorder::emit_in(
                 ctx,
                 Record::Sync {
                     kind,
@@ -472,7 +472,7 @@ impl ApiCall {
 
     /// A kernel known to run, GPU time unknown (CUPTI off): `start == end == 0`.
     fn emit_estimated_kernel(&self, stream: u64, k: graph_capture::KernelNode, graph_id: u32) {
-        crate::recorder::emit_in(
+        crate::record::recorder::emit_in(
             self.ctx,
             Record::Kernel {
                 device: self.ctx.device.get(),
@@ -516,7 +516,7 @@ macro_rules! interpose {
             pub mod $name {
                 pub static REAL: $crate::intercept::real::RealFn =
                     $crate::intercept::real::RealFn::new($crate::intercept::cstr(concat!(stringify!($name), "\0").as_bytes()));
-                pub static NAME: $crate::strings::StaticName = $crate::strings::StaticName::new(stringify!($name));
+                pub static NAME: $crate::record::interning::StaticName = $crate::record::interning::StaticName::new(stringify!($name));
             }
 
             $(#[$meta])*
@@ -595,7 +595,7 @@ macro_rules! slots {
                 pub static REAL: $crate::intercept::real::RealFn =
                     $crate::intercept::real::RealFn::new($crate::intercept::cstr(concat!(stringify!($name), "\0").as_bytes()));
                 #[allow(dead_code)]
-                pub static NAME: $crate::strings::StaticName = $crate::strings::StaticName::new(stringify!($name));
+                pub static NAME: $crate::record::interning::StaticName = $crate::record::interning::StaticName::new(stringify!($name));
             }
         )*
     };

@@ -144,7 +144,7 @@ fn intern_pending(e: &Entry) -> StrId {
     }
     // SAFETY: `text` was stored by `register_static`, whose contract keeps the string readable while
     // its handle can be launched.
-    let id = unsafe { crate::strings::intern_cstr(text as *const c_char) };
+    let id = unsafe { crate::record::interning::intern_cstr(text as *const c_char) };
     if id != StrId::NONE {
         e.id.store(id.0, Ordering::Release);
     }
@@ -172,7 +172,7 @@ mod tests {
         assert_eq!(lookup(a), id);
         alias(b, a);
         assert_eq!(lookup(b), id);
-        let other = crate::strings::intern("other");
+        let other = crate::record::interning::intern("other");
         register_id(c, other);
         assert_eq!(lookup(c), other);
         // re-registration replaces the name

@@ -26,8 +26,8 @@ use super::{
 };
 use crate::base::panic_fence::ffi_guard;
 use crate::base::ticks;
-use crate::guard::Reentrancy;
 use crate::intercept::real::RealFn;
+use crate::record::reentrancy::Reentrancy;
 use crate::state;
 
 type FnComm = unsafe extern "C" fn(Comm) -> R;

@@ -9,11 +9,12 @@ use tprof_format::{ApiDomain, MemOp, MemSpace, Record, StrId};
 use super::{forward, resolve, Comm, NCCL_SUCCESS, NCCL_SYSTEM_ERROR, R};
 use crate::base::panic_fence::ffi_guard;
 use crate::base::{switch, ticks};
-use crate::guard::Reentrancy;
 use crate::intercept::memtrack;
 use crate::intercept::real::RealFn;
-use crate::strings::StaticName;
-use crate::{correlation, recorder, state, thread};
+use crate::record::interning::StaticName;
+use crate::record::reentrancy::Reentrancy;
+use crate::record::{correlation, recorder, thread};
+use crate::state;
 
 type FnMemAlloc = unsafe extern "C" fn(*mut *mut c_void, usize) -> R;
 type FnMemFree = unsafe extern "C" fn(*mut c_void) -> R;

@@ -35,10 +35,11 @@ use tprof_format::{CollOp, Record};
 use crate::base::dynamic_loader;
 use crate::base::panic_fence::ffi_guard;
 use crate::base::{switch, ticks};
-use crate::guard::Reentrancy;
 use crate::intercept::real::RealFn;
 use crate::intercept::{cstr, Hook};
-use crate::{correlation, cupti, recorder, state, thread};
+use crate::record::reentrancy::Reentrancy;
+use crate::record::{correlation, recorder, thread};
+use crate::{cupti, state};
 
 pub type Comm = *mut c_void;
 pub type Stream = *mut c_void;
@@ -299,7 +300,7 @@ fn record(
                 }
                 _ => count * elem,
             };
-            crate::counters::collective_unrecorded(op, bytes, nranks);
+            crate::capture::tallies::collective_unrecorded(op, bytes, nranks);
         }
         return forward(real);
     }
@@ -312,7 +313,7 @@ fn record(
         crate::hang::note_collective(op, call.comm.id, call.seq);
     }
     // NCCL calls can block (group ends, communicator barriers): the hang watchdog watches them too.
-    recorder::set_pending(crate::strings::intern(op.name()), call.start);
+    recorder::set_pending(crate::record::interning::intern(op.name()), call.start);
     let result = forward(real);
     recorder::clear_pending();
     cupti::pop_external();

@@ -25,7 +25,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tprof_format::{MarkerKind, Record, StrId};
 
 use crate::base::{panic_fence, switch, ticks};
-use crate::{recorder, state, strings, thread};
+use crate::record::{interning, recorder, thread};
+use crate::state;
 
 pub use steps::{glob, StepMatcher};
 
@@ -100,7 +101,7 @@ struct Name {
 
 impl Name {
     fn text(&self) -> &'static [u8] {
-        strings::lookup(self.id).unwrap_or(b"")
+        interning::lookup(self.id).unwrap_or(b"")
     }
 }
 
@@ -108,7 +109,7 @@ impl Name {
 /// `p` must be NULL or a NUL-terminated string.
 unsafe fn name_from_cstr(p: *const c_char) -> Name {
     // SAFETY: forwarded contract.
-    Name { id: unsafe { strings::intern_cstr(p) } }
+    Name { id: unsafe { interning::intern_cstr(p) } }
 }
 
 /// # Safety
@@ -133,7 +134,7 @@ unsafe fn name_from_wide(p: *const u32) -> Name {
         n += ch.encode_utf8(&mut buf[n..]).len();
         i += 1;
     }
-    Name { id: strings::intern_bytes(&buf[..n]) }
+    Name { id: interning::intern_bytes(&buf[..n]) }
 }
 
 /// # Safety
@@ -569,7 +570,7 @@ mod tests {
 
     #[test]
     fn handles_round_trip() {
-        let id = strings::intern("nvtx_test_domain");
+        let id = interning::intern("nvtx_test_domain");
         let h = (TAG_DOMAIN | id.0 as u64) as *const c_void;
         assert_eq!(domain_id(h), id);
         assert_eq!(handle_id(h as u64, TAG_STRING), StrId::NONE);
@@ -578,14 +579,14 @@ mod tests {
 
     #[test]
     fn nccl_domain_is_muted_only_inside_an_interposed_nccl_call() {
-        let outside = create_domain(Name { id: strings::intern("NCCL") });
+        let outside = create_domain(Name { id: interning::intern("NCCL") });
         assert!(!muted(outside));
-        assert_eq!(domain_id(outside), strings::intern("NCCL"));
-        let other = create_domain(Name { id: strings::intern("NCCL-like") });
+        assert_eq!(domain_id(outside), interning::intern("NCCL"));
+        let other = create_domain(Name { id: interning::intern("NCCL-like") });
         assert!(!muted(other));
-        let inside = crate::nccl::forward(|| create_domain(Name { id: strings::intern("NCCL") }));
+        let inside = crate::nccl::forward(|| create_domain(Name { id: interning::intern("NCCL") }));
         assert!(muted(inside));
-        let other_inside = crate::nccl::forward(|| create_domain(Name { id: strings::intern("NCCL-like") }));
+        let other_inside = crate::nccl::forward(|| create_domain(Name { id: interning::intern("NCCL-like") }));
         assert!(!muted(other_inside));
         assert!(!crate::nccl::forwarding());
         // SAFETY: a muted handle is never dereferenced; the hooks return before recording.
@@ -604,7 +605,7 @@ mod tests {
 
     #[test]
     fn attributes_with_registered_strings() {
-        let id = strings::intern("registered_nvtx_name");
+        let id = interning::intern("registered_nvtx_name");
         let a = EventAttributes {
             version: 3,
             size: 48,

@@ -75,7 +75,7 @@ struct OwnerToken;
 
 impl Drop for OwnerToken {
     fn drop(&mut self) {
-        crate::thread::with_ctx(|c| {
+        crate::record::thread::with_ctx(|c| {
             let buf = c.buffer.get();
             if !buf.is_null() {
                 // SAFETY: buffers are never freed; the pointer came from `register`.
@@ -98,13 +98,13 @@ pub fn set_capacity(events: usize) {
 /// event, never fails: when the buffer is full the event is dropped and counted.
 #[inline]
 pub fn emit(rec: Record) {
-    emit_in(crate::thread::ctx(), rec);
+    emit_in(crate::record::thread::ctx(), rec);
 }
 
-/// [`emit`] with the calling thread's context (from [`crate::thread::ctx`]), for callers that already
+/// [`emit`] with the calling thread's context (from [`crate::record::thread::ctx`]), for callers that already
 /// hold it: no TLS lookup.
 #[inline(always)]
-pub fn emit_in(ctx: &crate::thread::ThreadCtx, rec: Record) {
+pub fn emit_in(ctx: &crate::record::thread::ThreadCtx, rec: Record) {
     let (buf, generation) = (ctx.buffer.get(), ctx.buffer_generation.get());
     let buf = if !buf.is_null() && generation == GENERATION.load(Ordering::Relaxed) {
         buf
@@ -153,9 +153,9 @@ fn register(previous_generation: u64) -> Option<*const ThreadBuffer> {
     // Arm the exit token first: if TLS is being torn down this fails and we do not register.
     OWNER.try_with(|_| ()).ok()?;
     let generation = GENERATION.load(Ordering::Acquire);
-    let tid = crate::thread::tid();
+    let tid = crate::record::thread::tid();
     let buf = reuse_free_buffer(generation, tid).unwrap_or_else(|| new_buffer(generation, tid));
-    crate::thread::with_ctx(|c| {
+    crate::record::thread::with_ctx(|c| {
         c.buffer.set(buf);
         c.buffer_generation.set(generation);
     });
@@ -284,7 +284,7 @@ pub fn prefetch(recs: &[Record], i: usize) {
     }
 }
 
-fn own_buffer(ctx: &crate::thread::ThreadCtx) -> Option<&'static ThreadBuffer> {
+fn own_buffer(ctx: &crate::record::thread::ThreadCtx) -> Option<&'static ThreadBuffer> {
     let (buf, generation) = (ctx.buffer.get(), ctx.buffer_generation.get());
     if buf.is_null() || generation != GENERATION.load(Ordering::Relaxed) {
         return None;
@@ -295,11 +295,11 @@ fn own_buffer(ctx: &crate::thread::ThreadCtx) -> Option<&'static ThreadBuffer> {
 
 /// Marks the calling thread as blocked in `name` since `since` ticks (hang watchdog).
 pub fn set_pending(name: tprof_format::StrId, since: u64) {
-    set_pending_in(crate::thread::ctx(), name, since);
+    set_pending_in(crate::record::thread::ctx(), name, since);
 }
 
 /// [`set_pending`] with the calling thread's context.
-pub fn set_pending_in(ctx: &crate::thread::ThreadCtx, name: tprof_format::StrId, since: u64) {
+pub fn set_pending_in(ctx: &crate::record::thread::ThreadCtx, name: tprof_format::StrId, since: u64) {
     if let Some(b) = own_buffer(ctx) {
         b.producer.pending_name.store(name.0, Ordering::Relaxed);
         b.producer.pending_since.store(since.max(1), Ordering::Release);
@@ -308,11 +308,11 @@ pub fn set_pending_in(ctx: &crate::thread::ThreadCtx, name: tprof_format::StrId,
 
 /// Clears the calling thread's pending call.
 pub fn clear_pending() {
-    clear_pending_in(crate::thread::ctx());
+    clear_pending_in(crate::record::thread::ctx());
 }
 
 /// [`clear_pending`] with the calling thread's context.
-pub fn clear_pending_in(ctx: &crate::thread::ThreadCtx) {
+pub fn clear_pending_in(ctx: &crate::record::thread::ThreadCtx) {
     if let Some(b) = own_buffer(ctx) {
         b.producer.pending_since.store(0, Ordering::Release);
     }

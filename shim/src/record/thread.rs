@@ -9,16 +9,16 @@ use std::cell::Cell;
 pub struct ThreadCtx {
     /// Kernel thread id (0 until first asked).
     pub tid: Cell<u32>,
-    /// Inside tprof (reentrancy flag, see `guard`).
+    /// Inside tprof (reentrancy flag, see `reentrancy`).
     pub inside: Cell<bool>,
     /// Correlation id block: next id, end of block (see `correlation`).
     pub corr_next: Cell<u32>,
     pub corr_end: Cell<u32>,
     /// The thread's recorder buffer and the fork generation it belongs to (see `recorder`).
-    pub buffer: Cell<*const crate::recorder::ThreadBuffer>,
+    pub buffer: Cell<*const crate::record::recorder::ThreadBuffer>,
     pub buffer_generation: Cell<u64>,
-    /// The thread's call-counter block (see `counters`; null until the first call, and after exit).
-    pub counters: Cell<*const crate::counters::CallCounters>,
+    /// The thread's call-counter block (see `call_counters`; null until the first call, and after exit).
+    pub counters: Cell<*const crate::record::call_counters::CallCounters>,
     /// The device made current through `cudaSetDevice` (CUDA's default: 0).
     pub device: Cell<u32>,
 }

@@ -4,7 +4,7 @@
 
 /// Proof that this thread is inside tprof; dropping it leaves. Not `Send` (it holds the thread's context).
 pub struct ReentrancyGuard {
-    ctx: &'static crate::thread::ThreadCtx,
+    ctx: &'static crate::record::thread::ThreadCtx,
 }
 
 impl Drop for ReentrancyGuard {
@@ -22,12 +22,12 @@ impl Reentrancy {
     /// forward the call without recording).
     #[inline]
     pub fn enter() -> Option<ReentrancyGuard> {
-        Self::enter_in(crate::thread::ctx())
+        Self::enter_in(crate::record::thread::ctx())
     }
 
-    /// [`Reentrancy::enter`] with the calling thread's context (from [`crate::thread::ctx`]).
+    /// [`Reentrancy::enter`] with the calling thread's context (from [`crate::record::thread::ctx`]).
     #[inline(always)]
-    pub fn enter_in(ctx: &'static crate::thread::ThreadCtx) -> Option<ReentrancyGuard> {
+    pub fn enter_in(ctx: &'static crate::record::thread::ThreadCtx) -> Option<ReentrancyGuard> {
         if ctx.inside.get() {
             None
         } else {
@@ -38,7 +38,7 @@ impl Reentrancy {
 
     /// True when this thread is inside tprof.
     pub fn active() -> bool {
-        crate::thread::ctx().inside.get()
+        crate::record::thread::ctx().inside.get()
     }
 }
 

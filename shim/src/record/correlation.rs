@@ -12,12 +12,12 @@ static NEXT_BLOCK: AtomicU32 = AtomicU32::new(1);
 /// A fresh correlation id for a host call.
 #[inline]
 pub fn next_id() -> u32 {
-    next_id_in(crate::thread::ctx())
+    next_id_in(crate::record::thread::ctx())
 }
 
 /// [`next_id`] with the calling thread's context: a TLS increment, a global atomic once per block.
 #[inline(always)]
-pub fn next_id_in(c: &crate::thread::ThreadCtx) -> u32 {
+pub fn next_id_in(c: &crate::record::thread::ThreadCtx) -> u32 {
     let next = c.corr_next.get();
     if next >= c.corr_end.get() {
         return new_block(c);
@@ -28,7 +28,7 @@ pub fn next_id_in(c: &crate::thread::ThreadCtx) -> u32 {
 
 #[cold]
 #[inline(never)]
-fn new_block(c: &crate::thread::ThreadCtx) -> u32 {
+fn new_block(c: &crate::record::thread::ThreadCtx) -> u32 {
     let block = NEXT_BLOCK.fetch_add(1, Ordering::Relaxed) & 0x007f_ffff;
     let next = block * BLOCK;
     c.corr_end.set(next + BLOCK);
