@@ -10,7 +10,7 @@ extern "C" fn child_after_fork() {
     crate::record::thread::reset_after_fork();
     crate::record::interning::reset_after_fork();
     crate::record::recorder::reset_after_fork();
-    crate::writer_thread::reset_after_fork();
+    crate::service::writer_thread::reset_after_fork();
     crate::state::after_fork_child();
 }
 

@@ -20,7 +20,8 @@ use tprof_format::{counter_names as names, Record};
 use crate::base::{config, messages, panic_fence, process, switch, ticks};
 use crate::record::interning::StaticName;
 use crate::record::{recorder, reentrancy};
-use crate::{state, writer_thread};
+use crate::service::writer_thread;
+use crate::state;
 use nvml::{Device, GpmSample, LoadError, Nvml};
 
 /// GPM computes rates over at least this interval.

@@ -5,16 +5,13 @@
 
 pub mod base;
 pub mod capture;
-pub mod control;
 pub mod cupti;
 pub mod fork;
 pub mod gpu_metrics;
-pub mod hang;
 pub mod injection;
 pub mod intercept;
-pub mod metrics;
 pub mod nccl;
 pub mod nvtx;
 pub mod record;
+pub mod service;
 pub mod state;
-pub mod writer_thread;

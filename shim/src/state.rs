@@ -7,6 +7,7 @@
 use std::sync::Once;
 use std::time::Duration;
 
+use tprof_format::settings::Mode;
 use tprof_format::{ring_file_name, FileHeader, RingGeometry, RingWriter};
 
 use crate::base::config::config;
@@ -15,10 +16,9 @@ use crate::base::messages::warn_line;
 use crate::base::panic_fence::{ffi_guard, install_panic_hook};
 use crate::base::{dynamic_loader, process, switch, ticks};
 use crate::record::recorder;
-use crate::writer_thread;
+use crate::service::{control_socket, metrics, signals, writer_thread};
 
 static EXIT_HOOK: Once = Once::new();
-static FLUSH_HOOKS: HookTable = HookTable::new();
 static INIT_HOOKS: HookTable = HookTable::new();
 
 /// Initialises tprof on first use; later calls cost one relaxed load. Never panics, never blocks.
@@ -27,16 +27,6 @@ pub fn ensure_init() {
     if switch::is_uninitialised() {
         init_slow();
     }
-}
-
-/// Registers a function called at exit before the final ring flush (e.g. a forced CUPTI flush).
-pub fn register_flush_hook(f: fn()) {
-    let _ = FLUSH_HOOKS.add(f);
-}
-
-/// Runs the exit flush hooks (called by the writer thread when it is asked to stop).
-pub(crate) fn run_flush_hooks() {
-    FLUSH_HOOKS.run_all();
 }
 
 /// Registers a function called once tprof is enabled (e.g. starting CUPTI).
@@ -59,8 +49,8 @@ fn init_slow() {
             // The mode decides whether the window starts open (steps, metrics: no).
             switch::finish_initialising(true, crate::capture::window_open_at_start());
             INIT_HOOKS.run_all();
-            // Schedule, control socket, SIGUSR2, fatal-signal handlers, metrics.
             crate::capture::on_enabled();
+            start_services();
         }
         Ok(Err(InitError::Quiet)) => switch::finish_initialising(false, false),
         Ok(Err(InitError::Warn(msg))) => {
@@ -68,6 +58,17 @@ fn init_slow() {
             warn_line(&format!("{msg}; profiling is off, the program runs on"));
         }
         Err(_) => switch::disable_permanently("internal error during initialisation"),
+    }
+}
+
+/// The services that drive and report the capture window: the metrics file, the control socket
+/// (with SIGUSR2; removed when the writer stops) and, in flight mode, the fatal-signal handlers.
+fn start_services() {
+    metrics::on_enabled();
+    control_socket::start();
+    writer_thread::register_stop_hook(control_socket::remove_socket);
+    if config().mode == Mode::Flight {
+        signals::install_fatal_handlers();
     }
 }
 
@@ -84,7 +85,7 @@ fn init_inner() -> Result<(), InitError> {
     recorder::set_capacity(cfg.buffer_events);
     let source = ticks::init(cfg.clock);
     let ticks_per_sec = ticks::calibrate(2_000_000);
-    crate::hang::set_ticks_per_sec(ticks_per_sec);
+    crate::capture::hang_watchdog::set_ticks_per_sec(ticks_per_sec);
     let (start_ticks, start_mono_ns, start_wall_ns) = ticks::sync_pair();
     let (rank, local_rank, world_size, job_id) = process::job_identity();
     let pid = std::process::id();

@@ -231,8 +231,8 @@ pub fn start() {
     match outcome {
         Ok(()) => {
             STATE.store(ACTIVE, Ordering::Release);
-            state::register_flush_hook(flush_at_exit);
-            crate::writer_thread::register_periodic_hook(flush);
+            crate::service::writer_thread::register_exit_flush_hook(flush_at_exit);
+            crate::service::writer_thread::register_periodic_hook(flush);
             // Production modes: activity collection follows the capture window.
             crate::capture::register_activity_switch(set_activity);
         }

@@ -34,7 +34,7 @@ static PENDING: Mutex<Pending> = Mutex::new(Pending { recs: Vec::new() });
 fn out(rec: Record) {
     // capture (issue 7): GPU work launched inside a window is kept after the window closed; what is
     // left out is counted for the metrics.
-    if crate::capture::keep_gpu_record(&rec) {
+    if crate::capture::keep_gpu_record(&rec, super::interposers_bound()) {
         recorder::emit(rec);
     }
 }

@@ -310,7 +310,7 @@ fn record(
     let Some(call) = call else { return forward(real) };
     cupti::push_external(call.correlation);
     if op.moves_data() {
-        crate::hang::note_collective(op, call.comm.id, call.seq);
+        crate::capture::hang_watchdog::note_collective(op, call.comm.id, call.seq);
     }
     // NCCL calls can block (group ends, communicator barriers): the hang watchdog watches them too.
     recorder::set_pending(crate::record::interning::intern(op.name()), call.start);

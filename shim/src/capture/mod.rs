@@ -11,7 +11,7 @@
 //! - `flight`: always open; the ring wraps and keeps the newest `TPROF_FLIGHT_MB` MiB. A *dump* makes the
 //!   ring durable now: a `Marker{FlightDump}` (value = [`Reason`] code, name = reason) is written, the
 //!   writer commits and asks the kernel to write the file out. Dumps happen on `tprof ctl dump`, SIGUSR2
-//!   (flight mode only), [`dump`] (the hang watchdog), fatal signals ([`signals`]) and exit.
+//!   (flight mode only), [`dump`] (the hang watchdog), fatal signals (`service::signals`) and exit.
 //! - `metrics`: never open by itself; only counters ([`crate::record::call_counters`], [`tallies`], [`crate::metrics`]).
 //!
 //! In every mode a window can also be opened and closed on demand (`tprof ctl start|stop`, SIGUSR2
@@ -28,12 +28,11 @@
 //! All state here is atomics; the only "lock" is a spin flag held while one edge is applied, reset in a
 //! fork child. Nothing here runs on the per-call hot path except [`tracks_steps`] (one relaxed load).
 
-pub mod signals;
+pub mod hang_watchdog;
 pub mod tallies;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::OnceLock;
-use std::time::Duration;
 
 pub use tprof_format::control_protocol::Until;
 use tprof_format::settings::Mode;
@@ -153,14 +152,14 @@ fn mode_code(m: Mode) -> u8 {
     }
 }
 
-/// Whether the window is open when tprof becomes enabled (read by `state` at initialisation).
+/// Whether the window is open when tprof becomes enabled (read by `lifecycle` at initialisation).
 pub fn window_open_at_start() -> bool {
     matches!(config().mode, Mode::Full | Mode::Flight | Mode::Sample)
 }
 
-/// Called by `state` once tprof is enabled in this process (also in a fork child that re-initialises):
-/// sets up the schedule, the control socket, SIGUSR2, the fatal-signal handlers (flight mode) and
-/// the metrics file.
+/// Called by `lifecycle` once tprof is enabled in this process (also in a fork child that
+/// re-initialises): sets up the mode's schedule and the window's first state. The services that
+/// drive the window (control socket, SIGUSR2, metrics) are started by `lifecycle` after it.
 pub fn on_enabled() {
     let pid = std::process::id();
     let previous = OWNER_PID.swap(pid, Ordering::AcqRel);
@@ -191,11 +190,6 @@ pub fn on_enabled() {
     if open && !matches!(cfg.mode, Mode::Full | Mode::Flight) {
         WINDOWS_OPENED.fetch_add(1, Ordering::Relaxed);
         emit_marker(MarkerKind::CaptureStart, Reason::Start, StrId::NONE);
-    }
-    crate::metrics::on_enabled();
-    crate::control::start();
-    if cfg.mode == Mode::Flight {
-        signals::install_fatal_handlers();
     }
     notify_activity(open);
 }
@@ -308,7 +302,7 @@ pub fn manual_state() -> String {
 }
 
 /// Asks for a SIGUSR2 toggle (async-signal-safe: one atomic add); the writer thread serves it.
-pub(crate) fn request_toggle_from_signal() {
+pub fn request_toggle_from_signal() {
     TOGGLES_REQUESTED.fetch_add(1, Ordering::AcqRel);
 }
 
@@ -363,8 +357,9 @@ pub fn step_ended(ts: u64) {
 /// CUPTI parser: whether a converted record goes into the ring. GPU work (kernel, copy, memset)
 /// launched by a recorded call (shim correlation id) is kept even when it completes after the window
 /// closed; other records only while the window is open. What is not kept is counted.
+/// `interposers_bound`: the runtime interposers see the program's calls (decided by CUPTI's start).
 #[inline]
-pub fn keep_gpu_record(rec: &Record) -> bool {
+pub fn keep_gpu_record(rec: &Record, interposers_bound: bool) -> bool {
     let keep = match *rec {
         Record::Kernel { correlation, .. }
         | Record::Memcpy { correlation, .. }
@@ -375,7 +370,7 @@ pub fn keep_gpu_record(rec: &Record) -> bool {
                 // CUPTI's own id: a call the interposers did not record. Once a window has closed, with
                 // the interposers bound that means work launched outside a window (parsed late): drop.
                 switch::is_recording()
-                    && !(EVER_CLOSED.load(Ordering::Relaxed) && crate::cupti::interposers_bound())
+                    && !(EVER_CLOSED.load(Ordering::Relaxed) && interposers_bound)
                     && in_current_window(rec)
             }
         }
@@ -411,40 +406,25 @@ pub fn dump(reason: &str) {
     request_dump(Reason::Request, name);
 }
 
-/// Like [`dump`] and waits until the writer committed it (false after `timeout` or without writer).
-pub fn dump_and_wait(reason: Reason, timeout: Duration) -> bool {
-    if !crate::writer_thread::running() {
-        return false;
-    }
-    let seq = request_dump(reason, StrId::NONE);
-    let deadline = std::time::Instant::now() + timeout;
-    while DUMPS_DONE.load(Ordering::Acquire) < seq {
-        if std::time::Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    true
-}
-
-/// From a signal handler: requests a dump with atomics only; returns its sequence number.
-pub(crate) fn request_dump_from_signal(reason: Reason) -> u64 {
+/// Requests a dump for `reason` (`tprof ctl dump`, a fatal signal) with atomics only (so also from a
+/// signal handler); returns its sequence number, committed once [`dumps_done`] reaches it.
+pub fn request_dump_for(reason: Reason) -> u64 {
     request_dump(reason, StrId::NONE)
 }
 
 /// Highest dump sequence number committed so far.
-pub(crate) fn dumps_done() -> u64 {
+pub fn dumps_done() -> u64 {
     DUMPS_DONE.load(Ordering::Acquire)
 }
 
 /// The writer thread's tid, once it ran a tick (0 before).
-pub(crate) fn writer_tid() -> u32 {
+pub fn writer_tid() -> u32 {
     WRITER_TID.load(Ordering::Acquire)
 }
 
 // ------------------------------------------------------------------ writer-thread side
 
-/// What the writer thread must do after a [`writer_tick`].
+/// What the writer thread must do after [`take_dump_request`].
 #[derive(Debug, Default, Clone, Copy)]
 pub struct TickActions {
     /// Commit at the end of this iteration (a dump was requested).
@@ -454,10 +434,9 @@ pub struct TickActions {
 }
 
 /// Called by the writer thread at the top of every iteration (before it drains): applies the timed
-/// edges (sample duty cycle, `--duration` windows, SIGUSR2 toggles), writes the metrics file when due,
-/// and turns dump requests into a `FlightDump` marker plus a commit. `events` / `dropped`: the ring's
-/// counts, published for `tprof ctl status`.
-pub fn writer_tick(events: u64, dropped: u64) -> TickActions {
+/// edges (sample duty cycle, `--duration` windows, SIGUSR2 toggles). `events` / `dropped`: the ring's
+/// counts, published for `tprof ctl status`. Returns the CLOCK_MONOTONIC time it used.
+pub fn writer_tick(events: u64, dropped: u64) -> u64 {
     RING_EVENTS.store(events, Ordering::Relaxed);
     RING_DROPPED.store(dropped, Ordering::Relaxed);
     if WRITER_TID.load(Ordering::Relaxed) == 0 {
@@ -485,7 +464,12 @@ pub fn writer_tick(events: u64, dropped: u64) -> TickActions {
             set_window(want, Reason::Sample);
         }
     }
-    crate::metrics::tick(now);
+    now
+}
+
+/// Called by the writer thread after [`writer_tick`]: turns dump requests into a `FlightDump` marker
+/// plus a commit.
+pub fn take_dump_request() -> TickActions {
     let mut actions = TickActions::default();
     let requested = DUMPS_REQUESTED.load(Ordering::Acquire);
     if requested != DUMPS_TAKEN.swap(requested, Ordering::AcqRel) {
@@ -502,8 +486,8 @@ pub fn dump_committed(seq: u64) {
     DUMPS_DONE.fetch_max(seq, Ordering::AcqRel);
 }
 
-/// The writer thread is stopping (exit): the final `FlightDump` (flight mode) or `CaptureStop`, and
-/// the control socket goes away. Runs before the final drain.
+/// The writer thread is stopping (exit): the final `FlightDump` (flight mode) or `CaptureStop`. Runs
+/// before the final drain.
 pub fn writer_stopping() {
     match mode() {
         Mode::Flight => emit_marker(MarkerKind::FlightDump, Reason::Exit, StrId::NONE),
@@ -514,12 +498,6 @@ pub fn writer_stopping() {
             }
         }
     }
-    crate::control::remove_socket();
-}
-
-/// The writer drained everything for the last time: the final metrics file.
-pub fn writer_finished() {
-    crate::metrics::write_final();
 }
 
 /// Facts for `tprof ctl status`.

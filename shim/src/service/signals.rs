@@ -1,4 +1,5 @@
-//! Signal handlers of the capture module (FFI: `sigaction`).
+//! Signal handlers (FFI: `sigaction`): SIGUSR2 for on-demand control, fatal signals for the flight
+//! recorder.
 //!
 //! - SIGUSR2 toggles the capture window (flight mode: dumps). Installed only when the signal still has
 //!   its default disposition: an application's own handler (or SIG_IGN) is never replaced; then
@@ -23,7 +24,9 @@ use std::sync::Once;
 
 use libc::{c_int, c_void, siginfo_t};
 
-use super::Reason;
+use crate::capture::{self, Reason};
+
+use super::writer_thread;
 
 /// Longest time a fatal-signal handler waits for the writer thread's commit.
 pub const FATAL_WAIT_MS: u64 = 500;
@@ -65,7 +68,7 @@ fn empty_action() -> libc::sigaction {
 }
 
 extern "C" fn on_sigusr2(_sig: c_int) {
-    super::request_toggle_from_signal();
+    capture::request_toggle_from_signal();
 }
 
 /// Installs the SIGUSR2 toggle unless the signal already has a handler. Idempotent (a fork child
@@ -124,17 +127,17 @@ fn monotonic_ms() -> u64 {
 
 /// Requests a dump and waits (bounded) for the writer to commit it. Async-signal-safe.
 fn dump_for_fatal_signal() {
-    if !crate::writer_thread::running() {
+    if !writer_thread::running() {
         return;
     }
     // SAFETY: the gettid system call has no preconditions and is async-signal-safe.
     let me = unsafe { libc::syscall(libc::SYS_gettid) } as u32;
-    if me == super::writer_tid() {
+    if me == capture::writer_tid() {
         return;
     }
-    let seq = super::request_dump_from_signal(Reason::Fatal);
+    let seq = capture::request_dump_for(Reason::Fatal);
     let deadline = monotonic_ms() + FATAL_WAIT_MS;
-    while super::dumps_done() < seq && monotonic_ms() < deadline {
+    while capture::dumps_done() < seq && monotonic_ms() < deadline {
         let pause = libc::timespec { tv_sec: 0, tv_nsec: 1_000_000 };
         // SAFETY: nanosleep is async-signal-safe; a NULL remainder is allowed.
         unsafe { libc::nanosleep(&pause, std::ptr::null_mut()) };

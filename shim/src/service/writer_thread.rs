@@ -6,8 +6,14 @@ use std::time::{Duration, Instant};
 
 use tprof_format::{MarkerKind, Record, RingWriter, StrId};
 
-use crate::base::ticks;
+use crate::base::hook_table::HookTable;
+use crate::base::panic_fence::ffi_guard;
+use crate::base::{switch, ticks};
+use crate::capture::{self, hang_watchdog, tallies};
+use crate::record::reentrancy::Reentrancy;
 use crate::record::{interning, recorder};
+
+use super::metrics;
 
 /// Longest sleep between drains.
 const MAX_PAUSE: Duration = Duration::from_millis(5);
@@ -17,12 +23,28 @@ static DONE: AtomicBool = AtomicBool::new(false);
 static RUNNING_PID: AtomicU32 = AtomicU32::new(0);
 
 /// Functions run by the writer thread about every commit interval (e.g. a periodic CUPTI flush).
-/// A lock-free table, so nothing is ever locked across `fork`.
-static PERIODIC_HOOKS: crate::base::hook_table::HookTable = crate::base::hook_table::HookTable::new();
+/// Lock-free tables, so nothing is ever locked across `fork`.
+static PERIODIC_HOOKS: HookTable = HookTable::new();
+/// Functions run when the writer is asked to stop, before anything else (event sources hand over
+/// what they hold: a forced CUPTI flush).
+static EXIT_FLUSH_HOOKS: HookTable = HookTable::new();
+/// Functions run when the writer stops, after the final markers and before the final drain (the
+/// control socket goes away).
+static STOP_HOOKS: HookTable = HookTable::new();
 
 /// Registers a function the writer thread calls about every commit interval (idempotent).
 pub fn register_periodic_hook(f: fn()) {
     let _ = PERIODIC_HOOKS.add(f);
+}
+
+/// Registers a function called at exit before the final ring flush (e.g. a forced CUPTI flush).
+pub fn register_exit_flush_hook(f: fn()) {
+    let _ = EXIT_FLUSH_HOOKS.add(f);
+}
+
+/// Registers a function called at exit once the final markers are written, before the final drain.
+pub fn register_stop_hook(f: fn()) {
+    let _ = STOP_HOOKS.add(f);
 }
 
 fn clock_sync() -> Record {
@@ -36,8 +58,8 @@ pub fn start(ring: RingWriter, commit_interval: Duration) -> std::io::Result<()>
     DONE.store(false, Ordering::Release);
     RUNNING_PID.store(std::process::id(), Ordering::Release);
     std::thread::Builder::new().name("tprof-writer".into()).spawn(move || {
-        let _inside = crate::record::reentrancy::Reentrancy::enter();
-        crate::base::panic_fence::ffi_guard((), || run(ring, commit_interval));
+        let _inside = Reentrancy::enter();
+        ffi_guard((), || run(ring, commit_interval));
         DONE.store(true, Ordering::Release);
     })?;
     Ok(())
@@ -52,27 +74,30 @@ fn run(mut ring: RingWriter, commit_interval: Duration) {
     ring.commit(ticks::now());
     loop {
         let stopping = STOP.load(Ordering::Acquire);
-        // capture (issue 7): timed window edges, SIGUSR2, metrics file, dump requests.
-        let capture = crate::capture::writer_tick(ring.events_written(), last_dropped);
+        // Timed window edges and SIGUSR2, the metrics file when due, dump requests.
+        let now_ns = capture::writer_tick(ring.events_written(), last_dropped);
+        metrics::tick(now_ns);
+        let capture = capture::take_dump_request();
         if last_hooks.elapsed() >= commit_interval && !stopping {
             PERIODIC_HOOKS.run_all();
             last_hooks = Instant::now();
         }
         if stopping {
             // Final flush of the event sources (CUPTI) from this thread, whose buffer is intact.
-            crate::state::run_flush_hooks();
-            // capture (issue 7): final FlightDump / CaptureStop marker, control socket removed.
-            crate::capture::writer_stopping();
+            EXIT_FLUSH_HOOKS.run_all();
+            // The final FlightDump / CaptureStop marker; the control socket goes away.
+            capture::writer_stopping();
+            STOP_HOOKS.run_all();
             recorder::emit(Record::Marker {
                 kind: MarkerKind::ProcessExit,
                 ts: ticks::now(),
                 value: 0,
                 name: StrId::NONE,
             });
-            crate::base::switch::set_recording(false);
+            switch::set_recording(false);
         }
         strings_done = define_new_strings(&mut ring, strings_done);
-        // capture (issue 7): every record that goes into the ring is tallied for the metrics file.
+        // Every record that goes into the ring is tallied for the metrics file.
         let (drained, dropped) = recorder::drain_slices(|recs| write_batch(&mut ring, recs));
         // Strings interned while we drained may be used by what we drained.
         strings_done = define_new_strings(&mut ring, strings_done);
@@ -87,7 +112,7 @@ fn run(mut ring: RingWriter, commit_interval: Duration) {
             last_dropped = dropped;
         }
         // The hang watchdog: a report is committed at once (the job may be killed any moment now).
-        let hang_reported = !stopping && crate::hang::poll();
+        let hang_reported = !stopping && hang_watchdog::poll();
         if hang_reported {
             PERIODIC_HOOKS.run_all(); // CUPTI: deliver what completed
             recorder::drain_slices(|recs| write_batch(&mut ring, recs));
@@ -99,14 +124,14 @@ fn run(mut ring: RingWriter, commit_interval: Duration) {
             ring.commit(ticks::now());
             last_commit = Instant::now();
         }
-        // capture (issue 7): a dump is committed; start writing the file out and say so.
+        // A dump is committed: start writing the file out and say so.
         if capture.dump_seq != 0 {
             let _ = ring.flush_async();
-            crate::capture::dump_committed(capture.dump_seq);
+            capture::dump_committed(capture.dump_seq);
         }
         if stopping {
-            // capture (issue 7): the last metrics file, after the final drain.
-            crate::capture::writer_finished();
+            // The last metrics file, after the final drain.
+            metrics::write_final();
             let _ = ring.close(ticks::now());
             return;
         }
@@ -126,7 +151,7 @@ fn write_batch(ring: &mut RingWriter, recs: &[Record]) {
     for (i, r) in recs.iter().enumerate() {
         // The records were just written by another core: ask for the lines a few records ahead.
         recorder::prefetch(recs, i + 8);
-        crate::capture::tallies::observe_written(r);
+        tallies::observe_written(r);
     }
     ring.append_all(recs);
 }

@@ -21,6 +21,7 @@ use std::sync::Mutex;
 
 use crate::base::config::config;
 use crate::base::{messages, process, switch, ticks};
+use crate::capture;
 use crate::capture::tallies::{self, Tally};
 use crate::record::call_counters;
 
@@ -309,7 +310,7 @@ pub fn write_now() {
         step_seconds: f64::NAN,
     });
     let costs = *prev.costs.get_or_insert_with(measure_call_costs);
-    let st = crate::capture::status();
+    let st = capture::status();
     let sample = Sample {
         tally: tallies::tally_snapshot(),
         previous: prev.tally,

@@ -1,19 +1,9 @@
 //! On-demand control: a Unix socket `<TPROF_OUT>/tprof-<pid>.sock` served by a listener thread, and
-//! SIGUSR2 as a fallback (see `capture::signals`).
+//! SIGUSR2 as a fallback (see `signals`). The line protocol is `tprof_format::control_protocol`.
 //!
-//! The socket is made owner-only (0600) in the output directory (created 0700 by `state`), and every
-//! connection's peer uid (`SO_PEERCRED`) must equal this process's effective uid: anyone else gets
-//! one `error:` line and the connection is closed.
-//!
-//! Line protocol (one request line, the reply, then the server closes the connection):
-//!
-//! ```text
-//! start [duration_ms=N] [steps=N]   -> ok window=open [was=open]
-//! stop                              -> ok window=closed [was=closed]
-//! dump                              -> ok dumped | error: ...
-//! status                            -> ok, then key=value lines (pid, rank, host, mode, window, manual,
-//!                                      windows, events, dropped, calls, calls_unrecorded, ring)
-//! ```
+//! The socket is made owner-only (0600) in the output directory (created 0700 by `lifecycle`), and
+//! every connection's peer uid (`SO_PEERCRED`) must equal this process's effective uid: anyone else
+//! gets one `error:` line and the connection is closed.
 //!
 //! The listener holds no lock; a fork child has no listener thread and re-creates its own socket when
 //! it re-initialises (the inherited listening descriptor is closed there).
@@ -30,8 +20,13 @@ use tprof_format::control_protocol::{self, status, Request};
 
 use crate::base::config::config;
 use crate::base::messages::{stderr_line, warn_line};
+use crate::base::panic_fence::ffi_guard;
 use crate::base::{process, switch};
-use crate::capture::{self, signals, Reason};
+use crate::capture::{self, Reason};
+use crate::record::call_counters;
+use crate::record::reentrancy::Reentrancy;
+
+use super::{signals, writer_thread};
 
 /// The listening descriptor and the pid that created it.
 static LISTEN_FD: AtomicI32 = AtomicI32::new(-1);
@@ -83,8 +78,8 @@ fn listen(pid: u32) -> std::io::Result<()> {
     LISTEN_FD.store(listener.as_raw_fd(), Ordering::Release);
     SOCKET_PATH.store(Box::into_raw(Box::new(path.clone())), Ordering::Release);
     let spawned = std::thread::Builder::new().name("tprof-ctl".into()).spawn(move || {
-        let _inside = crate::record::reentrancy::Reentrancy::enter();
-        crate::base::panic_fence::ffi_guard((), || serve(listener));
+        let _inside = Reentrancy::enter();
+        ffi_guard((), || serve(listener));
     });
     if let Err(e) = spawned {
         let _ = std::fs::remove_file(&path);
@@ -210,7 +205,7 @@ pub fn execute(line: &str) -> String {
             format!("ok window={}{was}\n", window_word(switch::is_recording()))
         }
         Request::Dump => {
-            if capture::dump_and_wait(Reason::Control, Duration::from_secs(2)) {
+            if dump_and_wait(Reason::Control, Duration::from_secs(2)) {
                 "ok dumped\n".into()
             } else {
                 "error: the ring writer did not commit within 2 s\n".into()
@@ -220,9 +215,25 @@ pub fn execute(line: &str) -> String {
     }
 }
 
+/// Requests a dump and waits until the writer committed it (false after `timeout` or without writer).
+fn dump_and_wait(reason: Reason, timeout: Duration) -> bool {
+    if !writer_thread::running() {
+        return false;
+    }
+    let seq = capture::request_dump_for(reason);
+    let deadline = std::time::Instant::now() + timeout;
+    while capture::dumps_done() < seq {
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    true
+}
+
 fn status_text() -> String {
     let st = capture::status();
-    let (calls, closed) = crate::record::call_counters::calls();
+    let (calls, closed) = call_counters::calls();
     let (rank, _, _, _) = process::job_identity();
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_default();
     let ring = process::ring_path().map(|p| p.display().to_string()).unwrap_or_default();
