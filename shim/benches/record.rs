@@ -86,7 +86,7 @@ fn main() {
     std::env::set_var("TPROF_OUT", dir.path());
     std::env::set_var("TPROF_RING_MB", "1024");
     std::env::set_var("TPROF_BUFFER_EVENTS", "1048576");
-    tprof::state::ensure_init();
+    tprof::lifecycle::ensure_init();
     assert_eq!(tprof::base::switch::state(), tprof::base::switch::ENABLED, "tprof failed to initialise");
     let name = tprof::record::interning::intern("cudaLaunchKernel");
     println!("clock source: {}", tprof::base::ticks::source().name());
@@ -166,7 +166,7 @@ fn main() {
         tprof::record::recorder::emit(kernel(kname, base + i * 200_000, i));
     }
     wait_drained();
-    tprof::state::shutdown_for_tests();
+    tprof::lifecycle::shutdown_for_tests();
     let path = tprof::base::process::ring_path().unwrap().clone();
     let r = RingReader::open(&path).unwrap();
     let mut api_bytes = 0u64;

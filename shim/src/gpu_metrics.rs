@@ -18,10 +18,10 @@ use std::time::{Duration, Instant};
 use tprof_format::{counter_names as names, Record};
 
 use crate::base::{config, messages, panic_fence, process, switch, ticks};
+use crate::lifecycle;
 use crate::record::interning::StaticName;
 use crate::record::{recorder, reentrancy};
 use crate::service::writer_thread;
-use crate::state;
 use nvml::{Device, GpmSample, LoadError, Nvml};
 
 /// GPM computes rates over at least this interval.
@@ -286,7 +286,7 @@ extern "C" fn constructor() {
     // Only in libtprof.so itself: test executables linking the rlib start the sampler explicitly.
     panic_fence::ffi_guard((), || {
         if crate::base::dynamic_loader::own_library_path().is_some() {
-            state::register_init_hook(start_when_ready);
+            lifecycle::register_init_hook(start_when_ready);
             crate::base::driver::on_ready(start_when_ready);
         }
     })

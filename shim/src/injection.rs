@@ -29,7 +29,7 @@ pub fn interposers_bound() -> bool {
 pub extern "C" fn InitializeInjection() -> c_int {
     crate::base::panic_fence::ffi_guard(1, || {
         let first = !INJECTED.swap(true, Ordering::AcqRel);
-        crate::state::ensure_init();
+        crate::lifecycle::ensure_init();
         // The driver is initialising us: it exists, and this is the moment NVIDIA's injection
         // samples subscribe to CUPTI (the driver-ready hooks start CUPTI and the NVML sampler).
         crate::base::driver::mark_working();

@@ -6,12 +6,11 @@
 pub mod base;
 pub mod capture;
 pub mod cupti;
-pub mod fork;
 pub mod gpu_metrics;
 pub mod injection;
 pub mod intercept;
+pub mod lifecycle;
 pub mod nccl;
 pub mod nvtx;
 pub mod record;
 pub mod service;
-pub mod state;

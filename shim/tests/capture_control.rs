@@ -24,7 +24,7 @@ fn control_socket_drives_the_capture_window() {
     std::env::set_var("TPROF_QUIET", "1");
     std::env::set_var("TPROF_METRICS_FILE", dir.path().join("m-%p.prom"));
     std::env::set_var("TPROF_METRICS_INTERVAL", "100ms");
-    tprof::state::ensure_init();
+    tprof::lifecycle::ensure_init();
     assert_eq!(tprof::base::switch::state(), tprof::base::switch::ENABLED);
     assert!(!tprof::base::switch::is_recording(), "metrics mode starts closed");
 
@@ -53,7 +53,7 @@ fn control_socket_drives_the_capture_window() {
     assert_eq!((calls1 - calls0, closed1 - closed0), (1, 1));
 
     std::thread::sleep(std::time::Duration::from_millis(300));
-    tprof::state::shutdown_for_tests();
+    tprof::lifecycle::shutdown_for_tests();
     assert!(!sock.exists(), "the socket is removed at exit");
     let metrics = std::fs::read_to_string(dir.path().join(format!("m-{}.prom", std::process::id()))).unwrap();
     assert!(metrics.contains("# TYPE tprof_intercepted_calls_total counter"), "{metrics}");

@@ -31,7 +31,7 @@ fn monotonic_ns() -> u64 {
 
 /// Child roles run when this binary is re-executed with `TPROF_TEST_ROLE` set.
 fn child_main(role: &str) {
-    tprof::state::ensure_init();
+    tprof::lifecycle::ensure_init();
     match role {
         "steady" => {
             // One event every 100 us until killed.
@@ -50,7 +50,7 @@ fn child_main(role: &str) {
             // own re-initialisation, which is what this test checks.
             let pid = unsafe { libc::fork() };
             if pid == 0 {
-                tprof::state::ensure_init();
+                tprof::lifecycle::ensure_init();
                 for i in 0..500 {
                     tprof::record::recorder::emit(api(100_000 + i));
                 }

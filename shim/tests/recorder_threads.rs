@@ -14,7 +14,7 @@ fn eight_threads_one_million_events_each_exactly_once_in_order() {
     std::env::set_var("TPROF_OUT", dir.path());
     std::env::set_var("TPROF_RING_MB", "512");
     std::env::set_var("TPROF_CUPTI", "0");
-    tprof::state::ensure_init();
+    tprof::lifecycle::ensure_init();
     assert_eq!(tprof::base::switch::state(), tprof::base::switch::ENABLED);
     let name = tprof::record::interning::intern("test_event");
     let handles: Vec<_> = (0..THREADS)
@@ -40,7 +40,7 @@ fn eight_threads_one_million_events_each_exactly_once_in_order() {
     for h in handles {
         h.join().unwrap();
     }
-    tprof::state::shutdown_for_tests();
+    tprof::lifecycle::shutdown_for_tests();
     let path = tprof::base::process::ring_path().unwrap().clone();
     let r = RingReader::open(&path).unwrap();
     assert!(r.damage().is_empty(), "{:?}", r.damage());

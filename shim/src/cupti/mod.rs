@@ -26,8 +26,8 @@ use cupti_sys as sys;
 use tprof_format::{MarkerKind, Record, StrId};
 
 use crate::base::{config, messages, panic_fence, switch, ticks};
+use crate::lifecycle;
 use crate::record::{interning, recorder, reentrancy};
-use crate::state;
 
 pub use loader::CuptiApi;
 
@@ -558,7 +558,7 @@ extern "C" fn constructor() {
     // Only in libtprof.so itself: test executables linking the rlib keep CUPTI out of their way.
     panic_fence::ffi_guard((), || {
         if crate::base::dynamic_loader::own_library_path().is_some() {
-            state::register_init_hook(start_when_ready);
+            lifecycle::register_init_hook(start_when_ready);
             crate::base::driver::on_ready(start_when_ready);
             crate::intercept::dlsym::register_hooks(sharing::HOOKS);
         }

@@ -223,7 +223,7 @@ fn begin_closed() -> Option<ApiCall> {
 /// nothing) when the window is open after all (initialisation just opened it).
 #[inline(never)]
 pub(crate) fn count_closed_call() -> bool {
-    crate::state::ensure_init();
+    crate::lifecycle::ensure_init();
     if crate::base::switch::is_recording() {
         return true;
     }
@@ -294,7 +294,7 @@ fn into_capture(work: &Work) -> bool {
 /// calls whose effect tprof must track all the time (allocations), only at the outermost level.
 #[inline]
 pub(crate) fn begin_outer() -> Option<ApiCall> {
-    crate::state::ensure_init();
+    crate::lifecycle::ensure_init();
     let ctx = crate::record::thread::ctx();
     let inside = Reentrancy::enter_in(ctx)?;
     let recording = crate::base::switch::is_recording();

@@ -27,8 +27,8 @@ use super::{
 use crate::base::panic_fence::ffi_guard;
 use crate::base::ticks;
 use crate::intercept::real::RealFn;
+use crate::lifecycle;
 use crate::record::reentrancy::Reentrancy;
-use crate::state;
 
 type FnComm = unsafe extern "C" fn(Comm) -> R;
 type FnGetUniqueId = unsafe extern "C" fn(*mut NcclUniqueId) -> R;
@@ -281,7 +281,7 @@ fn comm_end(op: CollOp, slot: &RealFn, pname: &CStr, comm: Comm) -> R {
         Some(p) => unsafe { std::mem::transmute::<*mut c_void, FnComm>(p) },
         None => return slot.missing(NCCL_SYSTEM_ERROR),
     };
-    state::ensure_init();
+    lifecycle::ensure_init();
     let Some(_inside) = Reentrancy::enter() else {
         // SAFETY: forwarding the caller's argument.
         return forward(|| unsafe { f(comm) });

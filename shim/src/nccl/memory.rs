@@ -11,10 +11,10 @@ use crate::base::panic_fence::ffi_guard;
 use crate::base::{switch, ticks};
 use crate::intercept::memtrack;
 use crate::intercept::real::RealFn;
+use crate::lifecycle;
 use crate::record::interning::StaticName;
 use crate::record::reentrancy::Reentrancy;
 use crate::record::{correlation, recorder, thread};
-use crate::state;
 
 type FnMemAlloc = unsafe extern "C" fn(*mut *mut c_void, usize) -> R;
 type FnMemFree = unsafe extern "C" fn(*mut c_void) -> R;
@@ -49,7 +49,7 @@ struct MemEvent {
 /// the result into the memory event to record after it (and updates the reservation totals, which
 /// happens whether or not tprof records).
 fn call(name: &StaticName, arg: u64, real: impl FnOnce() -> R, after: impl FnOnce(R) -> Option<MemEvent>) -> R {
-    state::ensure_init();
+    lifecycle::ensure_init();
     let recording = switch::is_recording();
     let inside = Reentrancy::enter();
     let correlation = if recording && inside.is_some() { correlation::next_id() } else { 0 };

@@ -39,7 +39,7 @@ use crate::intercept::real::RealFn;
 use crate::intercept::{cstr, Hook};
 use crate::record::reentrancy::Reentrancy;
 use crate::record::{correlation, recorder, thread};
-use crate::{cupti, state};
+use crate::{cupti, lifecycle};
 
 pub type Comm = *mut c_void;
 pub type Stream = *mut c_void;
@@ -288,7 +288,7 @@ fn record(
     stream: Stream,
     real: impl FnOnce() -> R,
 ) -> R {
-    state::ensure_init();
+    lifecycle::ensure_init();
     if !switch::is_recording() {
         // capture (issue 7): outside a capture window the call is only counted.
         if op.moves_data() && switch::state() == switch::ENABLED {
@@ -395,7 +395,7 @@ fn comm_event(op: CollOp, info: CommInfo, start: u64, end: u64, result: R) {
 
 /// Wraps a communicator-creating call: runs it, then registers and records what it created.
 fn create(real: impl FnOnce() -> R, register: impl FnOnce(R)) -> R {
-    state::ensure_init();
+    lifecycle::ensure_init();
     let Some(_inside) = Reentrancy::enter() else { return forward(real) };
     cupti::start_when_ready();
     let result = forward(real);

@@ -25,8 +25,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tprof_format::{MarkerKind, Record, StrId};
 
 use crate::base::{panic_fence, switch, ticks};
+use crate::lifecycle;
 use crate::record::{interning, recorder, thread};
-use crate::state;
 
 pub use steps::{glob, StepMatcher};
 
@@ -183,7 +183,7 @@ fn create_domain(name: Name) -> *const c_void {
 
 #[inline]
 fn recording() -> bool {
-    state::ensure_init();
+    lifecycle::ensure_init();
     switch::is_recording()
 }
 
@@ -531,7 +531,7 @@ unsafe fn fill_tables(get_export_table: GetExportTable) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn InitializeInjectionNvtx2(get_export_table: Option<GetExportTable>) -> c_int {
     panic_fence::ffi_guard(0, || {
-        state::ensure_init();
+        lifecycle::ensure_init();
         if crate::base::config::config().disabled {
             return 0;
         }

@@ -1,8 +1,12 @@
-//! Lifecycle: initialisation (the switch from uninitialised to enabled or disabled) and the exit
-//! flush.
+//! Floor 5, the lifecycle: the one place that starts and stops tprof's services. Initialisation
+//! (the switch from uninitialised to enabled or disabled, the ring file, the writer thread, the
+//! capture schedule, metrics, control socket and signal handlers, then the init hooks the sources
+//! registered), the exit flush, and fork ([`fork`]).
 //!
 //! Initialisation is lazy (the first intercepted call), so processes that never touch CUDA (shells,
 //! compilers, DataLoader workers) create no ring file.
+
+mod fork;
 
 use std::sync::Once;
 use std::time::Duration;
@@ -126,7 +130,7 @@ fn init_inner() -> Result<(), InitError> {
                 EXIT_HOOK.call_once(|| {
                     // SAFETY: registering a plain extern "C" fn with atexit is always valid.
                     unsafe { libc::atexit(exit_handler) };
-                    crate::fork::install();
+                    fork::install();
                     dynamic_loader::pin_own_object();
                 });
                 return Ok(());

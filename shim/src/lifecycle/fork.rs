@@ -4,14 +4,20 @@
 
 use std::sync::Once;
 
+use crate::base::panic_fence::ffi_guard;
+use crate::record::{interning, recorder, thread};
+use crate::service::writer_thread;
+
 static INSTALL: Once = Once::new();
 
 extern "C" fn child_after_fork() {
-    crate::record::thread::reset_after_fork();
-    crate::record::interning::reset_after_fork();
-    crate::record::recorder::reset_after_fork();
-    crate::service::writer_thread::reset_after_fork();
-    crate::state::after_fork_child();
+    ffi_guard((), || {
+        thread::reset_after_fork();
+        interning::reset_after_fork();
+        recorder::reset_after_fork();
+        writer_thread::reset_after_fork();
+        super::after_fork_child();
+    })
 }
 
 /// Installs the fork handlers (once per process; inherited by children).
