@@ -15,8 +15,8 @@ use std::sync::Mutex;
 use cupti_sys as sys;
 use tprof_format::{ApiDomain, CopyKind, MemOp, MemSpace, MemoryKind, Record, StrId, SyncKind};
 
-use super::corrmap;
-use super::loader::CuptiApi;
+use super::libcupti::CuptiApi;
+use super::{corrmap, session};
 use crate::record::{interning, recorder};
 
 /// Buffers parsed so far (the age of pending records).
@@ -34,7 +34,7 @@ static PENDING: Mutex<Pending> = Mutex::new(Pending { recs: Vec::new() });
 fn out(rec: Record) {
     // capture (issue 7): GPU work launched inside a window is kept after the window closed; what is
     // left out is counted for the metrics.
-    if crate::capture::keep_gpu_record(&rec, super::interposers_bound()) {
+    if crate::capture::keep_gpu_record(&rec, session::interposers_bound()) {
         recorder::emit(rec);
     }
 }
@@ -367,9 +367,7 @@ fn callback_info(api: &CuptiApi, domain: sys::CUpti_CallbackDomain, cbid: u32) -
         _ if domain == sys::CUPTI_CB_DOMAIN_RUNTIME_API => format!("cuda_runtime_cbid_{cbid}"),
         _ => format!("cuda_driver_cbid_{cbid}"),
     };
-    let duplicate = super::interposers_bound()
-        && !creates_gpu_work(&name)
-        && crate::intercept::hook_named(name.as_bytes()).is_some();
+    let duplicate = session::interposers_bound() && !creates_gpu_work(&name) && session::interposed(name.as_bytes());
     let id = interning::intern(&name);
     if let Some(s) = slot {
         s.store(id.0 | if duplicate { INTERPOSED_NO_WORK } else { 0 }, Ordering::Relaxed);

@@ -10,9 +10,11 @@ use std::ffi::{c_char, c_int, c_uint, c_void};
 
 use tprof_format::{ApiDomain, MemSpace, SyncKind};
 
+use super::api_call::{interpose, real_or, slots, Work};
 use super::cuda_rt_mem::{tracked_alloc, tracked_free};
+use super::cuda_types::{Dim3, Handle};
+use super::kernel_names;
 use super::real::DRV_ERR_NOT_FOUND;
-use super::{interpose, names, real_or, slots, Dim3, Handle, Work};
 
 /// `CUdeviceptr`.
 pub type DevPtr = u64;
@@ -48,7 +50,7 @@ fn launch(
     s: Handle,
 ) -> Work {
     Work::Launch {
-        name: names::lookup(f),
+        name: kernel_names::lookup(f),
         grid: Dim3 { x: gx, y: gy, z: gz },
         block: Dim3 { x: bx, y: by, z: bz },
         smem,
@@ -174,7 +176,7 @@ pub unsafe extern "C" fn cuModuleGetFunction(out: *mut Handle, module: Handle, n
     if r == 0 && !out.is_null() {
         // SAFETY: on success the driver stored the handle into the caller's out-pointer; `name` is the
         // caller's NUL-terminated kernel name, readable during this call.
-        unsafe { names::register_id(*out, crate::record::interning::intern_cstr(name)) };
+        unsafe { kernel_names::register_id(*out, crate::record::interning::intern_cstr(name)) };
     }
     r
 }
@@ -187,7 +189,7 @@ pub unsafe extern "C" fn cuLibraryGetKernel(out: *mut Handle, library: Handle, n
     let r = unsafe { real(out, library, name) };
     if r == 0 && !out.is_null() {
         // SAFETY: as in cuModuleGetFunction.
-        unsafe { names::register_id(*out, crate::record::interning::intern_cstr(name)) };
+        unsafe { kernel_names::register_id(*out, crate::record::interning::intern_cstr(name)) };
     }
     r
 }
@@ -201,7 +203,7 @@ slots!(cuInit);
 pub unsafe extern "C" fn cuInit(flags: c_uint) -> c_int {
     let real = real_or!(cuInit, fn(c_uint) -> c_int; DRV_ERR_NOT_FOUND);
     let work = Work::Plain { arg: u64::from(flags) };
-    let call = super::begin().map(|mut call| {
+    let call = super::api_call::begin().map(|mut call| {
         call.start(&work);
         call
     });
@@ -222,7 +224,7 @@ pub unsafe extern "C" fn cuKernelGetFunction(out: *mut Handle, kernel: Handle) -
     let r = unsafe { real(out, kernel) };
     if r == 0 && !out.is_null() {
         // SAFETY: on success the driver stored the handle into the caller's out-pointer.
-        names::alias(unsafe { *out }, kernel);
+        kernel_names::alias(unsafe { *out }, kernel);
     }
     r
 }

@@ -5,8 +5,10 @@ use std::ffi::{c_int, c_uint, c_void};
 
 use tprof_format::{ApiDomain, MemOp, MemSpace};
 
+use super::api_call::{begin_outer, current_device, interpose, real_or, slots, MemEvent, Work};
+use super::cuda_types::Handle;
+use super::memtrack;
 use super::real::RT_ERR_NO_DRIVER;
-use super::{begin_outer, current_device, interpose, memtrack, real_or, slots, Handle, MemEvent, Work};
 use crate::record::interning::StaticName;
 
 type Ptr = *mut c_void;

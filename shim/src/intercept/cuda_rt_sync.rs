@@ -6,8 +6,10 @@ use std::ffi::{c_int, c_uint};
 
 use tprof_format::SyncKind;
 
+use super::api_call::{call_tracked, interpose, real_or, slots, Work};
+use super::cuda_types::{per_thread, Handle};
+use super::graph_capture;
 use super::real::RT_ERR_NO_DRIVER;
-use super::{call_tracked, graph_capture, interpose, per_thread, real_or, slots, Handle, Work};
 
 #[inline]
 fn sync(kind: SyncKind, stream: Handle, event: Handle) -> Work {

@@ -13,10 +13,11 @@ use std::ffi::{c_int, c_ulonglong, c_void};
 
 use tprof_format::{ApiDomain, MemOp, MemSpace};
 
+use super::api_call::{begin_outer, current_device, interpose, real_or, slots, MemEvent, Work};
 use super::cuda_drv::DevPtr;
+use super::memtrack;
 use super::real::DRV_ERR_NOT_FOUND;
 use super::vmmtrack::{self, Freed};
-use super::{begin_outer, current_device, interpose, memtrack, real_or, slots, MemEvent, Work};
 
 /// `CUmemGenericAllocationHandle`.
 pub type AllocHandle = c_ulonglong;

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use tprof_format::StrId;
 
-use super::Dim3;
+use super::cuda_types::Dim3;
 
 /// Capture sequences in progress (a launch checks this first).
 static ACTIVE: AtomicU32 = AtomicU32::new(0);

@@ -13,8 +13,9 @@
 use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void, CStr};
 use std::sync::atomic::{AtomicI32, Ordering};
 
+use super::hook_tables::cuda_wrappers;
+use super::real::{cstr, Hook};
 use super::real::{DRV_ERR_NOT_FOUND, RT_ERR_NO_DRIVER};
-use super::{hook_named, Hook};
 use crate::base::dynamic_loader::{is_own, DefiningObject};
 
 /// `CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM` / `cudaEnablePerThreadDefaultStream`.
@@ -186,7 +187,7 @@ unsafe fn substitute(symbol: *const c_char, pfn: *mut *mut c_void, version: impl
     }
 }
 
-super::slots!(
+super::api_call::slots!(
     cuGetProcAddress,
     cuGetProcAddress_v2,
     cudaGetDriverEntryPoint,
@@ -199,7 +200,7 @@ macro_rules! hooks {
     ($($name:ident),*) => {
         /// The resolver hooks, for the `dlsym` hook (and `cuGetProcAddress("cuGetProcAddress")`).
         pub static HOOKS: &[Hook] = &[$(Hook {
-            name: super::cstr(concat!(stringify!($name), "\0").as_bytes()),
+            name: cstr(concat!(stringify!($name), "\0").as_bytes()),
             real: &$name::REAL,
             wrapper: $name as *const (),
         }),*];
@@ -213,6 +214,12 @@ hooks!(
     cudaGetDriverEntryPointByVersion,
     cudaGetDriverEntryPointByVersion_ptsz
 );
+
+/// The wrapper exported under `name`, with its real slot: a CUDA runtime or driver wrapper, or one of
+/// the resolvers below.
+pub fn hook_named(name: &[u8]) -> Option<&'static Hook> {
+    cuda_wrappers().chain(HOOKS.iter()).find(|h| h.name.to_bytes() == name)
+}
 
 /// The version assumed for `cudaGetDriverEntryPoint` when the runtime's own cannot be asked (every
 /// runtime that has the call is >= 11.3; 12.0 is the oldest we support).
@@ -253,8 +260,7 @@ pub unsafe extern "C" fn cuGetProcAddress(
     version: c_int,
     flags: u64,
 ) -> c_int {
-    let real =
-        super::real_or!(cuGetProcAddress, fn(*const c_char, *mut *mut c_void, c_int, u64) -> c_int; DRV_ERR_NOT_FOUND);
+    let real = super::api_call::real_or!(cuGetProcAddress, fn(*const c_char, *mut *mut c_void, c_int, u64) -> c_int; DRV_ERR_NOT_FOUND);
     // SAFETY: forwarding the caller's arguments unchanged to the real resolver.
     let r = unsafe { real(symbol, pfn, version, flags) };
     if r == 0 {
@@ -273,7 +279,7 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(
     flags: u64,
     status: *mut c_int,
 ) -> c_int {
-    let real = super::real_or!(cuGetProcAddress_v2, fn(*const c_char, *mut *mut c_void, c_int, u64, *mut c_int) -> c_int;
+    let real = super::api_call::real_or!(cuGetProcAddress_v2, fn(*const c_char, *mut *mut c_void, c_int, u64, *mut c_int) -> c_int;
         DRV_ERR_NOT_FOUND);
     // SAFETY: forwarding the caller's arguments unchanged to the real resolver.
     let r = unsafe { real(symbol, pfn, version, flags, status) };
@@ -290,7 +296,7 @@ macro_rules! rt_entry_point {
         #[no_mangle]
         pub unsafe extern "C" fn $name(symbol: *const c_char, pfn: *mut *mut c_void, flags: c_ulonglong, status: *mut c_int) -> c_int {
             static VERSION: AtomicI32 = AtomicI32::new(0);
-            let real = super::real_or!($name, fn(*const c_char, *mut *mut c_void, c_ulonglong, *mut c_int) -> c_int;
+            let real = super::api_call::real_or!($name, fn(*const c_char, *mut *mut c_void, c_ulonglong, *mut c_int) -> c_int;
                 RT_ERR_NO_DRIVER);
             // SAFETY: forwarding the caller's arguments unchanged to the real function.
             let r = unsafe { real(symbol, pfn, flags, status) };
@@ -316,7 +322,7 @@ macro_rules! rt_entry_point_by_version {
             flags: c_ulonglong,
             status: *mut c_int,
         ) -> c_int {
-            let real = super::real_or!($name, fn(*const c_char, *mut *mut c_void, c_uint, c_ulonglong, *mut c_int) -> c_int;
+            let real = super::api_call::real_or!($name, fn(*const c_char, *mut *mut c_void, c_uint, c_ulonglong, *mut c_int) -> c_int;
                 RT_ERR_NO_DRIVER);
             // SAFETY: forwarding the caller's arguments unchanged to the real function.
             let r = unsafe { real(symbol, pfn, version, flags, status) };

@@ -1,4 +1,5 @@
-//! Resolving the real functions behind the interposers.
+//! Resolving the real functions behind the interposers, and the table entry ([`Hook`]) that pairs an
+//! exported wrapper with its real function.
 //!
 //! Every wrapper owns a [`RealFn`] slot: an atomic pointer filled on first use from
 //! `dlsym(RTLD_NEXT, name)`, or earlier by the `dlsym` / `cuGetProcAddress` hooks when a program
@@ -12,6 +13,24 @@ use std::ptr::null_mut;
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
 use crate::base::dynamic_loader::{is_own, next, symbol_in_local_objects};
+
+/// One exported wrapper, as the `dlsym` and entry-point hooks see it.
+pub struct Hook {
+    pub name: &'static CStr,
+    pub real: &'static RealFn,
+    pub wrapper: *const (),
+}
+
+// SAFETY: `wrapper` is the address of a function (immutable code); the struct is read-only.
+unsafe impl Sync for Hook {}
+
+/// A `&'static CStr` from a literal with its NUL (const context).
+pub const fn cstr(bytes: &'static [u8]) -> &'static CStr {
+    match CStr::from_bytes_with_nul(bytes) {
+        Ok(c) => c,
+        Err(_) => panic!("not a C string literal"),
+    }
+}
 
 /// The real function behind one wrapper.
 pub struct RealFn {

@@ -4,7 +4,9 @@
 
 use std::sync::Once;
 
+use crate::base::config::config;
 use crate::base::panic_fence::ffi_guard;
+use crate::base::switch;
 use crate::record::{interning, recorder, thread};
 use crate::service::writer_thread;
 
@@ -16,7 +18,8 @@ extern "C" fn child_after_fork() {
         interning::reset_after_fork();
         recorder::reset_after_fork();
         writer_thread::reset_after_fork();
-        super::after_fork_child();
+        // The child re-initialises with its own ring on its next event, or stays off.
+        switch::reset_in_fork_child(config().follow_fork);
     })
 }
 

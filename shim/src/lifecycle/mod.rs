@@ -175,8 +175,3 @@ extern "C" fn exit_handler() {
 pub fn shutdown_for_tests() {
     exit_handler();
 }
-
-/// In a fork child: the child re-initialises with its own ring on its next event, or stays off.
-pub fn after_fork_child() {
-    switch::reset_in_fork_child(config().follow_fork);
-}

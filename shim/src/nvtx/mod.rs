@@ -11,12 +11,12 @@
 //! # NCCL's own ranges
 //! NCCL (>= 2.2x) emits a range in domain "NCCL" for each of its API calls. When the NCCL
 //! interposers see those calls they already record each one as a collective record, so a domain
-//! "NCCL" created while a real NCCL call made by an interposer runs ([`crate::nccl::forwarding`])
+//! "NCCL" created while a real NCCL call made by an interposer runs ([`crate::intercept::nccl::forwarding`])
 //! gets a *muted* handle: its ranges, marks and registered strings cost one tag test and record
 //! nothing. A domain "NCCL" created elsewhere (NCCL linked statically into another library, whose
 //! calls tprof does not see) records as any other domain.
 
-mod steps;
+mod step_matcher;
 
 use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_uint, c_void};
@@ -28,7 +28,7 @@ use crate::base::{panic_fence, switch, ticks};
 use crate::lifecycle;
 use crate::record::{interning, recorder, thread};
 
-pub use steps::{glob, StepMatcher};
+pub use step_matcher::{glob, StepMatcher};
 
 type FnPtr = Option<unsafe extern "C" fn()>;
 /// `NvtxFunctionTable`: an array of pointers to the slots of one module.
@@ -177,7 +177,8 @@ fn muted(d: *const c_void) -> bool {
 
 /// The handle of a new domain: muted for NCCL's own domain while the NCCL interposers see its calls.
 fn create_domain(name: Name) -> *const c_void {
-    let tag = if name.text() == NCCL_DOMAIN && crate::nccl::forwarding() { TAG_MUTED_DOMAIN } else { TAG_DOMAIN };
+    let tag =
+        if name.text() == NCCL_DOMAIN && crate::intercept::nccl::forwarding() { TAG_MUTED_DOMAIN } else { TAG_DOMAIN };
     (tag | name.id.0 as u64) as *const c_void
 }
 
@@ -190,7 +191,7 @@ fn recording() -> bool {
 /// The number of a step that begins now: the name's trailing number, else the count of steps begun.
 fn step_number(name: &Name) -> u64 {
     let n = STEPS_BEGUN.fetch_add(1, Ordering::Relaxed);
-    steps::trailing_number(name.text()).unwrap_or(n)
+    step_matcher::trailing_number(name.text()).unwrap_or(n)
 }
 
 /// `number`: already taken by `step_number` (a step that opened the capture window), else None.
@@ -210,7 +211,7 @@ fn step_end(ts: u64) {
 /// this step opened the window (then the caller records it), None when it stays closed (then the step
 /// is tracked in `closed` for its end).
 fn closed_step_begin(name: &Name) -> Option<u64> {
-    if !crate::capture::tracks_steps() || !steps::is_step(name.id, name.text()) {
+    if !crate::capture::tracks_steps() || !step_matcher::is_step(name.id, name.text()) {
         return None;
     }
     let n = step_number(name);
@@ -227,7 +228,7 @@ fn push(domain: StrId, name: Name) -> c_int {
         // capture (issue 7): a step range may open the window (steps mode) or is tracked closed.
         opened_at = closed_step_begin(&name);
         if opened_at.is_none() || !switch::is_recording() {
-            if crate::capture::tracks_steps() && steps::is_step(name.id, name.text()) {
+            if crate::capture::tracks_steps() && step_matcher::is_step(name.id, name.text()) {
                 let _ = CLOSED_STEPS.try_with(|c| c.set(c.get() | bit));
             }
             let _ = DEPTH.try_with(|d| d.set((depth + 1, bits & !bit)));
@@ -236,7 +237,7 @@ fn push(domain: StrId, name: Name) -> c_int {
     }
     let ts = ticks::now();
     recorder::emit(Record::NvtxPush { tid: thread::tid(), domain, name: name.id, ts });
-    let is_step = opened_at.is_some() || steps::is_step(name.id, name.text());
+    let is_step = opened_at.is_some() || step_matcher::is_step(name.id, name.text());
     if is_step {
         step_begin(&name, ts, opened_at);
     }
@@ -275,7 +276,7 @@ fn range_start(domain: StrId, name: Name) -> u64 {
         // capture (issue 7): a step range may open the window (steps mode) or is tracked closed.
         opened_at = closed_step_begin(&name);
         if opened_at.is_none() || !switch::is_recording() {
-            if crate::capture::tracks_steps() && steps::is_step(name.id, name.text()) {
+            if crate::capture::tracks_steps() && step_matcher::is_step(name.id, name.text()) {
                 if let Some(slot) = CLOSED_STEP_RANGES.iter().find(|s| s.load(Ordering::Relaxed) == 0) {
                     let _ = slot.compare_exchange(0, id, Ordering::AcqRel, Ordering::Relaxed);
                 }
@@ -285,7 +286,7 @@ fn range_start(domain: StrId, name: Name) -> u64 {
     }
     let ts = ticks::now();
     recorder::emit(Record::NvtxStart { tid: thread::tid(), domain, name: name.id, id, ts });
-    if opened_at.is_some() || steps::is_step(name.id, name.text()) {
+    if opened_at.is_some() || step_matcher::is_step(name.id, name.text()) {
         step_begin(&name, ts, opened_at);
         if let Some(slot) = STEP_RANGES.iter().find(|s| s.load(Ordering::Relaxed) == 0) {
             let _ = slot.compare_exchange(0, id, Ordering::AcqRel, Ordering::Relaxed);
@@ -584,11 +585,12 @@ mod tests {
         assert_eq!(domain_id(outside), interning::intern("NCCL"));
         let other = create_domain(Name { id: interning::intern("NCCL-like") });
         assert!(!muted(other));
-        let inside = crate::nccl::forward(|| create_domain(Name { id: interning::intern("NCCL") }));
+        let inside = crate::intercept::nccl::forward(|| create_domain(Name { id: interning::intern("NCCL") }));
         assert!(muted(inside));
-        let other_inside = crate::nccl::forward(|| create_domain(Name { id: interning::intern("NCCL-like") }));
+        let other_inside =
+            crate::intercept::nccl::forward(|| create_domain(Name { id: interning::intern("NCCL-like") }));
         assert!(!muted(other_inside));
-        assert!(!crate::nccl::forwarding());
+        assert!(!crate::intercept::nccl::forwarding());
         // SAFETY: a muted handle is never dereferenced; the hooks return before recording.
         assert_eq!(unsafe { domain_range_push_ex((TAG_MUTED_DOMAIN | 5) as *const c_void, std::ptr::null()) }, 0);
         assert!(muted((TAG_MUTED_DOMAIN | 5) as *const c_void));

@@ -6,7 +6,7 @@
 //! aliases, else the next `ncclX`, else the one in an already loaded `libnccl.so.2`) and pushes its
 //! shim correlation id as CUPTI external id around the call, so the NCCL kernels carry it. Programs
 //! that `dlopen` libnccl and `dlsym` on its handle get the same wrappers through the `dlsym` hook
-//! ([`HOOKS`] is registered with `intercept::dlsym::register_hooks` when libtprof loads).
+//! ([`HOOKS`] is one of the tables the `dlsym` hook searches).
 //!
 //! Every forwarded call runs inside [`forward`], so the NVTX injection can tell that the NCCL
 //! library creating its "NCCL" domain is one whose calls tprof sees ([`forwarding`]): it then drops
@@ -36,7 +36,7 @@ use crate::base::dynamic_loader;
 use crate::base::panic_fence::ffi_guard;
 use crate::base::{switch, ticks};
 use crate::intercept::real::RealFn;
-use crate::intercept::{cstr, Hook};
+use crate::intercept::real::{cstr, Hook};
 use crate::record::reentrancy::Reentrancy;
 use crate::record::{correlation, recorder, thread};
 use crate::{cupti, lifecycle};
@@ -449,9 +449,9 @@ pub struct WaitSignalDesc {
 }
 
 mod comms;
-mod memory;
+mod memory_calls;
 pub use comms::*;
-pub use memory::*;
+pub use memory_calls::*;
 
 static ALL_REDUCE: RealFn = RealFn::new(c"ncclAllReduce");
 static ALL_GATHER: RealFn = RealFn::new(c"ncclAllGather");
@@ -774,21 +774,6 @@ pub static HOOKS: &[Hook] = &[
     hook!("ncclCommWindowRegister", WINDOW_REGISTER, ncclCommWindowRegister),
     hook!("ncclCommWindowDeregister", WINDOW_DEREGISTER, ncclCommWindowDeregister),
 ];
-
-/// Registers [`HOOKS`] with the `dlsym` hook (idempotent; called when libtprof loads).
-pub fn register_dlsym_hooks() {
-    let _ = crate::intercept::dlsym::register_hooks(HOOKS);
-}
-
-extern "C" fn constructor() {
-    ffi_guard((), register_dlsym_hooks)
-}
-
-/// Registers the NCCL wrappers with the `dlsym` hook when libtprof is loaded, before the program
-/// can `dlopen` libnccl.
-#[used]
-#[link_section = ".init_array"]
-static REGISTER_HOOKS: extern "C" fn() = constructor;
 
 #[cfg(test)]
 mod tests {

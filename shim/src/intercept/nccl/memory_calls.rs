@@ -99,7 +99,7 @@ fn call(name: &StaticName, arg: u64, real: impl FnOnce() -> R, after: impl FnOnc
 #[no_mangle]
 pub unsafe extern "C" fn ncclMemAlloc(ptr: *mut *mut c_void, size: usize) -> R {
     let f = real_fn!(MEM_ALLOC, c"pncclMemAlloc", FnMemAlloc, NCCL_SYSTEM_ERROR);
-    let device = crate::intercept::current_device();
+    let device = crate::intercept::api_call::current_device();
     call(
         &N_MEM_ALLOC,
         size as u64,
@@ -137,7 +137,7 @@ pub unsafe extern "C" fn ncclMemFree(ptr: *mut c_void) -> R {
                 return None;
             }
             let (device, bytes, reserved) = memtrack::on_free(ptr as u64).unwrap_or_else(|| {
-                let d = crate::intercept::current_device();
+                let d = crate::intercept::api_call::current_device();
                 (d, 0, memtrack::reserved(d))
             });
             Some(MemEvent { op: MemOp::Free, device, address: ptr as u64, bytes, reserved })

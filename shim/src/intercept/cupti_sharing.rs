@@ -6,7 +6,7 @@
 //! the CUPTI calls that claim CUPTI (`cuptiSubscribe`, `cuptiActivityRegisterCallbacks`,
 //! `cuptiActivityRegisterTimestampCallback`), which under `LD_PRELOAD` the program reaches first
 //! (also through `dlsym` on a libcupti handle). The first such call hands CUPTI over (see
-//! `super::yield_to_program`): tprof flushes and delivers what CUPTI holds for it, disables its
+//! `cupti::yield_to_program`): tprof flushes and delivers what CUPTI holds for it, disables its
 //! activity kinds, unsubscribes, says so in one line, and records by interposition from then on;
 //! then the program's call goes to CUPTI unchanged and returns CUPTI's result.
 //!
@@ -17,8 +17,9 @@ use std::ffi::c_void;
 
 use cupti_sys as sys;
 
-use crate::intercept::real::RealFn;
-use crate::intercept::{cstr, Hook};
+use super::real::{cstr, Hook, RealFn};
+use crate::base::panic_fence::ffi_guard;
+use crate::cupti;
 
 static SUBSCRIBE: RealFn = RealFn::new(cstr(b"cuptiSubscribe\0"));
 static REGISTER_CALLBACKS: RealFn = RealFn::new(cstr(b"cuptiActivityRegisterCallbacks\0"));
@@ -36,7 +37,7 @@ pub unsafe extern "C" fn cuptiSubscribe(
     userdata: *mut c_void,
 ) -> sys::CUptiResult {
     type Real = unsafe extern "C" fn(*mut sys::CUpti_SubscriberHandle, *const c_void, *mut c_void) -> sys::CUptiResult;
-    crate::base::panic_fence::ffi_guard((), || super::yield_to_program("cuptiSubscribe"));
+    ffi_guard((), || cupti::yield_to_program("cuptiSubscribe"));
     let Some(real) = SUBSCRIBE.get() else { return NOT_LOADED };
     // SAFETY: the slot holds libcupti's cuptiSubscribe, whose C signature is `Real`.
     let real = unsafe { std::mem::transmute::<*mut c_void, Real>(real) };
@@ -51,7 +52,7 @@ pub unsafe extern "C" fn cuptiActivityRegisterCallbacks(
     complete: *const c_void,
 ) -> sys::CUptiResult {
     type Real = unsafe extern "C" fn(*const c_void, *const c_void) -> sys::CUptiResult;
-    crate::base::panic_fence::ffi_guard((), || super::yield_to_program("cuptiActivityRegisterCallbacks"));
+    ffi_guard((), || cupti::yield_to_program("cuptiActivityRegisterCallbacks"));
     let Some(real) = REGISTER_CALLBACKS.get() else { return NOT_LOADED };
     // SAFETY: the slot holds libcupti's cuptiActivityRegisterCallbacks, whose C signature is `Real`.
     let real = unsafe { std::mem::transmute::<*mut c_void, Real>(real) };
@@ -64,7 +65,7 @@ pub unsafe extern "C" fn cuptiActivityRegisterCallbacks(
 #[no_mangle]
 pub unsafe extern "C" fn cuptiActivityRegisterTimestampCallback(callback: *const c_void) -> sys::CUptiResult {
     type Real = unsafe extern "C" fn(*const c_void) -> sys::CUptiResult;
-    crate::base::panic_fence::ffi_guard((), || super::yield_to_program("cuptiActivityRegisterTimestampCallback"));
+    ffi_guard((), || cupti::yield_to_program("cuptiActivityRegisterTimestampCallback"));
     let Some(real) = REGISTER_TIMESTAMP.get() else { return NOT_LOADED };
     // SAFETY: the slot holds libcupti's cuptiActivityRegisterTimestampCallback, whose C signature is `Real`.
     let real = unsafe { std::mem::transmute::<*mut c_void, Real>(real) };
@@ -86,9 +87,3 @@ pub static HOOKS: &[Hook] = &[
         wrapper: cuptiActivityRegisterTimestampCallback as *const (),
     },
 ];
-
-/// True when the program's lookups of the CUPTI calls reach these exports (LD_PRELOAD): only then
-/// can tprof see the program claim CUPTI and yield.
-pub fn exports_bound() -> bool {
-    crate::base::dynamic_loader::own_export_bound(c"cuptiSubscribe")
-}
