@@ -28,7 +28,7 @@ pub struct Decision {
 /// The wrappers of other libraries that `dlsym` on their handle hands out: NCCL's, and the CUPTI
 /// calls with which a program claims CUPTI.
 fn other_hooks() -> impl Iterator<Item = &'static Hook> {
-    [super::nccl::HOOKS, super::cupti_sharing::HOOKS].into_iter().flatten()
+    super::nccl::hooks().chain(super::cupti_sharing::HOOKS)
 }
 
 fn find_hook(name: &[u8]) -> Option<&'static Hook> {

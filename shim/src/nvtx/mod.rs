@@ -11,7 +11,7 @@
 //! # NCCL's own ranges
 //! NCCL (>= 2.2x) emits a range in domain "NCCL" for each of its API calls. When the NCCL
 //! interposers see those calls they already record each one as a collective record, so a domain
-//! "NCCL" created while a real NCCL call made by an interposer runs ([`crate::intercept::nccl::forwarding`])
+//! "NCCL" created while a real NCCL call made by an interposer runs ([`crate::intercept::nccl::real_calls::forwarding`])
 //! gets a *muted* handle: its ranges, marks and registered strings cost one tag test and record
 //! nothing. A domain "NCCL" created elsewhere (NCCL linked statically into another library, whose
 //! calls tprof does not see) records as any other domain.
@@ -177,8 +177,11 @@ fn muted(d: *const c_void) -> bool {
 
 /// The handle of a new domain: muted for NCCL's own domain while the NCCL interposers see its calls.
 fn create_domain(name: Name) -> *const c_void {
-    let tag =
-        if name.text() == NCCL_DOMAIN && crate::intercept::nccl::forwarding() { TAG_MUTED_DOMAIN } else { TAG_DOMAIN };
+    let tag = if name.text() == NCCL_DOMAIN && crate::intercept::nccl::real_calls::forwarding() {
+        TAG_MUTED_DOMAIN
+    } else {
+        TAG_DOMAIN
+    };
     (tag | name.id.0 as u64) as *const c_void
 }
 
@@ -585,12 +588,13 @@ mod tests {
         assert_eq!(domain_id(outside), interning::intern("NCCL"));
         let other = create_domain(Name { id: interning::intern("NCCL-like") });
         assert!(!muted(other));
-        let inside = crate::intercept::nccl::forward(|| create_domain(Name { id: interning::intern("NCCL") }));
+        let inside =
+            crate::intercept::nccl::real_calls::forward(|| create_domain(Name { id: interning::intern("NCCL") }));
         assert!(muted(inside));
         let other_inside =
-            crate::intercept::nccl::forward(|| create_domain(Name { id: interning::intern("NCCL-like") }));
+            crate::intercept::nccl::real_calls::forward(|| create_domain(Name { id: interning::intern("NCCL-like") }));
         assert!(!muted(other_inside));
-        assert!(!crate::intercept::nccl::forwarding());
+        assert!(!crate::intercept::nccl::real_calls::forwarding());
         // SAFETY: a muted handle is never dereferenced; the hooks return before recording.
         assert_eq!(unsafe { domain_range_push_ex((TAG_MUTED_DOMAIN | 5) as *const c_void, std::ptr::null()) }, 0);
         assert!(muted((TAG_MUTED_DOMAIN | 5) as *const c_void));
