@@ -274,6 +274,12 @@ pub fn config() -> &'static Config {
     CONFIG.get_or_init(|| Config::from_lookup(|k| std::env::var(k).ok()))
 }
 
+/// The configuration if it has been read already (None before the first [`config`] call), for code
+/// that may run before tprof initialises and must not read the environment that early.
+pub fn config_if_read() -> Option<&'static Config> {
+    CONFIG.get()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -283,10 +283,12 @@ unsafe extern "C" fn no_op_callback(
 /// (which did not register a timestamp callback of its own), CUPTI's default timebase instead:
 /// wall-clock nanoseconds, which Kineto and other clients expect.
 unsafe extern "C" fn timestamp_callback() -> u64 {
-    if STATE.load(Ordering::Relaxed) == YIELDED {
-        return ticks::wall_ns();
-    }
-    ticks::now()
+    panic_fence::ffi_guard(0, || {
+        if STATE.load(Ordering::Relaxed) == YIELDED {
+            return ticks::wall_ns();
+        }
+        ticks::now()
+    })
 }
 
 /// How long a program's CUPTI claim waits for tprof's own start to finish on another thread.

@@ -9,6 +9,10 @@
 //! Launches into a capturing stream are not executions (see `graph_capture`): they get their `Api`
 //! record only. While a capture is in progress, calls made with the window closed are still
 //! followed (nothing recorded), so the captured graph is known when it is launched later.
+//!
+//! The panic fence: what happens before the real call runs in one `ffi_guard` ([`started`]), what
+//! happens after it in another (the `finish` methods), the real call itself outside both. A panic
+//! in tprof's part turns tprof off with one line; the program's call runs and returns its result.
 
 use std::ffi::c_int;
 
@@ -81,11 +85,8 @@ pub(crate) struct MemEvent {
     pub reserved: u64,
 }
 
-/// Starts recording a call, or None (not recording, or already inside tprof on this thread).
-///
-/// Nothing here can panic (no indexing, no unwrapping, no allocation but the cold registrations), so
-/// no unwind guard is needed; with the window closed the cost is two relaxed loads, one TLS lookup and
-/// a counter increment.
+/// Starts recording a call, or None (not recording, or already inside tprof on this thread). With the
+/// window closed the cost is two relaxed loads, one TLS lookup and a counter increment.
 #[inline(always)]
 pub(crate) fn begin() -> Option<ApiCall> {
     if !crate::base::switch::is_recording() {
@@ -98,7 +99,7 @@ pub(crate) fn begin() -> Option<ApiCall> {
 #[inline(always)]
 pub(crate) fn begin_recording() -> Option<ApiCall> {
     let ctx = crate::record::thread::ctx();
-    // capture (issue 7): per-thread call counter, on whether or not the window is open.
+    // The per-thread call counter counts whether or not the window is open.
     crate::record::call_counters::count_call_in(ctx, true);
     let inside = Reentrancy::enter_in(ctx)?;
     Some(ApiCall {
@@ -123,15 +124,30 @@ fn begin_closed() -> Option<ApiCall> {
 
 /// Called by a wrapper that found the window closed: initialises tprof on the process's first call,
 /// then counts the call as made with the window closed and returns false, or returns true (counting
-/// nothing) when the window is open after all (initialisation just opened it).
+/// nothing) when the window is open after all (initialisation just opened it). Behind the panic fence.
 #[inline(never)]
 pub(crate) fn count_closed_call() -> bool {
-    crate::lifecycle::ensure_init();
-    if crate::base::switch::is_recording() {
-        return true;
-    }
-    crate::record::call_counters::count_call_in(crate::record::thread::ctx(), false);
-    false
+    ffi_guard(false, || {
+        crate::lifecycle::ensure_init();
+        if crate::base::switch::is_recording() {
+            return true;
+        }
+        crate::record::call_counters::count_call_in(crate::record::thread::ctx(), false);
+        false
+    })
+}
+
+/// Starts a call behind the panic fence: `begin` (one of the `begin*` functions) and, when it
+/// records or tracks the call, the description of its `work` and [`ApiCall::start`]. None: the call is
+/// neither recorded nor tracked (or tprof panicked: it is off now).
+#[inline(always)]
+pub(crate) fn started(begin: impl FnOnce() -> Option<ApiCall>, work: impl FnOnce() -> Work) -> Option<(ApiCall, Work)> {
+    ffi_guard(None, || {
+        let mut call = begin()?;
+        let work = work();
+        call.start(&work);
+        Some((call, work))
+    })
 }
 
 /// A call made with the window closed while a stream capture is in progress: followed for its
@@ -169,12 +185,9 @@ pub(crate) fn call_tracked(
     real: impl FnOnce() -> c_int,
     after: impl FnOnce(c_int),
 ) -> c_int {
-    let mut call = begin_tracked(track);
-    if let Some(c) = call.as_mut() {
-        c.start(&work);
-    }
+    let call = started(|| begin_tracked(track), || work);
     let r = real();
-    if let Some(c) = call {
+    if let Some((c, work)) = call {
         ffi_guard((), || after(r));
         c.finish(ApiDomain::Runtime, name, r, &work);
     }
@@ -201,7 +214,7 @@ pub(crate) fn begin_outer() -> Option<ApiCall> {
     let ctx = crate::record::thread::ctx();
     let inside = Reentrancy::enter_in(ctx)?;
     let recording = crate::base::switch::is_recording();
-    // capture (issue 7): per-thread call counter, on whether or not the window is open.
+    // The per-thread call counter counts whether or not the window is open.
     crate::record::call_counters::count_call_in(ctx, recording);
     let correlation = if recording { crate::record::correlation::next_id_in(ctx) } else { 0 };
     Some(ApiCall { correlation, start: 0, pushed: false, blocking: false, recording, ctx, _inside: inside })
@@ -259,21 +272,24 @@ impl ApiCall {
         }
     }
 
-    /// Ends the call: timestamps, pops the external correlation, emits the records.
+    /// Ends the call behind the panic fence: timestamps, pops the external correlation, emits the
+    /// records.
     #[inline]
     pub(crate) fn finish(self, domain: ApiDomain, name: &StaticName, result: i32, work: &Work) {
-        let end = crate::base::ticks::now();
-        note_driver_state(domain, name, result, work);
-        if self.blocking {
-            crate::record::recorder::clear_pending_in(self.ctx);
-        }
-        if self.pushed {
-            crate::cupti::pop_external();
-        }
-        let captured = result == 0 && graph_capture::any_active() && ffi_guard(false, || into_capture(work));
-        if self.recording {
-            ffi_guard((), || self.emit(domain, name, result, work, end, captured));
-        }
+        ffi_guard((), || {
+            let end = crate::base::ticks::now();
+            note_driver_state(domain, name, result, work);
+            if self.blocking {
+                crate::record::recorder::clear_pending_in(self.ctx);
+            }
+            if self.pushed {
+                crate::cupti::pop_external();
+            }
+            let captured = result == 0 && graph_capture::any_active() && into_capture(work);
+            if self.recording {
+                self.emit(domain, name, result, work, end, captured);
+            }
+        })
     }
 
     /// Ends an allocation / free: the `Api` record plus the `Memory` record.
@@ -282,7 +298,7 @@ impl ApiCall {
     }
 
     /// Ends a call with any number of memory events (none, or one per device an unmap freed memory
-    /// on): the `Api` record plus a `Memory` record for each.
+    /// on), behind the panic fence: the `Api` record plus a `Memory` record for each.
     pub(crate) fn finish_memory_events(
         self,
         domain: ApiDomain,
@@ -291,12 +307,12 @@ impl ApiCall {
         work: &Work,
         mems: &[MemEvent],
     ) {
-        let end = crate::base::ticks::now();
-        note_driver_state(domain, name, result, &Work::Gpu { bytes: 0, stream: 0 });
-        if !self.recording {
-            return;
-        }
         ffi_guard((), || {
+            let end = crate::base::ticks::now();
+            note_driver_state(domain, name, result, &Work::Gpu { bytes: 0, stream: 0 });
+            if !self.recording {
+                return;
+            }
             self.emit(domain, name, result, work, end, false);
             for mem in mems {
                 crate::record::recorder::emit_in(
@@ -445,17 +461,18 @@ macro_rules! interpose {
                 #[inline(never)]
                 #[allow(clippy::too_many_arguments)]
                 unsafe fn traced(real: Real, recording: bool, $($arg: $ty),*) -> $ret {
-                    let call = if recording {
-                        $crate::intercept::api_call::begin_recording()
-                    } else {
-                        $crate::intercept::api_call::begin_tracking()
-                    };
-                    let Some(mut call) = call else {
+                    let call = $crate::intercept::api_call::started(
+                        || if recording {
+                            $crate::intercept::api_call::begin_recording()
+                        } else {
+                            $crate::intercept::api_call::begin_tracking()
+                        },
+                        || -> $crate::intercept::api_call::Work { $work },
+                    );
+                    let Some((call, work)) = call else {
                         // SAFETY: forwarding the caller's arguments unchanged to the real function.
                         return unsafe { real($($arg),*) };
                     };
-                    let work: $crate::intercept::api_call::Work = $work;
-                    call.start(&work);
                     // SAFETY: forwarding the caller's arguments unchanged to the real function.
                     let result = unsafe { real($($arg),*) };
                     call.finish(tprof_format::ApiDomain::$domain, &$name::NAME, result as i32, &work);

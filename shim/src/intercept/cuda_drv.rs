@@ -10,11 +10,13 @@ use std::ffi::{c_char, c_int, c_uint, c_void};
 
 use tprof_format::{ApiDomain, MemSpace, SyncKind};
 
-use super::api_call::{interpose, real_or, slots, Work};
+use super::api_call::{begin, interpose, real_or, slots, started, Work};
 use super::cuda_rt_mem::{tracked_alloc, tracked_free};
 use super::cuda_types::{Dim3, Handle};
 use super::kernel_names;
 use super::real::DRV_ERR_NOT_FOUND;
+use crate::base::panic_fence::ffi_guard;
+use crate::record::interning;
 
 /// `CUdeviceptr`.
 pub type DevPtr = u64;
@@ -174,9 +176,10 @@ pub unsafe extern "C" fn cuModuleGetFunction(out: *mut Handle, module: Handle, n
     // SAFETY: forwarding the caller's arguments unchanged to the real function.
     let r = unsafe { real(out, module, name) };
     if r == 0 && !out.is_null() {
-        // SAFETY: on success the driver stored the handle into the caller's out-pointer; `name` is the
-        // caller's NUL-terminated kernel name, readable during this call.
-        unsafe { kernel_names::register_id(*out, crate::record::interning::intern_cstr(name)) };
+        // SAFETY: on success the driver stored the handle into the caller's out-pointer.
+        let f = unsafe { *out };
+        // SAFETY: `name` is the caller's NUL-terminated kernel name, readable during this call.
+        ffi_guard((), || unsafe { kernel_names::register_id(f, interning::intern_cstr(name)) });
     }
     r
 }
@@ -189,7 +192,9 @@ pub unsafe extern "C" fn cuLibraryGetKernel(out: *mut Handle, library: Handle, n
     let r = unsafe { real(out, library, name) };
     if r == 0 && !out.is_null() {
         // SAFETY: as in cuModuleGetFunction.
-        unsafe { kernel_names::register_id(*out, crate::record::interning::intern_cstr(name)) };
+        let k = unsafe { *out };
+        // SAFETY: as in cuModuleGetFunction.
+        ffi_guard((), || unsafe { kernel_names::register_id(k, interning::intern_cstr(name)) });
     }
     r
 }
@@ -202,17 +207,13 @@ slots!(cuInit);
 #[no_mangle]
 pub unsafe extern "C" fn cuInit(flags: c_uint) -> c_int {
     let real = real_or!(cuInit, fn(c_uint) -> c_int; DRV_ERR_NOT_FOUND);
-    let work = Work::Plain { arg: u64::from(flags) };
-    let call = super::api_call::begin().map(|mut call| {
-        call.start(&work);
-        call
-    });
+    let call = started(begin, || Work::Plain { arg: u64::from(flags) });
     // SAFETY: forwarding the caller's argument unchanged to the real function.
     let r = unsafe { real(flags) };
-    if let Some(call) = call {
+    if let Some((call, work)) = call {
         call.finish(ApiDomain::Driver, &cuInit::NAME, r, &work);
     }
-    crate::base::panic_fence::ffi_guard((), || crate::base::driver::note_init_result(r));
+    ffi_guard((), || crate::base::driver::note_init_result(r));
     r
 }
 
@@ -224,7 +225,8 @@ pub unsafe extern "C" fn cuKernelGetFunction(out: *mut Handle, kernel: Handle) -
     let r = unsafe { real(out, kernel) };
     if r == 0 && !out.is_null() {
         // SAFETY: on success the driver stored the handle into the caller's out-pointer.
-        kernel_names::alias(unsafe { *out }, kernel);
+        let f = unsafe { *out };
+        ffi_guard((), || kernel_names::alias(f, kernel));
     }
     r
 }
@@ -252,7 +254,7 @@ macro_rules! drv_free {
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
             let real = real_or!($name, fn($($ty),*) -> c_int; DRV_ERR_NOT_FOUND);
             // SAFETY: forwarding the caller's arguments unchanged to the real function.
-            tracked_free(ApiDomain::Driver, &$name::NAME, $space, $ptr as u64, 0, || unsafe { real($($arg),*) })
+            tracked_free(ApiDomain::Driver, &$name::NAME, $space, $ptr as u64, || unsafe { real($($arg),*) })
         }
     };
 }

@@ -9,7 +9,9 @@ use std::ffi::{c_char, c_int, c_uint, c_void};
 
 use tprof_format::ApiDomain;
 
-use super::api_call::{call_tracked, interpose, real_or, slots, Work};
+use crate::base::panic_fence::ffi_guard;
+
+use super::api_call::{begin, call_tracked, interpose, real_or, set_current_device, slots, started, Work};
 use super::cuda_types::{per_thread, Dim3, Handle};
 use super::kernel_names;
 use super::real::RT_ERR_NO_DRIVER;
@@ -129,7 +131,9 @@ pub unsafe extern "C" fn __cudaRegisterFunction(
     g_dim: *mut c_void,
     w_size: *mut c_int,
 ) {
-    kernel_names::register_static(host_fun.cast(), if device_name.is_null() { device_fun } else { device_name });
+    ffi_guard((), || {
+        kernel_names::register_static(host_fun.cast(), if device_name.is_null() { device_fun } else { device_name })
+    });
     type Real = unsafe extern "C" fn(
         *mut *mut c_void,
         *const c_char,
@@ -160,7 +164,7 @@ pub unsafe extern "C" fn __cudaGetKernel(kernel: *mut *mut c_void, func: *const 
     if r == 0 && !kernel.is_null() {
         // SAFETY: on success the runtime stored the handle into the caller's non-null out-pointer.
         let k = unsafe { *kernel };
-        kernel_names::alias(k, func);
+        ffi_guard((), || kernel_names::alias(k, func));
     }
     r
 }
@@ -174,7 +178,8 @@ pub unsafe extern "C" fn cudaGetFuncBySymbol(func: *mut *mut c_void, symbol: *co
     let r = unsafe { real(func, symbol) };
     if r == 0 && !func.is_null() {
         // SAFETY: on success the runtime stored the handle into the caller's non-null out-pointer.
-        kernel_names::alias(unsafe { *func }, symbol);
+        let f = unsafe { *func };
+        ffi_guard((), || kernel_names::alias(f, symbol));
     }
     r
 }
@@ -183,18 +188,13 @@ pub unsafe extern "C" fn cudaGetFuncBySymbol(func: *mut *mut c_void, symbol: *co
 #[no_mangle]
 pub unsafe extern "C" fn cudaSetDevice(device: c_int) -> c_int {
     let real = real_or!(cudaSetDevice, fn(c_int) -> c_int; RT_ERR_NO_DRIVER);
-    let call = super::api_call::begin();
-    let work = Work::Plain { arg: device as u64 };
-    let mut call = call;
-    if let Some(c) = call.as_mut() {
-        c.start(&work);
-    }
+    let call = started(begin, || Work::Plain { arg: device as u64 });
     // SAFETY: forwarding the caller's argument unchanged to the real function.
     let r = unsafe { real(device) };
     if r == 0 && device >= 0 {
-        super::api_call::set_current_device(device as u32);
+        ffi_guard((), || set_current_device(device as u32));
     }
-    if let Some(c) = call {
+    if let Some((c, work)) = call {
         c.finish(ApiDomain::Runtime, &cudaSetDevice::NAME, r, &work);
     }
     r

@@ -12,6 +12,7 @@ use super::api_call::{call_tracked, interpose, real_or, slots, Work};
 use super::cuda_types::{per_thread, Handle};
 use super::graph_capture;
 use super::real::RT_ERR_NO_DRIVER;
+use crate::base::panic_fence::ffi_guard;
 use crate::record::interning::StaticName;
 
 type Ptr = *mut c_void;
@@ -194,7 +195,7 @@ pub unsafe extern "C" fn cudaGraphInstantiateWithParams_ptsz(exec: *mut Handle, 
 pub unsafe extern "C" fn cudaGraphDestroy(graph: Handle) -> c_int {
     let real = real_or!(cudaGraphDestroy, fn(Handle) -> c_int; RT_ERR_NO_DRIVER);
     let call = || {
-        graph_capture::forget_graph(graph as usize);
+        ffi_guard((), || graph_capture::forget_graph(graph as usize));
         // SAFETY: forwarding the caller's argument unchanged to the real function.
         unsafe { real(graph) }
     };
@@ -206,7 +207,7 @@ pub unsafe extern "C" fn cudaGraphDestroy(graph: Handle) -> c_int {
 pub unsafe extern "C" fn cudaGraphExecDestroy(exec: Handle) -> c_int {
     let real = real_or!(cudaGraphExecDestroy, fn(Handle) -> c_int; RT_ERR_NO_DRIVER);
     let call = || {
-        graph_capture::forget_exec(exec as usize);
+        ffi_guard((), || graph_capture::forget_exec(exec as usize));
         // SAFETY: forwarding the caller's argument unchanged to the real function.
         unsafe { real(exec) }
     };

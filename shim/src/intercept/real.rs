@@ -59,8 +59,13 @@ impl RealFn {
         self.resolve()
     }
 
+    /// The first resolution (behind the panic fence: it runs inside every wrapper).
     #[cold]
     fn resolve(&self) -> Option<*mut c_void> {
+        crate::base::panic_fence::ffi_guard(None, || self.look_up())
+    }
+
+    fn look_up(&self) -> Option<*mut c_void> {
         let mut p = next(self.name);
         if p.is_null() || is_own(p) {
             p = symbol_in_local_objects(self.name);
@@ -91,10 +96,12 @@ impl RealFn {
     #[cold]
     pub fn missing<T>(&self, err: T) -> T {
         if !self.warned.swap(true, Ordering::Relaxed) {
-            let name = self.name.to_str().unwrap_or("?");
-            crate::base::messages::warn_line(&format!(
-                "{name} was called but no CUDA library defines it; returning an error (as without a driver)"
-            ));
+            crate::base::panic_fence::ffi_guard((), || {
+                let name = self.name.to_str().unwrap_or("?");
+                crate::base::messages::warn_line(&format!(
+                    "{name} was called but no CUDA library defines it; returning an error (as without a driver)"
+                ));
+            });
         }
         err
     }

@@ -9,6 +9,8 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 use tprof_format::StrId;
 
+use crate::base::config::config_if_read;
+
 const TABLE_BITS: u32 = 18;
 const TABLE_SIZE: usize = 1 << TABLE_BITS;
 /// Stop inserting at 3/4 load: probes stay short.
@@ -89,12 +91,24 @@ pub fn intern_bytes(bytes: &[u8]) -> StrId {
 }
 
 fn insert_slow(bytes: &[u8], h: u64) -> StrId {
+    panic_if_asked(bytes);
     while INSERT_LOCK.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
         std::hint::spin_loop();
     }
     let id = insert_locked(bytes, h);
     INSERT_LOCK.store(false, Ordering::Release);
     id
+}
+
+/// The test switch `TPROF_TEST_PANIC=<name>`: tprof panics where it first records `name`, before it
+/// takes the insert lock. Read only once the configuration is (so never before initialisation).
+#[cold]
+fn panic_if_asked(bytes: &[u8]) {
+    if let Some(name) = config_if_read().and_then(|c| c.test_panic.as_deref()) {
+        if name.as_bytes() == bytes {
+            panic!("TPROF_TEST_PANIC={name}");
+        }
+    }
 }
 
 fn insert_locked(bytes: &[u8], h: u64) -> StrId {

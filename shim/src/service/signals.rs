@@ -122,7 +122,7 @@ fn monotonic_ms() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: clock_gettime is async-signal-safe and writes into our timespec.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
+    (ts.tv_sec as u64).wrapping_mul(1000).wrapping_add(ts.tv_nsec as u64 / 1_000_000)
 }
 
 /// Requests a dump and waits (bounded) for the writer to commit it. Async-signal-safe.
@@ -136,7 +136,7 @@ fn dump_for_fatal_signal() {
         return;
     }
     let seq = capture::request_dump_for(Reason::Fatal);
-    let deadline = monotonic_ms() + FATAL_WAIT_MS;
+    let deadline = monotonic_ms().saturating_add(FATAL_WAIT_MS);
     while capture::dumps_done() < seq && monotonic_ms() < deadline {
         let pause = libc::timespec { tv_sec: 0, tv_nsec: 1_000_000 };
         // SAFETY: nanosleep is async-signal-safe; a NULL remainder is allowed.
@@ -144,14 +144,18 @@ fn dump_for_fatal_signal() {
     }
 }
 
+/// The handlers run behind no panic fence: the fence's panic path allocates, which a signal handler
+/// must not. They are written so that they cannot panic (no indexing, no unwrapping, no arithmetic
+/// that can overflow, nothing but atomics and async-signal-safe system calls).
 extern "C" fn on_fatal(sig: c_int, info: *mut siginfo_t, _ctx: *mut c_void) {
     if !IN_FATAL.swap(true, Ordering::AcqRel) {
         dump_for_fatal_signal();
     }
     let Some(i) = FATAL.iter().position(|&s| s == sig) else { return };
-    let previous = if SAVED.valid[i].load(Ordering::Acquire) {
-        // SAFETY: `valid[i]` says the slot was filled by sigaction before this handler was installed.
-        unsafe { (*SAVED.actions[i].get()).as_ptr() }
+    let (Some(valid), Some(action)) = (SAVED.valid.get(i), SAVED.actions.get(i)) else { return };
+    let previous = if valid.load(Ordering::Acquire) {
+        // SAFETY: `valid` says the slot was filled by sigaction before this handler was installed.
+        unsafe { (*action.get()).as_ptr() }
     } else {
         std::ptr::null()
     };

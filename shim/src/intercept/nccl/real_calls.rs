@@ -5,6 +5,7 @@ use std::cell::Cell;
 use std::ffi::{c_int, c_void, CStr};
 
 use crate::base::dynamic_loader;
+use crate::base::panic_fence::ffi_guard;
 use crate::intercept::real::RealFn;
 
 /// `ncclComm_t`.
@@ -26,6 +27,11 @@ pub fn resolve(slot: &RealFn, pname: &CStr) -> Option<*mut c_void> {
     if let Some(p) = slot.get() {
         return Some(p);
     }
+    ffi_guard(None, || resolve_elsewhere(slot, pname))
+}
+
+/// [`resolve`] once the slot has found nothing for the `ncclX` name (behind the panic fence).
+fn resolve_elsewhere(slot: &RealFn, pname: &CStr) -> Option<*mut c_void> {
     let p = dynamic_loader::next(pname);
     if slot.offer(p) {
         return slot.get();
