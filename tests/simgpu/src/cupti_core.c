@@ -620,10 +620,11 @@ static int request_locked(void)
     return 1;
 }
 
-void sgc_deliver(int flush_partial, int forced)
+/* Delivers the records staged so far into the tool's buffers; returns how many buffers it requested
+ * from the tool (each stages an OVERHEAD record of its own, delivered by the next pass). */
+static unsigned deliver_staged(void)
 {
-    pthread_mutex_lock(&g_deliver_lock);
-    if (g_ts_cb) ts_calibrate();
+    unsigned requests = 0;
     /* take the staged records, leaving the spare buffer in their place: staging then (almost)
      * never allocates, which matters when a signal handler interrupted malloc to call CUDA */
     stage_lock();
@@ -650,9 +651,12 @@ void sgc_deliver(int flush_partial, int forced)
         }
         map_record(rec);
         if (g_cur && g_cur_used + asz > g_cur_size) complete_cur_locked();
-        if (!g_cur && !request_locked()) {
-            __atomic_add_fetch(&g_dropped, 1, __ATOMIC_RELAXED);
-            continue;
+        if (!g_cur) {
+            if (!request_locked()) {
+                __atomic_add_fetch(&g_dropped, 1, __ATOMIC_RELAXED);
+                continue;
+            }
+            requests++;
         }
         if (g_cur_used + asz > g_cur_size) {
             __atomic_add_fetch(&g_dropped, 1, __ATOMIC_RELAXED);
@@ -670,6 +674,17 @@ void sgc_deliver(int flush_partial, int forced)
     }
     stage_unlock();
     stage_buf_free(st, cap);
+    return requests;
+}
+
+void sgc_deliver(int flush_partial, int forced)
+{
+    pthread_mutex_lock(&g_deliver_lock);
+    if (g_ts_cb) ts_calibrate();
+    /* A delivery also hands over what it recorded itself, the OVERHEAD records of the buffers it
+     * requested: after a forced flush nothing is left staged, not even the flush's own overhead. */
+    while (deliver_staged() > 0) {
+    }
     uint64_t now = sg_now_ns();
     if (!flush_partial && g_period_ns && now - g_last_period_flush >= g_period_ns) flush_partial = 1;
     if (flush_partial) {
