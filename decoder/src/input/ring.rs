@@ -123,8 +123,14 @@ pub fn feed(
     let mut ns = |ticks: u64| -> Ns { (tc.to_mono_ns_near(ticks, &mut cursor) as i64 + base).max(0) as u64 };
     let mut names = Names { reader: &reader, cache: IdSlots::default(), interner: Interner::new() };
     let dropped = stats.dropped_events + stats.cupti_dropped;
-    if dropped > 0 {
-        notes.add(Some(path), format!("the recorder dropped {dropped} events"));
+    if stats.dropped_events > 0 {
+        notes.add(Some(path), format!("the recorder dropped {} events", stats.dropped_events));
+    }
+    if stats.cupti_dropped > 0 {
+        notes.add(
+            Some(path),
+            format!("CUPTI dropped {} activity records: GPU work and CUDA calls are missing", stats.cupti_dropped),
+        );
     }
     let info = ProcessInfo {
         id,

@@ -68,6 +68,9 @@ pub fn start(ring: RingWriter, commit_interval: Duration) -> std::io::Result<()>
 fn run(mut ring: RingWriter, commit_interval: Duration) {
     let mut strings_done = 0u32;
     let mut last_dropped = 0u64;
+    // Records CUPTI reported dropped: the sum of the CuptiDropped markers written, kept in the header.
+    let mut cupti_dropped = 0u64;
+    let mut cupti_dropped_stored = 0u64;
     let mut last_commit = Instant::now();
     let mut last_hooks = Instant::now();
     ring.append(&clock_sync());
@@ -98,7 +101,7 @@ fn run(mut ring: RingWriter, commit_interval: Duration) {
         }
         strings_done = define_new_strings(&mut ring, strings_done);
         // Every record that goes into the ring is tallied for the metrics file.
-        let (drained, dropped) = recorder::drain_slices(|recs| write_batch(&mut ring, recs));
+        let (drained, dropped) = recorder::drain_slices(|recs| write_batch(&mut ring, recs, &mut cupti_dropped));
         // Strings interned while we drained may be used by what we drained.
         strings_done = define_new_strings(&mut ring, strings_done);
         if dropped != last_dropped {
@@ -111,11 +114,15 @@ fn run(mut ring: RingWriter, commit_interval: Duration) {
             ring.set_dropped(dropped);
             last_dropped = dropped;
         }
+        if cupti_dropped != cupti_dropped_stored {
+            ring.set_cupti_dropped(cupti_dropped);
+            cupti_dropped_stored = cupti_dropped;
+        }
         // The hang watchdog: a report is committed at once (the job may be killed any moment now).
         let hang_reported = !stopping && hang_watchdog::poll();
         if hang_reported {
             PERIODIC_HOOKS.run_all(); // CUPTI: deliver what completed
-            recorder::drain_slices(|recs| write_batch(&mut ring, recs));
+            recorder::drain_slices(|recs| write_batch(&mut ring, recs, &mut cupti_dropped));
             strings_done = define_new_strings(&mut ring, strings_done);
         }
         // Commit early enough that the gap never exceeds the interval, whatever the sleep below.
@@ -146,12 +153,15 @@ fn run(mut ring: RingWriter, commit_interval: Duration) {
     }
 }
 
-/// Records going into the ring, tallied for the metrics file.
-fn write_batch(ring: &mut RingWriter, recs: &[Record]) {
+/// Records going into the ring: tallied for the metrics file, CUPTI's drop reports added up for the header.
+fn write_batch(ring: &mut RingWriter, recs: &[Record], cupti_dropped: &mut u64) {
     for (i, r) in recs.iter().enumerate() {
         // The records were just written by another core: ask for the lines a few records ahead.
         recorder::prefetch(recs, i + 8);
         tallies::observe_written(r);
+        if let Record::Marker { kind: MarkerKind::CuptiDropped, value, .. } = *r {
+            *cupti_dropped += value;
+        }
     }
     ring.append_all(recs);
 }

@@ -37,10 +37,18 @@ static size_t g_stage_len, g_stage_cap, g_stage_spare_cap;
 static pthread_mutex_t g_deliver_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint8_t *g_cur;
 static size_t g_cur_size, g_cur_used;
-static size_t g_dropped; /* atomic */
+static size_t g_dropped;         /* atomic: dropped since the last cuptiActivityGetNumDroppedRecords */
+static uint64_t g_dropped_total; /* atomic: dropped in this process (the ground truth's cupti_dropped) */
 static uint64_t g_period_ns;
 static uint64_t g_last_period_flush;
 static size_t g_attr_buffer_size = 3 << 20, g_attr_pool_limit = 250;
+
+/* One activity record dropped (async-signal-safe: atomics only). */
+static void count_drop(void)
+{
+    __atomic_add_fetch(&g_dropped, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&g_dropped_total, 1, __ATOMIC_RELAXED);
+}
 
 /* timestamps */
 static CUpti_TimestampCallbackFunc g_ts_cb;
@@ -220,7 +228,7 @@ static void stage(const void *rec, size_t size)
         /* re-entered from a signal handler on this thread: [uint64 padded size][record] */
         size_t at = __atomic_load_n(&t_pend_len, __ATOMIC_RELAXED);
         if (at + 8 + asz > STAGE_PENDING_BYTES) {
-            __atomic_add_fetch(&g_dropped, 1, __ATOMIC_RELAXED);
+            count_drop();
             return;
         }
         uint64_t hdr = asz;
@@ -231,7 +239,7 @@ static void stage(const void *rec, size_t size)
         return;
     }
     stage_lock();
-    if (stage_append_locked(rec, size, asz) != 0) __atomic_add_fetch(&g_dropped, 1, __ATOMIC_RELAXED);
+    if (stage_append_locked(rec, size, asz) != 0) count_drop();
     /* records of handlers that interrupted this thread (this call or, rarely, an earlier one) */
     size_t done = 0;
     for (;;) {
@@ -240,7 +248,7 @@ static void stage(const void *rec, size_t size)
             uint64_t hdr;
             memcpy(&hdr, t_pend + done, 8);
             if (stage_append_locked(t_pend + done + 8, (size_t)hdr, (size_t)hdr) != 0)
-                __atomic_add_fetch(&g_dropped, 1, __ATOMIC_RELAXED);
+                count_drop();
             done += 8 + (size_t)hdr;
         }
         size_t expect = len;
@@ -646,20 +654,20 @@ static unsigned deliver_staged(void)
         if (!size) break;
         g_record_count++;
         if (g_drop_every && g_record_count % g_drop_every == 0) {
-            __atomic_add_fetch(&g_dropped, 1, __ATOMIC_RELAXED);
+            count_drop();
             continue;
         }
         map_record(rec);
         if (g_cur && g_cur_used + asz > g_cur_size) complete_cur_locked();
         if (!g_cur) {
             if (!request_locked()) {
-                __atomic_add_fetch(&g_dropped, 1, __ATOMIC_RELAXED);
+                count_drop();
                 continue;
             }
             requests++;
         }
         if (g_cur_used + asz > g_cur_size) {
-            __atomic_add_fetch(&g_dropped, 1, __ATOMIC_RELAXED);
+            count_drop();
             continue;
         }
         memcpy(g_cur + g_cur_used, rec, size);
@@ -702,11 +710,25 @@ int sgc_worker_has_period(uint64_t *p)
 
 void sgc_atfork_child(void)
 {
+    __atomic_store_n(&g_dropped, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&g_dropped_total, 0, __ATOMIC_RELAXED);
     pthread_mutex_init(&g_stage_lock, NULL);
     pthread_mutex_init(&g_deliver_lock, NULL);
     pthread_mutex_init(&g_ts_lock, NULL);
     pthread_mutex_init(&g_sub_lock, NULL);
     g_stage_len = 0;
+}
+
+/* The ground truth of what this process's CUPTI dropped, once at exit, when a tool took activity
+ * records: {"type":"cupti_dropped","records":N}. */
+void sgc_write_truth(void)
+{
+    if (!g_cmp) return;
+    char j[192];
+    snprintf(j, sizeof j,
+             "{\"type\":\"cupti_dropped\",\"pid\":%d,\"rank\":%d,\"device\":-1,\"stream\":-1,\"records\":%llu}",
+             (int)getpid(), sg_rank(), (unsigned long long)__atomic_load_n(&g_dropped_total, __ATOMIC_RELAXED));
+    sg_truth_line(j);
 }
 
 /* ---------------------------------------------------------------- the API (forwarded by libcupti) */
