@@ -28,6 +28,31 @@ pub mod vars {
     pub const JOB_ID: &str = "TPROF_JOB_ID";
     /// Test only: tprof panics where it first records this name (see the shim's `config`).
     pub const TEST_PANIC: &str = "TPROF_TEST_PANIC";
+
+    /// Every variable above.
+    pub const ALL: [&str; 21] = [
+        DISABLE,
+        OUT,
+        RING_MB,
+        MODE,
+        STEPS,
+        SAMPLE,
+        FLIGHT_MB,
+        METRICS_FILE,
+        METRICS_INTERVAL,
+        FOLLOW_FORK,
+        STEP_MARKER,
+        HANG_TIMEOUT,
+        CUPTI,
+        CUPTI_PATH,
+        CLOCK,
+        BUFFER_EVENTS,
+        COMMIT_MS,
+        QUIET,
+        GPU_METRICS_HZ,
+        JOB_ID,
+        TEST_PANIC,
+    ];
 }
 
 /// `TPROF_OUT` when it is not set.

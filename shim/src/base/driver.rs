@@ -114,6 +114,7 @@ fn say_absent(call: &str, result: i32, meaning: &str) {
 }
 
 /// Test support: forget what was learnt.
+#[cfg(test)]
 pub fn reset_for_tests() {
     STATE.store(UNKNOWN, Ordering::Release);
     ABSENT_SAID.store(false, Ordering::Release);

@@ -73,6 +73,7 @@ pub fn reset_in_fork_child(follow_fork: bool) {
 }
 
 /// Test support: back to a clean enabled-able state after a deliberate panic test.
+#[cfg(test)]
 pub fn reset_for_tests() {
     if STATE.load(Ordering::Acquire) == PERMANENTLY_DISABLED {
         STATE.store(UNINIT, Ordering::Release);

@@ -77,8 +77,3 @@ pub fn poll() -> bool {
     messages::stderr_line(&format!("tprof: hang suspected: {what}; evidence flushed to {ring}"));
     true
 }
-
-/// A marker id for tests.
-pub fn reported() -> bool {
-    REPORTED_SINCE.load(Ordering::Relaxed) != 0
-}

@@ -11,7 +11,7 @@
 //! - `flight`: always open; the ring wraps and keeps the newest `TPROF_FLIGHT_MB` MiB. A *dump* makes the
 //!   ring durable now: a `Marker{FlightDump}` (value = [`Reason`] code, name = reason) is written, the
 //!   writer commits and asks the kernel to write the file out. Dumps happen on `tprof ctl dump`, SIGUSR2
-//!   (flight mode only), [`dump`] (the hang watchdog), fatal signals (`service::signals`) and exit.
+//!   (flight mode only), fatal signals (`service::signals`) and exit.
 //! - `metrics`: never open by itself; only counters ([`crate::record::call_counters`], [`tallies`], [`crate::metrics`]).
 //!
 //! In every mode a window can also be opened and closed on demand (`tprof ctl start|stop`, SIGUSR2
@@ -59,7 +59,7 @@ pub enum Reason {
     Signal = 4,
     /// Process exit.
     Exit = 5,
-    /// [`dump`] from inside the process (the hang watchdog).
+    /// A request from inside the process.
     Request = 6,
     /// A fatal signal (SIGSEGV, SIGBUS, SIGABRT, SIGFPE).
     Fatal = 7,
@@ -77,10 +77,6 @@ const REASONS: [(Reason, &str); 8] = [
 ];
 
 impl Reason {
-    pub fn name(self) -> &'static str {
-        REASONS[self as usize].1
-    }
-
     fn from_u8(v: u8) -> Reason {
         REASONS.get(v as usize).map(|r| r.0).unwrap_or(Reason::Request)
     }
@@ -199,11 +195,6 @@ pub fn on_enabled() {
 #[inline]
 pub fn tracks_steps() -> bool {
     TRACK_STEPS.load(Ordering::Relaxed)
-}
-
-/// The window is open now (edges applied here; `switch::is_recording` is the authoritative switch).
-pub fn window_open() -> bool {
-    switch::is_recording()
 }
 
 /// Registers the CUPTI activity switch (the first registration wins): called with `false` when a window closes and `true` when one
@@ -396,14 +387,6 @@ fn request_dump(reason: Reason, name: StrId) -> u64 {
     DUMP_NAME.store(name.0, Ordering::Release);
     DUMP_REASON.store(reason as u8, Ordering::Release);
     DUMPS_REQUESTED.fetch_add(1, Ordering::AcqRel) + 1
-}
-
-/// Makes the ring durable now, in any mode: the writer thread writes `Marker{FlightDump}` with
-/// `reason`, drains every thread's buffer, commits and starts writing the file out. Does not wait.
-/// For the hang watchdog and other in-process callers.
-pub fn dump(reason: &str) {
-    let name = if reason.is_empty() { StrId::NONE } else { interning::intern(reason) };
-    request_dump(Reason::Request, name);
 }
 
 /// Requests a dump for `reason` (`tprof ctl dump`, a fatal signal) with atomics only (so also from a

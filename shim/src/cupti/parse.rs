@@ -32,7 +32,7 @@ static PENDING: Mutex<Pending> = Mutex::new(Pending { recs: Vec::new() });
 
 #[inline]
 fn out(rec: Record) {
-    // capture (issue 7): GPU work launched inside a window is kept after the window closed; what is
+    // GPU work launched inside a window is kept after the window closed; what is
     // left out is counted for the metrics.
     if crate::capture::keep_gpu_record(&rec, session::interposers_bound()) {
         recorder::emit(rec);

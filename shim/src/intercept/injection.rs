@@ -12,11 +12,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 static INJECTED: AtomicBool = AtomicBool::new(false);
 
-/// True once the driver called `InitializeInjection`.
-pub fn injected() -> bool {
-    INJECTED.load(Ordering::Relaxed)
-}
-
 /// True when the process's global lookup of `cudaLaunchKernel` finds our wrapper (LD_PRELOAD, or
 /// libtprof linked in), i.e. the runtime interposers see the program's calls.
 pub fn interposers_bound() -> bool {

@@ -151,11 +151,6 @@ fn intern_pending(e: &Entry) -> StrId {
     id
 }
 
-/// Number of handles with a name.
-pub fn len() -> usize {
-    USED.load(Ordering::Relaxed)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -86,12 +86,12 @@ static STEPS_BEGUN: AtomicU64 = AtomicU64::new(0);
 thread_local! {
     /// Push depth of this thread (all domains) and which depths are step ranges.
     static DEPTH: Cell<(i32, u64)> = const { Cell::new((0, 0)) };
-    /// capture (issue 7): depths whose step range began while the window was closed (steps mode,
+    /// Depths whose step range began while the window was closed (steps mode,
     /// metrics): their end is reported to `capture::step_ended` although no StepEnd is recorded.
     static CLOSED_STEPS: Cell<u64> = const { Cell::new(0) };
 }
 
-/// capture (issue 7): start/end step ranges begun while the window was closed. 0 = free.
+/// Start/end step ranges begun while the window was closed. 0 = free.
 static CLOSED_STEP_RANGES: [AtomicU64; 32] = [const { AtomicU64::new(0) }; 32];
 
 /// A range or mark name, resolved from the three message forms.
@@ -206,11 +206,11 @@ fn step_begin(name: &Name, ts: u64, number: Option<u64>) {
 
 fn step_end(ts: u64) {
     recorder::emit(Record::Marker { kind: MarkerKind::StepEnd, ts, value: 0, name: StrId::NONE });
-    // capture (issue 7): may close the window (after the step's StepEnd was recorded).
+    // May close the window (after the step's StepEnd was recorded).
     crate::capture::step_ended(ts);
 }
 
-/// capture (issue 7): a step range begins while the window is closed. Returns Some(step number) when
+/// A step range begins while the window is closed. Returns Some(step number) when
 /// this step opened the window (then the caller records it), None when it stays closed (then the step
 /// is tracked in `closed` for its end).
 fn closed_step_begin(name: &Name) -> Option<u64> {
@@ -228,7 +228,7 @@ fn push(domain: StrId, name: Name) -> c_int {
     let _ = CLOSED_STEPS.try_with(|c| c.set(c.get() & !bit));
     let mut opened_at = None;
     if !recording() {
-        // capture (issue 7): a step range may open the window (steps mode) or is tracked closed.
+        // A step range may open the window (steps mode) or is tracked closed.
         opened_at = closed_step_begin(&name);
         if opened_at.is_none() || !switch::is_recording() {
             if crate::capture::tracks_steps() && step_matcher::is_step(name.id, name.text()) {
@@ -253,7 +253,7 @@ fn pop(domain: StrId) -> c_int {
     let (depth, bits) = DEPTH.try_with(|d| d.get()).unwrap_or((0, 0));
     let level = depth - 1;
     let _ = DEPTH.try_with(|d| d.set((level.max(0), bits)));
-    // capture (issue 7): the end of a step tracked while the window was closed.
+    // The end of a step tracked while the window was closed.
     if level >= 0 {
         let bit = 1u64 << level.min(63);
         if CLOSED_STEPS.try_with(|c| c.replace(c.get() & !bit) & bit != 0).unwrap_or(false) {
@@ -276,7 +276,7 @@ fn range_start(domain: StrId, name: Name) -> u64 {
     let id = NEXT_RANGE_ID.fetch_add(1, Ordering::Relaxed);
     let mut opened_at = None;
     if !recording() {
-        // capture (issue 7): a step range may open the window (steps mode) or is tracked closed.
+        // A step range may open the window (steps mode) or is tracked closed.
         opened_at = closed_step_begin(&name);
         if opened_at.is_none() || !switch::is_recording() {
             if crate::capture::tracks_steps() && step_matcher::is_step(name.id, name.text()) {
@@ -299,7 +299,7 @@ fn range_start(domain: StrId, name: Name) -> u64 {
 }
 
 fn range_end(id: u64) {
-    // capture (issue 7): the end of a step range tracked while the window was closed.
+    // The end of a step range tracked while the window was closed.
     if crate::capture::tracks_steps() {
         if let Some(slot) = CLOSED_STEP_RANGES.iter().find(|s| s.load(Ordering::Relaxed) == id) {
             slot.store(0, Ordering::Release);

@@ -211,18 +211,14 @@ fn new_buffer(generation: u64, tid: u32) -> *const ThreadBuffer {
     }
 }
 
-/// Consumer side (writer thread only): moves every pending record of the current generation to `sink`,
-/// frees buffers of exited threads once empty. Returns (records drained, total dropped so far).
-pub fn drain(mut sink: impl FnMut(&Record)) -> (u64, u64) {
-    drain_slices(|recs| recs.iter().for_each(&mut sink))
-}
-
 /// Most records handed over at once: the slots go back to the producer after each batch, so a long
 /// drain does not keep a busy thread's whole buffer from it.
 const DRAIN_BATCH: usize = 4096;
 
-/// [`drain`] in batches: `sink` gets runs of consecutive records (in order, per thread), each of at
-/// most [`DRAIN_BATCH`] records.
+/// Consumer side (writer thread only): moves every pending record of the current generation to `sink`
+/// in batches, frees buffers of exited threads once empty. `sink` gets runs of consecutive records (in
+/// order, per thread), each of at most [`DRAIN_BATCH`] records. Returns (records drained, total
+/// dropped so far).
 pub fn drain_slices(mut sink: impl FnMut(&[Record])) -> (u64, u64) {
     let generation = GENERATION.load(Ordering::Acquire);
     let mut drained = 0u64;
@@ -375,9 +371,4 @@ pub fn total_dropped() -> u64 {
         p = b.next.load(Ordering::Acquire);
     }
     d
-}
-
-/// Whether the recorder has ever been used in this process (for tests).
-pub fn has_buffers() -> bool {
-    !HEAD.load(Ordering::Acquire).is_null()
 }

@@ -413,7 +413,7 @@ fn injection_instead_of_preload_gives_the_same_gpu_records() {
     assert!(
         libcuda.windows(21).any(|w| w == b"CUDA_INJECTION64_PATH"),
         "prerequisite missing: the simulated libcuda.so.1 in {} does not load CUDA_INJECTION64_PATH at cuInit \
-         (tests/simgpu, issue 3), so injection cannot be tested",
+         (tests/simgpu), so injection cannot be tested",
         lib_dir.display()
     );
     let run = simtrain(2, &[], Attach::Injection);

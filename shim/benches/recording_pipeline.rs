@@ -1,11 +1,11 @@
-//! Recording-core benchmark (issue 2): measured side by side in one run, printed as ratios.
+//! Recording-core benchmark: measured side by side in one run, printed as ratios.
 //!   1. ns to record one API event on the hot path vs a bare clock read (the physical floor);
 //!   2. aggregate events/s through the whole pipeline (threads -> writer -> ring) with 1, 2, 4, 8 threads,
 //!      and the writer thread's CPU time per event written (steadier than events/s on a busy machine);
 //!   3. bytes per event on disk for API and kernel records.
 //!
 //! Numbers are only meaningful on an otherwise idle machine.
-//! Run: `cargo bench -p tprof-shim --bench record`.
+//! Run: `cargo bench -p tprof-shim --bench recording_pipeline`.
 
 use std::hint::black_box;
 use std::time::Instant;
