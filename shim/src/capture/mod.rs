@@ -12,7 +12,7 @@
 //!   ring durable now: a `Marker{FlightDump}` (value = [`Reason`] code, name = reason) is written, the
 //!   writer commits and asks the kernel to write the file out. Dumps happen on `tprof ctl dump`, SIGUSR2
 //!   (flight mode only), fatal signals (`service::signals`) and exit.
-//! - `metrics`: never open by itself; only counters ([`crate::record::call_counters`], [`tallies`], [`crate::metrics`]).
+//! - `metrics`: never open by itself; only counters ([`crate::record::call_counters`], [`tallies`], `service::metrics`).
 //!
 //! In every mode a window can also be opened and closed on demand (`tprof ctl start|stop`, SIGUSR2
 //! outside flight mode); while such a manual window is active the mode's own schedule waits.

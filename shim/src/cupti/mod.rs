@@ -2,7 +2,7 @@
 //! calls the interposers cannot see, on tprof's own clock.
 //!
 //! Lifecycle ([`start`], idempotent and cheap after the first call): load `libcupti` at run time
-//! ([`loader`]), claim the CUPTI subscriber slot (`cuptiSubscribe`, which is how another tool is
+//! ([`libcupti`]), claim the CUPTI subscriber slot (`cuptiSubscribe`, which is how another tool is
 //! detected), register the timestamp callback (so GPU times are `ticks::now()` ticks), the buffer
 //! callbacks ([`buffers`]) and enable the activity kinds. Completed buffers are parsed into
 //! [`tprof_format::Record`]s ([`parse`]), rewriting CUPTI correlation ids into shim ids through the

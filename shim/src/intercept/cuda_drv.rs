@@ -202,7 +202,7 @@ pub unsafe extern "C" fn cuLibraryGetKernel(out: *mut Handle, library: Handle, n
 slots!(cuInit);
 
 /// `cuInit`: recorded like any driver call, and always (also inside the runtime's implicit
-/// initialisation, or with the capture window closed) tells [`crate::driver`] whether the driver
+/// initialisation, or with the capture window closed) tells [`crate::base::driver`] whether the driver
 /// works: CUPTI and the NVML sampler start only after it returned `CUDA_SUCCESS`.
 #[no_mangle]
 pub unsafe extern "C" fn cuInit(flags: c_uint) -> c_int {
