@@ -124,17 +124,18 @@ fn begin_closed() -> Option<ApiCall> {
 
 /// Called by a wrapper that found the window closed: initialises tprof on the process's first call,
 /// then counts the call as made with the window closed and returns false, or returns true (counting
-/// nothing) when the window is open after all (initialisation just opened it). Behind the panic fence.
+/// nothing) when the window is open after all (initialisation just opened it). Runs on every call
+/// with the window closed, so it has no fence of its own: initialisation runs behind one, and the
+/// rest is relaxed loads and stores that cannot panic (the counter block's first registration,
+/// `call_counters::count_slow`, is fenced).
 #[inline(never)]
 pub(crate) fn count_closed_call() -> bool {
-    ffi_guard(false, || {
-        crate::lifecycle::ensure_init();
-        if crate::base::switch::is_recording() {
-            return true;
-        }
-        crate::record::call_counters::count_call_in(crate::record::thread::ctx(), false);
-        false
-    })
+    crate::lifecycle::ensure_init();
+    if crate::base::switch::is_recording() {
+        return true;
+    }
+    crate::record::call_counters::count_call_in(crate::record::thread::ctx(), false);
+    false
 }
 
 /// Starts a call behind the panic fence: `begin` (one of the `begin*` functions) and, when it

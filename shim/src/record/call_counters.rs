@@ -5,6 +5,8 @@
 
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
+use crate::base::panic_fence::ffi_guard;
+
 /// One thread's call counters, alone on its cache line.
 #[repr(align(64))]
 pub struct CallCounters {
@@ -74,7 +76,8 @@ pub fn count_call_in(ctx: &crate::record::thread::ThreadCtx, recording: bool) {
 #[cold]
 #[inline(never)]
 fn count_slow(ctx: &crate::record::thread::ThreadCtx, recording: bool) {
-    let p = if ctx.counters.get().is_null() { register(ctx) } else { std::ptr::null() };
+    // The first call of a thread registers its block (allocates): behind the panic fence.
+    let p = if ctx.counters.get().is_null() { ffi_guard(std::ptr::null(), || register(ctx)) } else { std::ptr::null() };
     if p.is_null() {
         RETIRED_CALLS.fetch_add(1, Ordering::Relaxed);
         if !recording {
