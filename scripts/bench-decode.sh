@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Decoder benchmark (issue 5, "Performance"): events/s and peak RSS of `tprof summary`, `diagnose`, `report` and of every
+# Decoder benchmark ("Performance"): events/s and peak RSS of `tprof summary`, `diagnose`, `report` and of every
 # `tprof export` format on generated multi-rank jobs, and `tprof summary` vs Holistic Trace
 # Analysis (load + temporal breakdown) on the same Kineto traces, side by side in one run.
 #

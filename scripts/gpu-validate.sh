@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The real-GPU validation kit (issue 9; docs/validation.md). On a machine with an NVIDIA GPU,
+# The real-GPU validation kit (docs/validation.md). On a machine with an NVIDIA GPU,
 # PyTorch (CUDA, CUPTI, NCCL from pip) and nvcc -- no Rust toolchain, no network needed -- it checks
 # tprof against reality in one short run (< 8 minutes):
 #   1. a small PyTorch training (scripts/gpu-validate/train.py: transformer, bf16, 30 steps, NVTX

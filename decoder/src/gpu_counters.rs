@@ -18,22 +18,9 @@ use serde::Serialize;
 use crate::model::*;
 use crate::steps::StepWindow;
 
-/// Well-known counter names (written by the shim's `gpu_metrics`).
+/// Well-known counter names (written by the shim's `gpu_metrics`; defined in the format crate).
 pub mod names {
-    pub const UTIL: &str = "gpu.util_pct";
-    pub const MEM_UTIL: &str = "gpu.mem_util_pct";
-    pub const MEM_USED: &str = "gpu.mem_used_bytes";
-    pub const SM_CLOCK: &str = "gpu.sm_clock_mhz";
-    pub const POWER: &str = "gpu.power_w";
-    pub const TEMP: &str = "gpu.temp_c";
-    pub const SM_ACTIVE: &str = "gpu.sm_active_pct";
-    pub const SM_OCCUPANCY: &str = "gpu.sm_occupancy_pct";
-    pub const TENSOR_ACTIVE: &str = "gpu.tensor_active_pct";
-    pub const DRAM_BW: &str = "gpu.dram_bw_pct";
-    pub const PCIE_TX: &str = "gpu.pcie_tx_MBps";
-    pub const PCIE_RX: &str = "gpu.pcie_rx_MBps";
-    pub const NVLINK_RX: &str = "gpu.nvlink_rx_MBps";
-    pub const NVLINK_TX: &str = "gpu.nvlink_tx_MBps";
+    pub use tprof_format::counter_names::*;
     /// Display order of the summary table (the ones present are shown).
     pub const TABLE: [&str; 8] = [UTIL, SM_ACTIVE, TENSOR_ACTIVE, DRAM_BW, NVLINK_RX, NVLINK_TX, POWER, MEM_USED];
 }

@@ -402,15 +402,8 @@ fn rank_step_rows(
         .collect()
 }
 
-/// nccl-tests bus bandwidth factor.
-pub fn bus_factor(op: CollOp, nranks: u32) -> f64 {
-    let n = nranks.max(1) as f64;
-    match op {
-        CollOp::AllReduce => 2.0 * (n - 1.0) / n,
-        CollOp::AllGather | CollOp::ReduceScatter | CollOp::AllToAll => (n - 1.0) / n,
-        _ => 1.0,
-    }
-}
+/// nccl-tests bus bandwidth factor (shared with the shim's metrics).
+pub use tprof_format::bus_bandwidth::bus_factor;
 
 /// Message-size bucket: the power of two at or above `bytes`.
 pub fn size_bucket(bytes: u64) -> u64 {

@@ -5,15 +5,24 @@
 //! [`header`] holds the process identity and live counters, [`record`] the event vocabulary,
 //! [`codec`] the compact framed encoding, [`chunk`] the chunk framing, [`writer`] the crash-tolerant
 //! ring writer and [`reader`] the damage-tolerant reader; [`clock`] converts ticks to nanoseconds.
+//!
+//! Beyond the file, the contracts both sides speak live here too, so neither keeps a copy:
+//! [`settings`] (the `TPROF_*` variables, capture modes, step ranges, duty cycles, durations),
+//! [`control_protocol`] (`tprof ctl` and the process's control socket), [`counter_names`] (the GPU
+//! counters) and [`bus_bandwidth`] (the nccl-tests bus factor).
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod bus_bandwidth;
 pub mod chunk;
 pub mod clock;
 pub mod codec;
+pub mod control_protocol;
+pub mod counter_names;
 pub mod error;
 pub mod header;
 pub mod reader;
 pub mod record;
+pub mod settings;
 pub mod strings;
 pub mod varint;
 pub mod writer;

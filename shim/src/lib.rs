@@ -3,25 +3,12 @@
 //! See docs/DESIGN.md ("The shim") for the module owners and the recording API.
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod base;
 pub mod capture;
-pub mod clock;
-pub mod config;
-pub mod control;
-pub mod correlation;
-pub mod counters;
 pub mod cupti;
-pub mod driver;
-pub mod fork;
 pub mod gpu_metrics;
-pub mod guard;
-pub mod hang;
-pub mod injection;
 pub mod intercept;
-pub mod metrics;
-pub mod nccl;
+pub mod lifecycle;
 pub mod nvtx;
-pub mod recorder;
-pub mod state;
-pub mod strings;
-pub mod thread;
-pub mod writer_thread;
+pub mod record;
+pub mod service;

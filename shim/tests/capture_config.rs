@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use tprof::capture::{DutyCycle, StepRange};
-use tprof::config::{Config, Mode};
+use tprof::base::config::Config;
+use tprof_format::settings::{DutyCycle, Mode, StepRange};
 
 fn cfg(pairs: &[(&str, &str)]) -> Config {
     Config::from_lookup(|k| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string()))

@@ -24,9 +24,9 @@ fn control_socket_drives_the_capture_window() {
     std::env::set_var("TPROF_QUIET", "1");
     std::env::set_var("TPROF_METRICS_FILE", dir.path().join("m-%p.prom"));
     std::env::set_var("TPROF_METRICS_INTERVAL", "100ms");
-    tprof::state::ensure_init();
-    assert_eq!(tprof::state::state(), tprof::state::ENABLED);
-    assert!(!tprof::state::is_recording(), "metrics mode starts closed");
+    tprof::lifecycle::ensure_init();
+    assert_eq!(tprof::base::switch::state(), tprof::base::switch::ENABLED);
+    assert!(!tprof::base::switch::is_recording(), "metrics mode starts closed");
 
     let sock = out.join(format!("tprof-{}.sock", std::process::id()));
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
@@ -39,21 +39,21 @@ fn control_socket_drives_the_capture_window() {
         "{status}"
     );
     assert_eq!(send(&sock, "start"), "ok window=open\n");
-    assert!(tprof::state::is_recording());
+    assert!(tprof::base::switch::is_recording());
     assert_eq!(send(&sock, "start"), "ok window=open was=open\n");
     assert_eq!(send(&sock, "stop"), "ok window=closed\n");
-    assert!(!tprof::state::is_recording());
+    assert!(!tprof::base::switch::is_recording());
     assert_eq!(send(&sock, "dump"), "ok dumped\n");
     assert!(send(&sock, "bogus").starts_with("error: unknown command"));
 
     // Counters stay on with the window closed.
-    let (calls0, closed0) = tprof::counters::calls();
-    tprof::counters::count_call(false);
-    let (calls1, closed1) = tprof::counters::calls();
+    let (calls0, closed0) = tprof::record::call_counters::calls();
+    tprof::record::call_counters::count_call(false);
+    let (calls1, closed1) = tprof::record::call_counters::calls();
     assert_eq!((calls1 - calls0, closed1 - closed0), (1, 1));
 
     std::thread::sleep(std::time::Duration::from_millis(300));
-    tprof::state::shutdown_for_tests();
+    tprof::lifecycle::shutdown_for_tests();
     assert!(!sock.exists(), "the socket is removed at exit");
     let metrics = std::fs::read_to_string(dir.path().join(format!("m-{}.prom", std::process::id()))).unwrap();
     assert!(metrics.contains("# TYPE tprof_intercepted_calls_total counter"), "{metrics}");

@@ -29,11 +29,11 @@ fn simgpu_lib_dir() -> PathBuf {
 #[test]
 fn child_entry() {
     if std::env::var(ROLE).is_ok() {
-        tprof::state::ensure_init();
+        tprof::lifecycle::ensure_init();
         tprof::gpu_metrics::start();
         let ms: u64 = std::env::var("CHILD_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(800);
         std::thread::sleep(Duration::from_millis(ms));
-        tprof::state::shutdown_for_tests();
+        tprof::lifecycle::shutdown_for_tests();
     }
 }
 

@@ -15,7 +15,7 @@ fn api(arg: u64) -> Record {
         tid: 1,
         domain: ApiDomain::Runtime,
         name: StrId::NONE,
-        start: tprof::clock::now(),
+        start: tprof::base::ticks::now(),
         end: 0,
         result: 0,
         correlation: 0,
@@ -26,38 +26,38 @@ fn api(arg: u64) -> Record {
 }
 
 fn monotonic_ns() -> u64 {
-    tprof::clock::monotonic_ns()
+    tprof::base::ticks::monotonic_ns()
 }
 
 /// Child roles run when this binary is re-executed with `TPROF_TEST_ROLE` set.
 fn child_main(role: &str) {
-    tprof::state::ensure_init();
+    tprof::lifecycle::ensure_init();
     match role {
         "steady" => {
             // One event every 100 us until killed.
             let mut i = 0u64;
             loop {
-                tprof::recorder::emit(api(i));
+                tprof::record::recorder::emit(api(i));
                 i += 1;
                 std::thread::sleep(Duration::from_micros(100));
             }
         }
         "forker" => {
             for i in 0..1000 {
-                tprof::recorder::emit(api(i));
+                tprof::record::recorder::emit(api(i));
             }
             // SAFETY: test child; the forked child only uses async-signal-safe paths of tprof plus its
             // own re-initialisation, which is what this test checks.
             let pid = unsafe { libc::fork() };
             if pid == 0 {
-                tprof::state::ensure_init();
+                tprof::lifecycle::ensure_init();
                 for i in 0..500 {
-                    tprof::recorder::emit(api(100_000 + i));
+                    tprof::record::recorder::emit(api(100_000 + i));
                 }
                 std::process::exit(0);
             }
             for i in 1000..2000 {
-                tprof::recorder::emit(api(i));
+                tprof::record::recorder::emit(api(i));
             }
             let mut status = 0;
             // SAFETY: waiting for our own child.

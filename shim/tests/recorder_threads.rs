@@ -14,18 +14,18 @@ fn eight_threads_one_million_events_each_exactly_once_in_order() {
     std::env::set_var("TPROF_OUT", dir.path());
     std::env::set_var("TPROF_RING_MB", "512");
     std::env::set_var("TPROF_CUPTI", "0");
-    tprof::state::ensure_init();
-    assert_eq!(tprof::state::state(), tprof::state::ENABLED);
-    let name = tprof::strings::intern("test_event");
+    tprof::lifecycle::ensure_init();
+    assert_eq!(tprof::base::switch::state(), tprof::base::switch::ENABLED);
+    let name = tprof::record::interning::intern("test_event");
     let handles: Vec<_> = (0..THREADS)
         .map(|t| {
             std::thread::spawn(move || {
                 for i in 0..PER_THREAD {
-                    tprof::recorder::emit(Record::Api {
+                    tprof::record::recorder::emit(Record::Api {
                         tid: t as u32,
                         domain: ApiDomain::Runtime,
                         name,
-                        start: tprof::clock::now(),
+                        start: tprof::base::ticks::now(),
                         end: 0,
                         result: 0,
                         correlation: 0,
@@ -40,8 +40,8 @@ fn eight_threads_one_million_events_each_exactly_once_in_order() {
     for h in handles {
         h.join().unwrap();
     }
-    tprof::state::shutdown_for_tests();
-    let path = tprof::state::ring_path().unwrap().clone();
+    tprof::lifecycle::shutdown_for_tests();
+    let path = tprof::base::process::ring_path().unwrap().clone();
     let r = RingReader::open(&path).unwrap();
     assert!(r.damage().is_empty(), "{:?}", r.damage());
     assert!(r.stats().clean_close());

@@ -1,5 +1,5 @@
 //! `tprof ctl`: start, stop, dump or query capture in running processes through their control sockets
-//! (`<out>/tprof-<pid>.sock`, created by libtprof; see `shim/src/control.rs` for the line protocol).
+//! (`<out>/tprof-<pid>.sock`, created by libtprof; the line protocol is `tprof_format::control_protocol`).
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
+use tprof_format::control_protocol::{self, status, Request, Until};
+use tprof_format::settings::{self, vars};
 
 const EXAMPLES: &str = "EXAMPLES:
     tprof ctl --all start --duration 5s     capture 5 s on every rank of the job now
@@ -21,7 +23,7 @@ const EXAMPLES: &str = "EXAMPLES:
 #[command(after_help = EXAMPLES)]
 pub struct CtlCmd {
     /// Output directory the processes write to (their TPROF_OUT): where the sockets are.
-    #[arg(long, default_value = "tprof-out", global = true)]
+    #[arg(long, default_value = settings::DEFAULT_OUT_DIR, global = true)]
     pub out: PathBuf,
     /// Every process with a socket in the output directory (every rank of a job).
     #[arg(long, global = true)]
@@ -52,39 +54,26 @@ pub enum CtlAction {
     Status,
 }
 
-/// Parses `5s`, `500ms`, `2m`, `1h`, `7` (seconds).
+/// Parses `5s`, `500ms`, `2m`, `1h`, `7` (seconds); not zero.
 pub fn parse_duration(s: &str) -> Option<Duration> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let v: f64 = num.parse().ok()?;
-    if !v.is_finite() || v <= 0.0 {
-        return None;
-    }
-    let secs = match unit.trim() {
-        "ms" => v / 1000.0,
-        "s" | "" => v,
-        "m" | "min" => v * 60.0,
-        "h" => v * 3600.0,
-        _ => return None,
-    };
-    Some(Duration::from_secs_f64(secs))
+    settings::parse_duration(s).filter(|d| !d.is_zero())
 }
 
 /// The request line for an action.
 pub fn request_line(action: &CtlAction) -> Result<String, String> {
-    Ok(match action {
+    let request = match action {
         CtlAction::Start { duration: Some(d), .. } => {
             let d = parse_duration(d).ok_or_else(|| format!("--duration {d:?}: not a duration like 5s or 500ms"))?;
-            format!("start duration_ms={}", d.as_millis().max(1))
+            Request::Start(Until::Elapsed(d))
         }
         CtlAction::Start { steps: Some(0), .. } => return Err("--steps must be at least 1".into()),
-        CtlAction::Start { steps: Some(n), .. } => format!("start steps={n}"),
-        CtlAction::Start { .. } => "start".into(),
-        CtlAction::Stop => "stop".into(),
-        CtlAction::Dump => "dump".into(),
-        CtlAction::Status => "status".into(),
-    })
+        CtlAction::Start { steps: Some(n), .. } => Request::Start(Until::Steps(*n)),
+        CtlAction::Start { .. } => Request::Start(Until::Stopped),
+        CtlAction::Stop => Request::Stop,
+        CtlAction::Dump => Request::Dump,
+        CtlAction::Status => Request::Status,
+    };
+    Ok(request.line())
 }
 
 /// Every `tprof-<pid>.sock` in `dir`, by pid.
@@ -94,7 +83,7 @@ pub fn find_sockets(dir: &Path) -> Vec<(u32, PathBuf)> {
             rd.filter_map(|e| e.ok())
                 .filter_map(|e| {
                     let name = e.file_name().to_string_lossy().into_owned();
-                    let pid = name.strip_prefix("tprof-")?.strip_suffix(".sock")?.parse::<u32>().ok()?;
+                    let pid = control_protocol::socket_pid(&name)?;
                     Some((pid, e.path()))
                 })
                 .collect()
@@ -109,8 +98,11 @@ fn out_dir_of(pid: u32) -> Option<PathBuf> {
     let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
     let out = env
         .split(|&b| b == 0)
-        .find_map(|kv| kv.strip_prefix(b"TPROF_OUT=").map(|v| String::from_utf8_lossy(v).into_owned()))
-        .unwrap_or_else(|| "tprof-out".into());
+        .find_map(|kv| {
+            let v = kv.strip_prefix(vars::OUT.as_bytes())?.strip_prefix(b"=")?;
+            Some(String::from_utf8_lossy(v).into_owned())
+        })
+        .unwrap_or_else(|| settings::DEFAULT_OUT_DIR.into());
     let out = PathBuf::from(out);
     if out.is_absolute() {
         Some(out)
@@ -165,10 +157,10 @@ pub fn run(c: &CtlCmd) -> i32 {
             found
         }
         (false, Some(pid)) => {
-            let mut p = c.out.join(format!("tprof-{pid}.sock"));
+            let mut p = control_protocol::socket_path(&c.out, pid);
             if !p.exists() {
                 if let Some(dir) = out_dir_of(pid) {
-                    p = dir.join(format!("tprof-{pid}.sock"));
+                    p = control_protocol::socket_path(&dir, pid);
                 }
             }
             if !p.exists() {
@@ -242,16 +234,16 @@ fn reply_line(pid: u32, action: &CtlAction, reply: &str) -> String {
             format!(
                 "pid {pid} rank {}: mode={} window={} manual={} windows={} events={} dropped={} calls={} \
                  (unrecorded {}) ring={}",
-                get("rank"),
-                get("mode"),
-                get("window"),
-                get("manual"),
-                get("windows"),
-                get("events"),
-                get("dropped"),
-                get("calls"),
-                get("calls_unrecorded"),
-                get("ring")
+                get(status::RANK),
+                get(status::MODE),
+                get(status::WINDOW),
+                get(status::MANUAL),
+                get(status::WINDOWS),
+                get(status::EVENTS),
+                get(status::DROPPED),
+                get(status::CALLS),
+                get(status::CALLS_UNRECORDED),
+                get(status::RING)
             )
         }
         _ => format!("pid {pid}: {first}"),

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use tprof_format::{type_name, Damage, Decoded, RingReader};
+use tprof_format::{type_name, Damage, Decoded, MarkerKind, Record, RingReader};
 
 fn open(path: &Path) -> Result<RingReader, i32> {
     RingReader::open(path).map_err(|e| {
@@ -91,10 +91,16 @@ pub fn info(path: &Path) -> i32 {
     let mut counts: BTreeMap<&'static str, u64> = BTreeMap::new();
     let (mut lo, mut hi) = (u64::MAX, 0u64);
     let mut damage: Vec<Damage> = r.damage().to_vec();
+    // What CUPTI reported dropped, as the ring's CuptiDropped markers tell it (rings of older writers
+    // have the markers but not the header count).
+    let mut cupti_dropped_marked = 0u64;
     for item in r.records() {
         match item {
             Ok(Decoded::Record(rec)) => {
                 *counts.entry(rec.type_name()).or_default() += 1;
+                if let Record::Marker { kind: MarkerKind::CuptiDropped, value, .. } = rec {
+                    cupti_dropped_marked += value;
+                }
                 if let Some(t) = rec.timestamp() {
                     if t > 0 {
                         lo = lo.min(t);
@@ -117,7 +123,8 @@ pub fn info(path: &Path) -> i32 {
         let span = tc.to_mono_ns(hi).saturating_sub(tc.to_mono_ns(lo));
         line!(o, "time span:   {:.6} s (wall {} .. {})", span as f64 / 1e9, tc.to_wall_ns(lo), tc.to_wall_ns(hi));
     }
-    line!(o, "dropped:     {} events (shim), {} records (CUPTI)", st.dropped_events, st.cupti_dropped);
+    let cupti_dropped = st.cupti_dropped.max(cupti_dropped_marked);
+    line!(o, "dropped:     {} events (shim), {} records (CUPTI)", st.dropped_events, cupti_dropped);
     if damage.is_empty() {
         line!(o, "damage:      none");
         return super::stdout::status(super::stdout::print(&o), 0);

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use clap::{Args, ValueEnum};
+use tprof_format::settings::{self, vars, DutyCycle, Mode, StepRange};
 
 const EXAMPLES: &str = "EXAMPLES:
     tprof run -- python train.py                          full trace of every rank
@@ -32,14 +33,18 @@ pub enum RunMode {
 }
 
 impl RunMode {
-    fn name(self) -> &'static str {
+    fn mode(self) -> Mode {
         match self {
-            RunMode::Full => "full",
-            RunMode::Steps => "steps",
-            RunMode::Sample => "sample",
-            RunMode::Flight => "flight",
-            RunMode::Metrics => "metrics",
+            RunMode::Full => Mode::Full,
+            RunMode::Steps => Mode::Steps,
+            RunMode::Sample => Mode::Sample,
+            RunMode::Flight => Mode::Flight,
+            RunMode::Metrics => Mode::Metrics,
         }
+    }
+
+    fn name(self) -> &'static str {
+        self.mode().name()
     }
 }
 
@@ -51,7 +56,7 @@ pub struct RunCmd {
     #[arg(long, value_enum, default_value = "full")]
     pub mode: RunMode,
     /// Where the ring files (one per process) and control sockets go.
-    #[arg(long, default_value = "tprof-out")]
+    #[arg(long, default_value = settings::DEFAULT_OUT_DIR)]
     pub out: PathBuf,
     /// Steps to capture in steps mode: A-B, optionally :every=N (implies --mode steps).
     #[arg(long, value_name = "A-B[:every=N]")]
@@ -77,20 +82,11 @@ pub struct RunCmd {
 }
 
 fn valid_steps(s: &str) -> bool {
-    let (range, every) = match s.split_once(':') {
-        Some((r, e)) => (r, e.strip_prefix("every=").map(|n| n.parse::<u64>().is_ok()).unwrap_or(false)),
-        None => (s, true),
-    };
-    let ok = match range.split_once('-') {
-        Some((a, b)) => matches!((a.parse::<u64>(), b.parse::<u64>()), (Ok(a), Ok(b)) if a <= b),
-        None => range.parse::<u64>().is_ok(),
-    };
-    ok && every
+    StepRange::parse(s).is_some()
 }
 
 fn valid_sample(s: &str) -> bool {
-    matches!(s.split_once('/'), Some((on, period))
-        if super::ctl::parse_duration(on).is_some() && super::ctl::parse_duration(period).is_some())
+    DutyCycle::parse(s).is_some()
 }
 
 /// The libtprof.so next to the running tprof binary.
@@ -116,20 +112,20 @@ pub fn environment(c: &RunCmd, lib: &Path, out: &Path, ld_preload: Option<&str>)
     let mut env = vec![
         ("LD_PRELOAD".to_string(), preload),
         ("NVTX_INJECTION64_PATH".to_string(), lib_s),
-        ("TPROF_OUT".to_string(), out.display().to_string()),
-        ("TPROF_MODE".to_string(), mode.name().to_string()),
+        (vars::OUT.to_string(), out.display().to_string()),
+        (vars::MODE.to_string(), mode.name().to_string()),
     ];
     let mut set = |k: &str, v: Option<String>| {
         if let Some(v) = v {
             env.push((k.to_string(), v));
         }
     };
-    set("TPROF_STEPS", c.steps.clone());
-    set("TPROF_SAMPLE", c.sample.clone());
-    let ring_var = if mode == RunMode::Flight { "TPROF_FLIGHT_MB" } else { "TPROF_RING_MB" };
+    set(vars::STEPS, c.steps.clone());
+    set(vars::SAMPLE, c.sample.clone());
+    let ring_var = if mode == RunMode::Flight { vars::FLIGHT_MB } else { vars::RING_MB };
     set(ring_var, c.ring_mb.map(|m| m.to_string()));
-    set("TPROF_METRICS_FILE", c.metrics_file.as_ref().map(|p| absolute(p).display().to_string()));
-    set("TPROF_METRICS_INTERVAL", c.metrics_interval.clone());
+    set(vars::METRICS_FILE, c.metrics_file.as_ref().map(|p| absolute(p).display().to_string()));
+    set(vars::METRICS_INTERVAL, c.metrics_interval.clone());
     env
 }
 

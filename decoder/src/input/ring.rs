@@ -153,8 +153,14 @@ fn process_info(
     let h = reader.header();
     let stats = reader.stats();
     let dropped = stats.dropped_events + stats.cupti_dropped;
-    if dropped > 0 {
-        notes.add(Some(path), format!("the recorder dropped {dropped} events"));
+    if stats.dropped_events > 0 {
+        notes.add(Some(path), format!("the recorder dropped {} events", stats.dropped_events));
+    }
+    if stats.cupti_dropped > 0 {
+        notes.add(
+            Some(path),
+            format!("CUPTI dropped {} activity records: GPU work and CUDA calls are missing", stats.cupti_dropped),
+        );
     }
     ProcessInfo {
         id,

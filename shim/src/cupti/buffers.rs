@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 
 use cupti_sys as sys;
 
-use crate::guard;
+use super::{parse, session};
+use crate::base::panic_fence::ffi_guard;
+use crate::record::reentrancy;
 
 pub const BUFFER_BYTES: usize = 4 << 20;
 const POOL: usize = 8;
@@ -81,10 +83,10 @@ fn give_back(p: *mut u8) {
 
 /// CUPTI's buffer request callback.
 pub unsafe extern "C" fn request(buffer: *mut *mut u8, size: *mut usize, max_num_records: *mut usize) {
-    guard::ffi_guard((), || {
+    ffi_guard((), || {
         let got = take();
         let declines_ok =
-            super::api().map(|a| sys::cupti_version_has(a.version, sys::CUPTI_API_VERSION_12_9)).unwrap_or(false);
+            session::api().map(|a| sys::cupti_version_has(a.version, sys::CUPTI_API_VERSION_12_9)).unwrap_or(false);
         let (p, n) = match got {
             Some(p) => (p, BUFFER_BYTES),
             // CUPTI before API version 27 may crash on a declined buffer: allocate past the cap.
@@ -117,18 +119,18 @@ pub unsafe extern "C" fn complete(
     _size: usize,
     valid_size: usize,
 ) {
-    guard::ffi_guard((), || {
+    ffi_guard((), || {
         if buffer.is_null() {
             return;
         }
         // CUDA calls CUPTI triggers from here must not be recorded (None: already inside, fine).
-        let _inside = guard::Reentrancy::enter();
-        if let Some(api) = super::api() {
+        let _inside = reentrancy::Reentrancy::enter();
+        if let Some(api) = session::api() {
             if valid_size > 0 {
                 // SAFETY: CUPTI hands back a buffer we gave it, with `valid_size` bytes of records.
-                unsafe { super::parse::parse_buffer(api, buffer, valid_size) };
+                unsafe { parse::parse_buffer(api, buffer, valid_size) };
             }
-            super::report_dropped(api);
+            session::report_dropped(api);
         }
         give_back(buffer);
     })

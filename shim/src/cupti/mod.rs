@@ -2,8 +2,8 @@
 //! calls the interposers cannot see, on tprof's own clock.
 //!
 //! Lifecycle ([`start`], idempotent and cheap after the first call): load `libcupti` at run time
-//! ([`loader`]), claim the CUPTI subscriber slot (`cuptiSubscribe`, which is how another tool is
-//! detected), register the timestamp callback (so GPU times are `clock::now()` ticks), the buffer
+//! ([`libcupti`]), claim the CUPTI subscriber slot (`cuptiSubscribe`, which is how another tool is
+//! detected), register the timestamp callback (so GPU times are `ticks::now()` ticks), the buffer
 //! callbacks ([`buffers`]) and enable the activity kinds. Completed buffers are parsed into
 //! [`tprof_format::Record`]s ([`parse`]), rewriting CUPTI correlation ids into shim ids through the
 //! external-correlation table ([`corrmap`]).
@@ -14,20 +14,22 @@
 
 mod buffers;
 mod corrmap;
-mod loader;
+mod libcupti;
 mod parse;
-pub mod sharing;
+mod session;
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use std::sync::OnceLock;
 
 use cupti_sys as sys;
-use tprof_format::{MarkerKind, Record, StrId};
+use tprof_format::{MarkerKind, Record};
 
-use crate::{clock, config, guard, recorder, state, strings};
+use crate::base::{config, dynamic_loader, messages, panic_fence, switch, ticks};
+use crate::lifecycle;
+use crate::record::{interning, recorder, reentrancy};
 
-pub use loader::CuptiApi;
+pub use libcupti::CuptiApi;
+pub use session::{interposers_bound, register_interposed_calls};
 
 const UNSTARTED: u8 = 0;
 const STARTING: u8 = 1;
@@ -38,11 +40,6 @@ const STOPPED: u8 = 4;
 const YIELDED: u8 = 5;
 
 static STATE: AtomicU8 = AtomicU8::new(UNSTARTED);
-static API: OnceLock<CuptiApi> = OnceLock::new();
-/// Whether the runtime/driver interposers see the program's calls (LD_PRELOAD), decided at start.
-static INTERPOSERS_BOUND: AtomicBool = AtomicBool::new(false);
-/// Records CUPTI reported dropped, in total.
-static DROPPED_TOTAL: AtomicU64 = AtomicU64::new(0);
 
 thread_local! {
     /// External ids this thread pushed and has not popped (so a pop never underflows CUPTI's stack).
@@ -58,27 +55,6 @@ pub fn is_active() -> bool {
     STATE.load(Ordering::Relaxed) == ACTIVE
 }
 
-/// True once [`start`] has finished deciding (active, unavailable or stopped).
-pub fn is_decided() -> bool {
-    STATE.load(Ordering::Acquire) >= ACTIVE
-}
-
-/// The loaded CUPTI entry points, when CUPTI was loaded.
-pub fn api() -> Option<&'static CuptiApi> {
-    API.get()
-}
-
-/// True when the interposers are in the program's symbol lookup path (then CUPTI API records of hooked
-/// calls duplicate the interposers' records).
-pub fn interposers_bound() -> bool {
-    INTERPOSERS_BOUND.load(Ordering::Relaxed)
-}
-
-/// Records CUPTI reported dropped so far.
-pub fn dropped_total() -> u64 {
-    DROPPED_TOTAL.load(Ordering::Relaxed)
-}
-
 /// Pushes a shim correlation id as CUPTI external id (kind CUSTOM2) on this thread. No-op when CUPTI
 /// is not active. Pair with [`pop_external`] after the call that creates GPU work.
 #[inline]
@@ -86,7 +62,7 @@ pub fn push_external(id: u32) {
     if !is_active() {
         return;
     }
-    let Some(api) = API.get() else { return };
+    let Some(api) = session::api() else { return };
     // SAFETY: `push_external_id` is CUPTI's cuptiActivityPushExternalCorrelationId, resolved from the
     // loaded library with the matching C signature; it only touches CUPTI's per-thread stack.
     let r = unsafe { (api.push_external_id)(sys::CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2, id as u64) };
@@ -103,7 +79,7 @@ pub fn pop_external() {
         return;
     }
     let _ = PUSHED.try_with(|p| p.set(pushed - 1));
-    let Some(api) = API.get() else { return };
+    let Some(api) = session::api() else { return };
     let mut last = 0u64;
     // SAFETY: CUPTI's cuptiActivityPopExternalCorrelationId with its C signature; `last` is ours.
     unsafe { (api.pop_external_id)(sys::CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2, &mut last) };
@@ -115,7 +91,7 @@ pub fn flush() {
     if !is_active() {
         return;
     }
-    if let Some(api) = API.get() {
+    if let Some(api) = session::api() {
         // SAFETY: cuptiActivityFlushAll with its C signature; no tprof lock is held here.
         let r = unsafe { (api.flush_all)(0) };
         if r != sys::CUPTI_SUCCESS && !FLUSH_FAILURE_NOTED.swap(true, Ordering::Relaxed) {
@@ -137,13 +113,13 @@ fn flush_at_exit() {
     if STATE.compare_exchange(ACTIVE, STOPPED, Ordering::AcqRel, Ordering::Acquire).is_err() {
         return;
     }
-    if let Some(api) = API.get() {
+    if let Some(api) = session::api() {
         // SAFETY: cuptiActivityFlushAll with its C signature; no tprof lock is held here, so the
         // completion callback (which may run on this thread) cannot deadlock on us.
         let r = unsafe { (api.flush_all)(sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) };
         note_if_failed("cuptiActivityFlushAll at exit: records CUPTI still held are lost", r);
         parse::flush_pending();
-        report_dropped(api);
+        session::report_dropped(api);
     }
 }
 
@@ -164,7 +140,7 @@ fn set_activity(on: bool) {
         DISABLE_AT.store(0, Ordering::Release);
         switch_kinds(true);
     } else {
-        DISABLE_AT.store(clock::monotonic_ns() + DISABLE_GRACE_NS, Ordering::Release);
+        DISABLE_AT.store(ticks::monotonic_ns() + DISABLE_GRACE_NS, Ordering::Release);
     }
 }
 
@@ -177,7 +153,7 @@ static DISABLE_AT: AtomicU64 = AtomicU64::new(0);
 fn apply_scheduled_disable() {
     let at = DISABLE_AT.load(Ordering::Acquire);
     if at != 0
-        && clock::monotonic_ns() >= at
+        && ticks::monotonic_ns() >= at
         && DISABLE_AT.compare_exchange(at, 0, Ordering::AcqRel, Ordering::Acquire).is_ok()
     {
         switch_kinds(false);
@@ -188,9 +164,9 @@ fn switch_kinds(on: bool) {
     if ACTIVITY_ON.swap(on, Ordering::AcqRel) == on {
         return;
     }
-    let Some(api) = API.get() else { return };
-    let _inside = guard::Reentrancy::enter();
-    guard::ffi_guard((), || {
+    let Some(api) = session::api() else { return };
+    let _inside = reentrancy::Reentrancy::enter();
+    panic_fence::ffi_guard((), || {
         let n = ENABLED_KINDS_COUNT.load(Ordering::Acquire);
         for slot in &ENABLED_KINDS[..n.min(ENABLED_KINDS.len())] {
             let kind: sys::CUpti_ActivityKind = slot.load(Ordering::Relaxed);
@@ -224,29 +200,29 @@ pub fn start() {
         return;
     }
     // Whatever CUPTI calls while it starts (cuInit, dlsym...) must not be recorded.
-    let _inside = guard::Reentrancy::enter();
-    let outcome = guard::ffi_guard(Err(Refusal::quiet("internal error while starting CUPTI")), start_inner);
+    let _inside = reentrancy::Reentrancy::enter();
+    let outcome = panic_fence::ffi_guard(Err(Refusal::quiet("internal error while starting CUPTI")), start_inner);
     match outcome {
         Ok(()) => {
             STATE.store(ACTIVE, Ordering::Release);
-            state::register_flush_hook(flush_at_exit);
-            crate::writer_thread::register_periodic_hook(flush);
+            crate::service::writer_thread::register_exit_flush_hook(flush_at_exit);
+            crate::service::writer_thread::register_periodic_hook(flush);
             // Production modes: activity collection follows the capture window.
             crate::capture::register_activity_switch(set_activity);
         }
         Err(refusal) => {
             STATE.store(UNAVAILABLE, Ordering::Release);
             if refusal.warn {
-                state::warn_line(&format!(
+                messages::warn_line(&format!(
                     "CUPTI unavailable: {}; tprof records CUDA calls by interposition only (kernels without GPU times)",
                     refusal.reason
                 ));
             }
             recorder::emit(Record::Marker {
                 kind: MarkerKind::CuptiUnavailable,
-                ts: clock::now(),
+                ts: ticks::now(),
                 value: refusal.code as u64,
-                name: strings::intern(&refusal.reason),
+                name: interning::intern(&refusal.reason),
             });
         }
     }
@@ -307,18 +283,20 @@ unsafe extern "C" fn no_op_callback(
 /// (which did not register a timestamp callback of its own), CUPTI's default timebase instead:
 /// wall-clock nanoseconds, which Kineto and other clients expect.
 unsafe extern "C" fn timestamp_callback() -> u64 {
-    if STATE.load(Ordering::Relaxed) == YIELDED {
-        return clock::wall_ns();
-    }
-    clock::now()
+    panic_fence::ffi_guard(0, || {
+        if STATE.load(Ordering::Relaxed) == YIELDED {
+            return ticks::wall_ns();
+        }
+        ticks::now()
+    })
 }
 
 /// How long a program's CUPTI claim waits for tprof's own start to finish on another thread.
 const YIELD_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// The program claims CUPTI (`call`, see [`sharing`]): tprof hands it over, once. Returns after
+/// The program claims CUPTI (`call`, see `intercept::cupti_sharing`): tprof hands it over, once. Returns after
 /// tprof's subscription, callbacks and activity kinds are released (or were never taken).
-pub(crate) fn yield_to_program(call: &str) {
+pub fn yield_to_program(call: &str) {
     let started = std::time::Instant::now();
     loop {
         match STATE.load(Ordering::Acquire) {
@@ -350,8 +328,8 @@ pub(crate) fn yield_to_program(call: &str) {
 /// Gives back what tprof holds in CUPTI: its activity kinds, the records CUPTI still holds for it
 /// (flushed and parsed into the ring now), and its subscription.
 fn release_for_program() {
-    let Some(api) = API.get() else { return };
-    let _inside = guard::Reentrancy::enter();
+    let Some(api) = session::api() else { return };
+    let _inside = reentrancy::Reentrancy::enter();
     DISABLE_AT.store(0, Ordering::Release);
     // Flush before disabling: the work tprof saw launched is delivered to tprof, not lost.
     // SAFETY: cuptiActivityFlushAll with its C signature; no tprof lock is held, so the completion
@@ -370,7 +348,7 @@ fn release_for_program() {
     let r = unsafe { (api.flush_all)(sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) };
     note_if_failed("cuptiActivityFlushAll while yielding CUPTI to the program", r);
     parse::flush_pending();
-    report_dropped(api);
+    session::report_dropped(api);
     let sub = SUBSCRIBER.swap(0, Ordering::AcqRel);
     if sub != 0 {
         // SAFETY: the subscriber handle `start` obtained from cuptiSubscribe, released once.
@@ -385,14 +363,14 @@ fn say_yielded(call: &str, was_active: bool) {
         if was_active { "handed" } else { "leaves" }
     );
     if config::config().cupti {
-        state::warn_line(&reason);
+        messages::warn_line(&reason);
     }
-    if state::state() == state::ENABLED {
+    if switch::state() == switch::ENABLED {
         recorder::emit(Record::Marker {
             kind: MarkerKind::CuptiUnavailable,
-            ts: clock::now(),
+            ts: ticks::now(),
             value: 0,
-            name: strings::intern(&reason),
+            name: interning::intern(&reason),
         });
     }
 }
@@ -404,9 +382,9 @@ fn start_inner() -> Result<(), Refusal> {
     if !config::config().cupti {
         return Err(Refusal::quiet("disabled by TPROF_CUPTI=0"));
     }
-    INTERPOSERS_BOUND.store(crate::injection::interposers_bound(), Ordering::Relaxed);
-    if !sharing::exports_bound() {
-        if let Some(own) = loader::already_loaded(&loader::loaded_objects()) {
+    session::decide_interposers_bound();
+    if !dynamic_loader::own_export_bound(c"cuptiSubscribe") {
+        if let Some(own) = libcupti::already_loaded(&dynamic_loader::loaded_objects()) {
             return Err(Refusal::warn(
                 format!(
                     "the program loaded {} itself and tprof is not preloaded, so it could not hand CUPTI over to the program's own profiler; GPU activity is not traced (preload libtprof.so to trace it)",
@@ -416,8 +394,8 @@ fn start_inner() -> Result<(), Refusal> {
             ));
         }
     }
-    let api = match loader::load() {
-        Ok(api) => API.get_or_init(|| api),
+    let api = match libcupti::load() {
+        Ok(api) => session::keep_api(api),
         Err(searched) => {
             return Err(Refusal::warn(format!("libcupti not found (looked in {searched}; set TPROF_CUPTI_PATH)"), 0))
         }
@@ -492,9 +470,9 @@ fn start_inner() -> Result<(), Refusal> {
     // Which CUPTI traces this process (`tprof dump` shows it).
     recorder::emit(Record::Marker {
         kind: MarkerKind::Note,
-        ts: clock::now(),
+        ts: ticks::now(),
         value: u64::from(api.version),
-        name: strings::intern(&format!("cupti: {} (API version {})", api.path, api.version)),
+        name: interning::intern(&format!("cupti: {} (API version {})", api.path, api.version)),
     });
     Ok(())
 }
@@ -507,9 +485,9 @@ fn note_if_failed(what: &str, r: sys::CUptiResult) {
     }
     recorder::emit(Record::Marker {
         kind: MarkerKind::Note,
-        ts: clock::now(),
+        ts: ticks::now(),
         value: r as u64,
-        name: strings::intern(&format!("{what} (returned {} {r})", sys::result_name(r))),
+        name: interning::intern(&format!("{what} (returned {} {r})", sys::result_name(r))),
     });
 }
 
@@ -522,50 +500,32 @@ fn note_timebase_offset(api: &CuptiApi, r: sys::CUptiResult) {
         let r = unsafe { get_ts(&mut cupti_ns) };
         note_if_failed("cuptiGetTimestamp: GPU times cannot be shifted into tprof's clock", r);
     }
-    let now = clock::now();
+    let now = ticks::now();
     recorder::emit(Record::Marker {
         kind: MarkerKind::Note,
         ts: now,
         value: cupti_ns,
-        name: strings::intern(&format!(
+        name: interning::intern(&format!(
             "cupti_timestamp_callback_refused result={r}: GPU times are CUPTI ns; value = cuptiGetTimestamp at ts"
         )),
     });
-}
-
-/// Emits `Marker{CuptiDropped}` for records CUPTI dropped since the last call.
-fn report_dropped(api: &CuptiApi) {
-    let mut dropped: usize = 0;
-    // SAFETY: cuptiActivityGetNumDroppedRecords(NULL, 0, &n) with its C signature; no tprof lock is
-    // held (CUPTI may take its own buffer lock here).
-    let r = unsafe { (api.get_num_dropped)(std::ptr::null_mut(), 0, &mut dropped) };
-    if r == sys::CUPTI_SUCCESS && dropped > 0 {
-        DROPPED_TOTAL.fetch_add(dropped as u64, Ordering::Relaxed);
-        recorder::emit(Record::Marker {
-            kind: MarkerKind::CuptiDropped,
-            ts: clock::now(),
-            value: dropped as u64,
-            name: StrId::NONE,
-        });
-    }
 }
 
 /// Starts CUPTI once tprof is enabled and the driver has been shown to work, whichever comes last.
 /// Cheap after the first call.
 #[inline]
 pub fn start_when_ready() {
-    if state::state() == state::ENABLED && crate::driver::works() {
+    if switch::state() == switch::ENABLED && crate::base::driver::works() {
         start();
     }
 }
 
 extern "C" fn constructor() {
     // Only in libtprof.so itself: test executables linking the rlib keep CUPTI out of their way.
-    guard::ffi_guard((), || {
-        if crate::nvtx::own_library_path().is_some() {
-            state::register_init_hook(start_when_ready);
-            crate::driver::on_ready(start_when_ready);
-            crate::intercept::dlsym::register_hooks(sharing::HOOKS);
+    panic_fence::ffi_guard((), || {
+        if dynamic_loader::own_library_path().is_some() {
+            lifecycle::register_init_hook(start_when_ready);
+            crate::base::driver::on_ready(start_when_ready);
         }
     })
 }
@@ -574,15 +534,3 @@ extern "C" fn constructor() {
 #[used]
 #[link_section = ".init_array"]
 static REGISTER_START: extern "C" fn() = constructor;
-
-/// Test support: the state name.
-pub fn state_name() -> &'static str {
-    match STATE.load(Ordering::Acquire) {
-        UNSTARTED => "unstarted",
-        STARTING => "starting",
-        ACTIVE => "active",
-        UNAVAILABLE => "unavailable",
-        YIELDED => "yielded",
-        _ => "stopped",
-    }
-}

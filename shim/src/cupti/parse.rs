@@ -15,9 +15,9 @@ use std::sync::Mutex;
 use cupti_sys as sys;
 use tprof_format::{ApiDomain, CopyKind, MemOp, MemSpace, MemoryKind, Record, StrId, SyncKind};
 
-use super::corrmap;
-use super::loader::CuptiApi;
-use crate::{recorder, strings};
+use super::libcupti::CuptiApi;
+use super::{corrmap, session};
+use crate::record::{interning, recorder};
 
 /// Buffers parsed so far (the age of pending records).
 static GENERATION: AtomicU64 = AtomicU64::new(0);
@@ -32,9 +32,9 @@ static PENDING: Mutex<Pending> = Mutex::new(Pending { recs: Vec::new() });
 
 #[inline]
 fn out(rec: Record) {
-    // capture (issue 7): GPU work launched inside a window is kept after the window closed; what is
+    // GPU work launched inside a window is kept after the window closed; what is
     // left out is counted for the metrics.
-    if crate::capture::keep_gpu_record(&rec) {
+    if crate::capture::keep_gpu_record(&rec, session::interposers_bound()) {
         recorder::emit(rec);
     }
 }
@@ -183,7 +183,7 @@ unsafe fn convert(api: &CuptiApi, p: *const u8, kind: u32) -> Option<(Record, u3
                 StrId::NONE
             } else {
                 // SAFETY: CUPTI's kernel name is a NUL-terminated string valid while the buffer is.
-                unsafe { strings::intern_cstr(k.name) }
+                unsafe { interning::intern_cstr(k.name) }
             };
             let rec = Record::Kernel {
                 device: k.device_id,
@@ -367,10 +367,8 @@ fn callback_info(api: &CuptiApi, domain: sys::CUpti_CallbackDomain, cbid: u32) -
         _ if domain == sys::CUPTI_CB_DOMAIN_RUNTIME_API => format!("cuda_runtime_cbid_{cbid}"),
         _ => format!("cuda_driver_cbid_{cbid}"),
     };
-    let duplicate = super::interposers_bound()
-        && !creates_gpu_work(&name)
-        && crate::intercept::hook_named(name.as_bytes()).is_some();
-    let id = strings::intern(&name);
+    let duplicate = session::interposers_bound() && !creates_gpu_work(&name) && session::interposed(name.as_bytes());
+    let id = interning::intern(&name);
     if let Some(s) = slot {
         s.store(id.0 | if duplicate { INTERPOSED_NO_WORK } else { 0 }, Ordering::Relaxed);
     }

@@ -123,7 +123,7 @@ pub enum LoadError {
 
 fn sym(h: *mut c_void, name: &CStr) -> Option<*mut c_void> {
     // SAFETY: `h` is a live handle from dlopen (never closed); the name is NUL-terminated.
-    let p = unsafe { crate::intercept::real::symbol_in(h, name) };
+    let p = unsafe { crate::base::dynamic_loader::symbol_in(h, name) };
     (!p.is_null()).then_some(p)
 }
 

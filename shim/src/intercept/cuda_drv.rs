@@ -10,9 +10,13 @@ use std::ffi::{c_char, c_int, c_uint, c_void};
 
 use tprof_format::{ApiDomain, MemSpace, SyncKind};
 
+use super::api_call::{begin, interpose, real_or, slots, started, Work};
 use super::cuda_rt_mem::{tracked_alloc, tracked_free};
+use super::cuda_types::{Dim3, Handle};
+use super::kernel_names;
 use super::real::DRV_ERR_NOT_FOUND;
-use super::{interpose, names, real_or, slots, Dim3, Handle, Work};
+use crate::base::panic_fence::ffi_guard;
+use crate::record::interning;
 
 /// `CUdeviceptr`.
 pub type DevPtr = u64;
@@ -48,7 +52,7 @@ fn launch(
     s: Handle,
 ) -> Work {
     Work::Launch {
-        name: names::lookup(f),
+        name: kernel_names::lookup(f),
         grid: Dim3 { x: gx, y: gy, z: gz },
         block: Dim3 { x: bx, y: by, z: bz },
         smem,
@@ -172,9 +176,10 @@ pub unsafe extern "C" fn cuModuleGetFunction(out: *mut Handle, module: Handle, n
     // SAFETY: forwarding the caller's arguments unchanged to the real function.
     let r = unsafe { real(out, module, name) };
     if r == 0 && !out.is_null() {
-        // SAFETY: on success the driver stored the handle into the caller's out-pointer; `name` is the
-        // caller's NUL-terminated kernel name, readable during this call.
-        unsafe { names::register_id(*out, crate::strings::intern_cstr(name)) };
+        // SAFETY: on success the driver stored the handle into the caller's out-pointer.
+        let f = unsafe { *out };
+        // SAFETY: `name` is the caller's NUL-terminated kernel name, readable during this call.
+        ffi_guard((), || unsafe { kernel_names::register_id(f, interning::intern_cstr(name)) });
     }
     r
 }
@@ -187,7 +192,9 @@ pub unsafe extern "C" fn cuLibraryGetKernel(out: *mut Handle, library: Handle, n
     let r = unsafe { real(out, library, name) };
     if r == 0 && !out.is_null() {
         // SAFETY: as in cuModuleGetFunction.
-        unsafe { names::register_id(*out, crate::strings::intern_cstr(name)) };
+        let k = unsafe { *out };
+        // SAFETY: as in cuModuleGetFunction.
+        ffi_guard((), || unsafe { kernel_names::register_id(k, interning::intern_cstr(name)) });
     }
     r
 }
@@ -195,22 +202,18 @@ pub unsafe extern "C" fn cuLibraryGetKernel(out: *mut Handle, library: Handle, n
 slots!(cuInit);
 
 /// `cuInit`: recorded like any driver call, and always (also inside the runtime's implicit
-/// initialisation, or with the capture window closed) tells [`crate::driver`] whether the driver
+/// initialisation, or with the capture window closed) tells [`crate::base::driver`] whether the driver
 /// works: CUPTI and the NVML sampler start only after it returned `CUDA_SUCCESS`.
 #[no_mangle]
 pub unsafe extern "C" fn cuInit(flags: c_uint) -> c_int {
     let real = real_or!(cuInit, fn(c_uint) -> c_int; DRV_ERR_NOT_FOUND);
-    let work = Work::Plain { arg: u64::from(flags) };
-    let call = super::begin().map(|mut call| {
-        call.start(&work);
-        call
-    });
+    let call = started(begin, || Work::Plain { arg: u64::from(flags) });
     // SAFETY: forwarding the caller's argument unchanged to the real function.
     let r = unsafe { real(flags) };
-    if let Some(call) = call {
+    if let Some((call, work)) = call {
         call.finish(ApiDomain::Driver, &cuInit::NAME, r, &work);
     }
-    crate::guard::ffi_guard((), || crate::driver::note_init_result(r));
+    ffi_guard((), || crate::base::driver::note_init_result(r));
     r
 }
 
@@ -222,7 +225,8 @@ pub unsafe extern "C" fn cuKernelGetFunction(out: *mut Handle, kernel: Handle) -
     let r = unsafe { real(out, kernel) };
     if r == 0 && !out.is_null() {
         // SAFETY: on success the driver stored the handle into the caller's out-pointer.
-        names::alias(unsafe { *out }, kernel);
+        let f = unsafe { *out };
+        ffi_guard((), || kernel_names::alias(f, kernel));
     }
     r
 }
@@ -250,7 +254,7 @@ macro_rules! drv_free {
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
             let real = real_or!($name, fn($($ty),*) -> c_int; DRV_ERR_NOT_FOUND);
             // SAFETY: forwarding the caller's arguments unchanged to the real function.
-            tracked_free(ApiDomain::Driver, &$name::NAME, $space, $ptr as u64, 0, || unsafe { real($($arg),*) })
+            tracked_free(ApiDomain::Driver, &$name::NAME, $space, $ptr as u64, || unsafe { real($($arg),*) })
         }
     };
 }

@@ -7,10 +7,14 @@
 
 use std::ffi::{c_char, c_int, c_uint, c_void};
 
-use tprof_format::{ApiDomain, StrId};
+use tprof_format::ApiDomain;
 
+use crate::base::panic_fence::ffi_guard;
+
+use super::api_call::{begin, call_tracked, interpose, real_or, set_current_device, slots, started, Work};
+use super::cuda_types::{per_thread, Dim3, Handle};
+use super::kernel_names;
 use super::real::RT_ERR_NO_DRIVER;
-use super::{call_tracked, interpose, names, per_thread, real_or, slots, Dim3, Handle, Work};
 
 /// `cudaLaunchConfig_t` (driver_types.h): the prefix we read.
 #[repr(C)]
@@ -23,15 +27,9 @@ pub struct LaunchConfig {
     pub num_attrs: c_uint,
 }
 
-/// The kernel name registered for a function handle (host stub, `cudaKernel_t`, `CUfunction`).
-/// Lock-free; [`StrId::NONE`] when unknown.
-pub fn kernel_name_for(func: *const c_void) -> StrId {
-    names::lookup(func)
-}
-
 #[inline]
 fn launch(func: *const c_void, grid: Dim3, block: Dim3, smem: usize, stream: Handle) -> Work {
-    Work::Launch { name: names::lookup(func), grid, block, smem: smem as u32, stream: stream as u64 }
+    Work::Launch { name: kernel_names::lookup(func), grid, block, smem: smem as u32, stream: stream as u64 }
 }
 
 /// `per_thread`: a `_ptsz` entry point (NULL = the per-thread default stream).
@@ -133,7 +131,9 @@ pub unsafe extern "C" fn __cudaRegisterFunction(
     g_dim: *mut c_void,
     w_size: *mut c_int,
 ) {
-    names::register_static(host_fun.cast(), if device_name.is_null() { device_fun } else { device_name });
+    ffi_guard((), || {
+        kernel_names::register_static(host_fun.cast(), if device_name.is_null() { device_fun } else { device_name })
+    });
     type Real = unsafe extern "C" fn(
         *mut *mut c_void,
         *const c_char,
@@ -164,7 +164,7 @@ pub unsafe extern "C" fn __cudaGetKernel(kernel: *mut *mut c_void, func: *const 
     if r == 0 && !kernel.is_null() {
         // SAFETY: on success the runtime stored the handle into the caller's non-null out-pointer.
         let k = unsafe { *kernel };
-        names::alias(k, func);
+        ffi_guard((), || kernel_names::alias(k, func));
     }
     r
 }
@@ -178,7 +178,8 @@ pub unsafe extern "C" fn cudaGetFuncBySymbol(func: *mut *mut c_void, symbol: *co
     let r = unsafe { real(func, symbol) };
     if r == 0 && !func.is_null() {
         // SAFETY: on success the runtime stored the handle into the caller's non-null out-pointer.
-        names::alias(unsafe { *func }, symbol);
+        let f = unsafe { *func };
+        ffi_guard((), || kernel_names::alias(f, symbol));
     }
     r
 }
@@ -187,18 +188,13 @@ pub unsafe extern "C" fn cudaGetFuncBySymbol(func: *mut *mut c_void, symbol: *co
 #[no_mangle]
 pub unsafe extern "C" fn cudaSetDevice(device: c_int) -> c_int {
     let real = real_or!(cudaSetDevice, fn(c_int) -> c_int; RT_ERR_NO_DRIVER);
-    let call = super::begin();
-    let work = Work::Plain { arg: device as u64 };
-    let mut call = call;
-    if let Some(c) = call.as_mut() {
-        c.start(&work);
-    }
+    let call = started(begin, || Work::Plain { arg: device as u64 });
     // SAFETY: forwarding the caller's argument unchanged to the real function.
     let r = unsafe { real(device) };
     if r == 0 && device >= 0 {
-        super::set_current_device(device as u32);
+        ffi_guard((), || set_current_device(device as u32));
     }
-    if let Some(c) = call {
+    if let Some((c, work)) = call {
         c.finish(ApiDomain::Runtime, &cudaSetDevice::NAME, r, &work);
     }
     r
@@ -220,7 +216,7 @@ pub unsafe extern "C" fn cudaLibraryGetKernel(kernel: *mut Handle, library: Hand
             if r == 0 && !kernel.is_null() {
                 // SAFETY: on success the runtime stored the handle into the caller's non-null out-pointer;
                 // `name` is the caller's NUL-terminated kernel name, valid for the call.
-                unsafe { names::register_id(*kernel, crate::strings::intern_cstr(name)) };
+                unsafe { kernel_names::register_id(*kernel, crate::record::interning::intern_cstr(name)) };
             }
         },
     )

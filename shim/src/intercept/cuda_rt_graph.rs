@@ -8,9 +8,12 @@
 
 use std::ffi::{c_int, c_ulonglong, c_void};
 
+use super::api_call::{call_tracked, interpose, real_or, slots, Work};
+use super::cuda_types::{per_thread, Handle};
+use super::graph_capture;
 use super::real::RT_ERR_NO_DRIVER;
-use super::{call_tracked, graph_capture, interpose, per_thread, real_or, slots, Handle, Work};
-use crate::strings::StaticName;
+use crate::base::panic_fence::ffi_guard;
+use crate::record::interning::StaticName;
 
 type Ptr = *mut c_void;
 
@@ -192,7 +195,7 @@ pub unsafe extern "C" fn cudaGraphInstantiateWithParams_ptsz(exec: *mut Handle, 
 pub unsafe extern "C" fn cudaGraphDestroy(graph: Handle) -> c_int {
     let real = real_or!(cudaGraphDestroy, fn(Handle) -> c_int; RT_ERR_NO_DRIVER);
     let call = || {
-        graph_capture::forget_graph(graph as usize);
+        ffi_guard((), || graph_capture::forget_graph(graph as usize));
         // SAFETY: forwarding the caller's argument unchanged to the real function.
         unsafe { real(graph) }
     };
@@ -204,7 +207,7 @@ pub unsafe extern "C" fn cudaGraphDestroy(graph: Handle) -> c_int {
 pub unsafe extern "C" fn cudaGraphExecDestroy(exec: Handle) -> c_int {
     let real = real_or!(cudaGraphExecDestroy, fn(Handle) -> c_int; RT_ERR_NO_DRIVER);
     let call = || {
-        graph_capture::forget_exec(exec as usize);
+        ffi_guard((), || graph_capture::forget_exec(exec as usize));
         // SAFETY: forwarding the caller's argument unchanged to the real function.
         unsafe { real(exec) }
     };

@@ -5,9 +5,12 @@ use std::ffi::{c_int, c_uint, c_void};
 
 use tprof_format::{ApiDomain, MemOp, MemSpace};
 
+use super::api_call::{begin_outer, current_device, interpose, real_or, slots, started, MemEvent, Work};
+use super::cuda_types::Handle;
+use super::memtrack;
 use super::real::RT_ERR_NO_DRIVER;
-use super::{begin_outer, current_device, interpose, memtrack, real_or, slots, Handle, MemEvent, Work};
-use crate::strings::StaticName;
+use crate::base::panic_fence::ffi_guard;
+use crate::record::interning::StaticName;
 
 type Ptr = *mut c_void;
 type CPtr = *const c_void;
@@ -105,31 +108,29 @@ pub(crate) unsafe fn tracked_alloc(
     real: impl FnOnce() -> c_int,
     allocated_bytes: impl FnOnce() -> u64,
 ) -> c_int {
-    let mut call = begin_outer();
-    let work = Work::Plain { arg: requested };
-    if let Some(c) = call.as_mut() {
-        c.start(&work);
-    }
+    let call = started(begin_outer, || Work::Plain { arg: requested });
     let r = real();
-    let Some(call) = call else { return r };
-    let device = if space == MemSpace::HostPinned { memtrack::HOST } else { current_device() };
-    let mem = if r == 0 {
-        // SAFETY: on success the real function stored the new pointer into the caller's out-pointer.
-        let addr = if out.is_null() { 0 } else { (unsafe { *out }) as u64 };
-        let bytes = allocated_bytes();
-        let reserved = memtrack::on_alloc(device, addr, bytes);
-        MemEvent { op: MemOp::Alloc, space, device, address: addr, bytes, reserved }
-    } else {
-        MemEvent {
-            op: MemOp::AllocFailed,
-            space,
-            device,
-            address: 0,
-            bytes: requested,
-            reserved: memtrack::reserved(device),
-        }
-    };
-    call.finish_memory(domain, name, r, &work, mem);
+    let Some((call, work)) = call else { return r };
+    ffi_guard((), || {
+        let device = if space == MemSpace::HostPinned { memtrack::HOST } else { current_device() };
+        let mem = if r == 0 {
+            // SAFETY: on success the real function stored the new pointer into the caller's out-pointer.
+            let addr = if out.is_null() { 0 } else { (unsafe { *out }) as u64 };
+            let bytes = allocated_bytes();
+            let reserved = memtrack::on_alloc(device, addr, bytes);
+            MemEvent { op: MemOp::Alloc, space, device, address: addr, bytes, reserved }
+        } else {
+            MemEvent {
+                op: MemOp::AllocFailed,
+                space,
+                device,
+                address: 0,
+                bytes: requested,
+                reserved: memtrack::reserved(device),
+            }
+        };
+        call.finish_memory(domain, name, r, &work, mem);
+    });
     r
 }
 
@@ -139,33 +140,29 @@ pub(crate) fn tracked_free(
     name: &StaticName,
     space: MemSpace,
     addr: u64,
-    stream: u64,
     real: impl FnOnce() -> c_int,
 ) -> c_int {
-    let mut call = begin_outer();
-    let mut work = Work::Plain { arg: 0 };
-    if let Some(c) = call.as_mut() {
-        c.start(&work);
-    }
+    let call = started(begin_outer, || Work::Plain { arg: 0 });
     let r = real();
-    let Some(call) = call else { return r };
-    let freed = if r == 0 { memtrack::on_free(addr) } else { None };
-    let (device, bytes, reserved) = match freed {
-        Some(f) => f,
-        None => {
-            let d = if space == MemSpace::HostPinned { memtrack::HOST } else { current_device() };
-            (d, 0, memtrack::reserved(d))
-        }
-    };
-    work = Work::Plain { arg: bytes };
-    let _ = stream;
-    call.finish_memory(
-        domain,
-        name,
-        r,
-        &work,
-        MemEvent { op: MemOp::Free, space, device, address: addr, bytes, reserved },
-    );
+    let Some((call, _)) = call else { return r };
+    ffi_guard((), || {
+        let freed = if r == 0 { memtrack::on_free(addr) } else { None };
+        let (device, bytes, reserved) = match freed {
+            Some(f) => f,
+            None => {
+                let d = if space == MemSpace::HostPinned { memtrack::HOST } else { current_device() };
+                (d, 0, memtrack::reserved(d))
+            }
+        };
+        let work = Work::Plain { arg: bytes };
+        call.finish_memory(
+            domain,
+            name,
+            r,
+            &work,
+            MemEvent { op: MemOp::Free, space, device, address: addr, bytes, reserved },
+        );
+    });
     r
 }
 
@@ -185,13 +182,13 @@ macro_rules! alloc_wrapper {
 }
 
 macro_rules! free_wrapper {
-    ($(#[$m:meta])* $name:ident($($arg:ident: $ty:ty),*), ptr = $ptr:ident, stream = $stream:expr, space = $space:expr) => {
+    ($(#[$m:meta])* $name:ident($($arg:ident: $ty:ty),*), ptr = $ptr:ident, space = $space:expr) => {
         $(#[$m])*
         #[no_mangle]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
             let real = real_or!($name, fn($($ty),*) -> c_int; RT_ERR_NO_DRIVER);
             // SAFETY: forwarding the caller's arguments unchanged to the real function.
-            tracked_free(ApiDomain::Runtime, &$name::NAME, $space, $ptr as u64, $stream as u64, || unsafe { real($($arg),*) })
+            tracked_free(ApiDomain::Runtime, &$name::NAME, $space, $ptr as u64, || unsafe { real($($arg),*) })
         }
     };
 }
@@ -252,13 +249,13 @@ pub unsafe extern "C" fn cudaMallocPitch(out: *mut Ptr, pitch: *mut usize, width
 
 free_wrapper!(
     /// `cudaFree`.
-    cudaFree(ptr: Ptr), ptr = ptr, stream = 0u64, space = MemSpace::Device);
+    cudaFree(ptr: Ptr), ptr = ptr, space = MemSpace::Device);
 free_wrapper!(
     /// `cudaFreeAsync`.
-    cudaFreeAsync(ptr: Ptr, stream: Handle), ptr = ptr, stream = stream, space = MemSpace::DeviceAsync);
+    cudaFreeAsync(ptr: Ptr, stream: Handle), ptr = ptr, space = MemSpace::DeviceAsync);
 free_wrapper!(
     /// `cudaFreeAsync_ptsz`.
-    cudaFreeAsync_ptsz(ptr: Ptr, stream: Handle), ptr = ptr, stream = stream, space = MemSpace::DeviceAsync);
+    cudaFreeAsync_ptsz(ptr: Ptr, stream: Handle), ptr = ptr, space = MemSpace::DeviceAsync);
 free_wrapper!(
     /// `cudaFreeHost`.
-    cudaFreeHost(ptr: Ptr), ptr = ptr, stream = 0u64, space = MemSpace::HostPinned);
+    cudaFreeHost(ptr: Ptr), ptr = ptr, space = MemSpace::HostPinned);

@@ -9,9 +9,11 @@
 
 use std::ffi::{c_int, c_uint, c_void};
 
+use super::api_call::{call_tracked, interpose, real_or, slots, Work};
+use super::cuda_types::{per_thread, Handle};
+use super::graph_capture;
 use super::real::RT_ERR_NO_DRIVER;
-use super::{call_tracked, graph_capture, interpose, per_thread, real_or, slots, Handle, Work};
-use crate::strings::StaticName;
+use crate::record::interning::StaticName;
 
 type HostFn = *const c_void;
 

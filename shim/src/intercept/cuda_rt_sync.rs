@@ -6,8 +6,10 @@ use std::ffi::{c_int, c_uint};
 
 use tprof_format::SyncKind;
 
+use super::api_call::{call_tracked, interpose, real_or, slots, Work};
+use super::cuda_types::{per_thread, Handle};
+use super::graph_capture;
 use super::real::RT_ERR_NO_DRIVER;
-use super::{call_tracked, graph_capture, interpose, per_thread, real_or, slots, Handle, Work};
 
 #[inline]
 fn sync(kind: SyncKind, stream: Handle, event: Handle) -> Work {
@@ -43,7 +45,12 @@ pub unsafe extern "C" fn cudaStreamWaitEvent_ptsz(stream: Handle, event: Handle,
     wait_event(&cudaStreamWaitEvent_ptsz::NAME, per_thread(stream), event, || unsafe { real(stream, event, flags) })
 }
 
-fn wait_event(name: &crate::strings::StaticName, stream: Handle, event: Handle, real: impl FnOnce() -> c_int) -> c_int {
+fn wait_event(
+    name: &crate::record::interning::StaticName,
+    stream: Handle,
+    event: Handle,
+    real: impl FnOnce() -> c_int,
+) -> c_int {
     call_tracked(graph_capture::any_active(), name, sync(SyncKind::StreamWaitEvent, stream, event), real, |r| {
         if r == 0 && graph_capture::any_active() {
             graph_capture::on_stream_wait(stream as u64, event as usize);

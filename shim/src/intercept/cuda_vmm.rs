@@ -13,10 +13,12 @@ use std::ffi::{c_int, c_ulonglong, c_void};
 
 use tprof_format::{ApiDomain, MemOp, MemSpace};
 
+use super::api_call::{begin_outer, current_device, interpose, real_or, slots, started, MemEvent, Work};
 use super::cuda_drv::DevPtr;
+use super::memtrack;
 use super::real::DRV_ERR_NOT_FOUND;
 use super::vmmtrack::{self, Freed};
-use super::{begin_outer, current_device, interpose, memtrack, real_or, slots, MemEvent, Work};
+use crate::base::panic_fence::ffi_guard;
 
 /// `CUmemGenericAllocationHandle`.
 pub type AllocHandle = c_ulonglong;
@@ -88,25 +90,30 @@ pub unsafe extern "C" fn cuMemCreate(
     flags: c_ulonglong,
 ) -> c_int {
     let real = real_or!(cuMemCreate, fn(*mut AllocHandle, usize, *const CuMemAllocationProp, c_ulonglong) -> c_int; DRV_ERR_NOT_FOUND);
-    let mut call = begin_outer();
-    let work = range(size);
-    if let Some(c) = call.as_mut() {
-        c.start(&work);
-    }
+    let call = started(begin_outer, || range(size));
     // SAFETY: forwarding the caller's arguments unchanged to the real function.
     let r = unsafe { real(handle, size, prop, flags) };
-    let Some(call) = call else { return r };
-    // SAFETY: `prop` is the caller's input, unchanged by the call.
-    let (space, device) = unsafe { location(prop) };
-    let bytes = size as u64;
-    let mem = if r == 0 && !handle.is_null() {
-        // SAFETY: on success the driver stored the new handle into the caller's out-pointer.
-        let h = unsafe { *handle };
-        MemEvent { op: MemOp::Alloc, space, device, address: h, bytes, reserved: vmmtrack::on_create(h, device, bytes) }
-    } else {
-        MemEvent { op: MemOp::AllocFailed, space, device, address: 0, bytes, reserved: memtrack::reserved(device) }
-    };
-    call.finish_memory(ApiDomain::Driver, &cuMemCreate::NAME, r, &work, mem);
+    let Some((call, work)) = call else { return r };
+    ffi_guard((), || {
+        // SAFETY: `prop` is the caller's input, unchanged by the call.
+        let (space, device) = unsafe { location(prop) };
+        let bytes = size as u64;
+        let mem = if r == 0 && !handle.is_null() {
+            // SAFETY: on success the driver stored the new handle into the caller's out-pointer.
+            let h = unsafe { *handle };
+            MemEvent {
+                op: MemOp::Alloc,
+                space,
+                device,
+                address: h,
+                bytes,
+                reserved: vmmtrack::on_create(h, device, bytes),
+            }
+        } else {
+            MemEvent { op: MemOp::AllocFailed, space, device, address: 0, bytes, reserved: memtrack::reserved(device) }
+        };
+        call.finish_memory(ApiDomain::Driver, &cuMemCreate::NAME, r, &work, mem);
+    });
     r
 }
 
@@ -114,22 +121,18 @@ pub unsafe extern "C" fn cuMemCreate(
 #[no_mangle]
 pub unsafe extern "C" fn cuMemRelease(handle: AllocHandle) -> c_int {
     let real = real_or!(cuMemRelease, fn(AllocHandle) -> c_int; DRV_ERR_NOT_FOUND);
-    let mut call = begin_outer();
-    let mut work = Work::Plain { arg: 0 };
-    if let Some(c) = call.as_mut() {
-        c.start(&work);
-    }
+    let call = started(begin_outer, || Work::Plain { arg: 0 });
     // SAFETY: forwarding the caller's argument unchanged to the real function.
     let r = unsafe { real(handle) };
-    let Some(call) = call else { return r };
-    match if r == 0 { vmmtrack::on_release(handle) } else { None } {
+    let Some((call, mut work)) = call else { return r };
+    ffi_guard((), || match if r == 0 { vmmtrack::on_release(handle) } else { None } {
         Some((device, bytes, reserved)) => {
             work = Work::Plain { arg: bytes };
             let mem = MemEvent { op: MemOp::Free, space: space_of(device), device, address: handle, bytes, reserved };
             call.finish_memory(ApiDomain::Driver, &cuMemRelease::NAME, r, &work, mem);
         }
         None => call.finish_memory_events(ApiDomain::Driver, &cuMemRelease::NAME, r, &work, &[]),
-    }
+    });
     r
 }
 
@@ -137,19 +140,17 @@ pub unsafe extern "C" fn cuMemRelease(handle: AllocHandle) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn cuMemRetainAllocationHandle(handle: *mut AllocHandle, addr: *mut c_void) -> c_int {
     let real = real_or!(cuMemRetainAllocationHandle, fn(*mut AllocHandle, *mut c_void) -> c_int; DRV_ERR_NOT_FOUND);
-    let mut call = begin_outer();
-    let work = Work::Plain { arg: 0 };
-    if let Some(c) = call.as_mut() {
-        c.start(&work);
-    }
+    let call = started(begin_outer, || Work::Plain { arg: 0 });
     // SAFETY: forwarding the caller's arguments unchanged to the real function.
     let r = unsafe { real(handle, addr) };
-    let Some(call) = call else { return r };
-    if r == 0 && !handle.is_null() {
-        // SAFETY: on success the driver stored the handle into the caller's out-pointer.
-        vmmtrack::on_retain(unsafe { *handle });
-    }
-    call.finish_memory_events(ApiDomain::Driver, &cuMemRetainAllocationHandle::NAME, r, &work, &[]);
+    let Some((call, work)) = call else { return r };
+    ffi_guard((), || {
+        if r == 0 && !handle.is_null() {
+            // SAFETY: on success the driver stored the handle into the caller's out-pointer.
+            vmmtrack::on_retain(unsafe { *handle });
+        }
+        call.finish_memory_events(ApiDomain::Driver, &cuMemRetainAllocationHandle::NAME, r, &work, &[]);
+    });
     r
 }
 
@@ -163,18 +164,16 @@ pub unsafe extern "C" fn cuMemMap(
     flags: c_ulonglong,
 ) -> c_int {
     let real = real_or!(cuMemMap, fn(DevPtr, usize, usize, AllocHandle, c_ulonglong) -> c_int; DRV_ERR_NOT_FOUND);
-    let mut call = begin_outer();
-    let work = range(size);
-    if let Some(c) = call.as_mut() {
-        c.start(&work);
-    }
+    let call = started(begin_outer, || range(size));
     // SAFETY: forwarding the caller's arguments unchanged to the real function.
     let r = unsafe { real(ptr, size, offset, handle, flags) };
-    let Some(call) = call else { return r };
-    if r == 0 {
-        vmmtrack::on_map(ptr, size as u64, handle);
-    }
-    call.finish_memory_events(ApiDomain::Driver, &cuMemMap::NAME, r, &work, &[]);
+    let Some((call, work)) = call else { return r };
+    ffi_guard((), || {
+        if r == 0 {
+            vmmtrack::on_map(ptr, size as u64, handle);
+        }
+        call.finish_memory_events(ApiDomain::Driver, &cuMemMap::NAME, r, &work, &[]);
+    });
     r
 }
 
@@ -182,32 +181,30 @@ pub unsafe extern "C" fn cuMemMap(
 #[no_mangle]
 pub unsafe extern "C" fn cuMemUnmap(ptr: DevPtr, size: usize) -> c_int {
     let real = real_or!(cuMemUnmap, fn(DevPtr, usize) -> c_int; DRV_ERR_NOT_FOUND);
-    let mut call = begin_outer();
-    let work = range(size);
-    if let Some(c) = call.as_mut() {
-        c.start(&work);
-    }
+    let call = started(begin_outer, || range(size));
     // SAFETY: forwarding the caller's arguments unchanged to the real function.
     let r = unsafe { real(ptr, size) };
-    let Some(call) = call else { return r };
-    let freed = if r == 0 { vmmtrack::on_unmap(ptr, size as u64) } else { Freed::default() };
-    let freed = freed.allocations();
-    let unset = MemEvent { op: MemOp::Free, space: MemSpace::Device, device: 0, address: 0, bytes: 0, reserved: 0 };
-    let mut mems = [unset; Freed::MAX];
-    let n = freed.len();
-    for (i, (m, f)) in mems.iter_mut().zip(freed).enumerate() {
-        // The device's total after this one: what it holds now plus what the later ones gave back.
-        let later: u64 = freed[i + 1..].iter().filter(|g| g.device == f.device).map(|g| g.bytes).sum();
-        let reserved = memtrack::reserved(f.device) + later;
-        *m = MemEvent {
-            op: MemOp::Free,
-            space: space_of(f.device),
-            device: f.device,
-            address: f.handle,
-            bytes: f.bytes,
-            reserved,
-        };
-    }
-    call.finish_memory_events(ApiDomain::Driver, &cuMemUnmap::NAME, r, &work, &mems[..n]);
+    let Some((call, work)) = call else { return r };
+    ffi_guard((), || {
+        let freed = if r == 0 { vmmtrack::on_unmap(ptr, size as u64) } else { Freed::default() };
+        let freed = freed.allocations();
+        let unset = MemEvent { op: MemOp::Free, space: MemSpace::Device, device: 0, address: 0, bytes: 0, reserved: 0 };
+        let mut mems = [unset; Freed::MAX];
+        let n = freed.len();
+        for (i, (m, f)) in mems.iter_mut().zip(freed).enumerate() {
+            // The device's total after this one: what it holds now plus what the later ones gave back.
+            let later: u64 = freed[i + 1..].iter().filter(|g| g.device == f.device).map(|g| g.bytes).sum();
+            let reserved = memtrack::reserved(f.device) + later;
+            *m = MemEvent {
+                op: MemOp::Free,
+                space: space_of(f.device),
+                device: f.device,
+                address: f.handle,
+                bytes: f.bytes,
+                reserved,
+            };
+        }
+        call.finish_memory_events(ApiDomain::Driver, &cuMemUnmap::NAME, r, &work, &mems[..n]);
+    });
     r
 }

@@ -13,9 +13,10 @@
 
 use std::ffi::{c_char, c_void, CStr};
 use std::ptr::null_mut;
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
-use super::{all_hooks, real, Hook};
+use super::proc_address::hook_named;
+use super::real::Hook;
+use crate::base::dynamic_loader;
 
 /// What the trampoline does: return `replacement` if non-null, else jump to `real` (glibc's dlsym).
 #[repr(C)]
@@ -24,52 +25,19 @@ pub struct Decision {
     pub real: *mut c_void,
 }
 
-const EXTRA_TABLES: usize = 8;
-static EXTRA_PTR: [AtomicPtr<Hook>; EXTRA_TABLES] = [const { AtomicPtr::new(null_mut()) }; EXTRA_TABLES];
-static EXTRA_LEN: [AtomicUsize; EXTRA_TABLES] = [const { AtomicUsize::new(0) }; EXTRA_TABLES];
-
-/// Adds a table of wrappers (e.g. NCCL's) that `dlsym` on a library handle should hand out.
-/// Returns false when the 8 extra table slots are taken.
-pub fn register_hooks(table: &'static [Hook]) -> bool {
-    for (p, l) in EXTRA_PTR.iter().zip(&EXTRA_LEN) {
-        // Length first, so a reader that sees the pointer sees the length (or 0: skipped).
-        if std::ptr::eq(p.load(Ordering::Acquire), table.as_ptr()) {
-            return true;
-        }
-        if p.load(Ordering::Acquire).is_null() {
-            l.store(table.len(), Ordering::Release);
-            if p.compare_exchange(null_mut(), table.as_ptr() as *mut Hook, Ordering::AcqRel, Ordering::Acquire).is_ok()
-            {
-                return true;
-            }
-        }
-    }
-    false
-}
-
-fn extra_hook(name: &[u8]) -> Option<&'static Hook> {
-    for (p, l) in EXTRA_PTR.iter().zip(&EXTRA_LEN) {
-        let ptr = p.load(Ordering::Acquire);
-        if ptr.is_null() {
-            return None;
-        }
-        let len = l.load(Ordering::Acquire);
-        // SAFETY: (ptr, len) were published by `register_hooks` from a `&'static [Hook]`.
-        let table: &'static [Hook] = unsafe { std::slice::from_raw_parts(ptr, len) };
-        if let Some(h) = table.iter().find(|h| h.name.to_bytes() == name) {
-            return Some(h);
-        }
-    }
-    None
+/// The wrappers of other libraries that `dlsym` on their handle hands out: NCCL's, and the CUPTI
+/// calls with which a program claims CUPTI.
+fn other_hooks() -> impl Iterator<Item = &'static Hook> {
+    super::nccl::hooks().chain(super::cupti_sharing::HOOKS)
 }
 
 fn find_hook(name: &[u8]) -> Option<&'static Hook> {
     if name.starts_with(b"cu") || name.starts_with(b"__cuda") {
-        if let Some(h) = all_hooks().find(|h| h.name.to_bytes() == name) {
+        if let Some(h) = hook_named(name) {
             return Some(h);
         }
     }
-    extra_hook(name)
+    other_hooks().find(|h| h.name.to_bytes() == name)
 }
 
 /// The decision behind the exported `dlsym`.
@@ -77,7 +45,7 @@ fn find_hook(name: &[u8]) -> Option<&'static Hook> {
 /// # Safety
 /// Same contract as `dlsym`: `handle` from `dlopen` or a pseudo-handle, `name` NULL or NUL-terminated.
 pub unsafe extern "C" fn decide(handle: *mut c_void, name: *const c_char) -> Decision {
-    let real_dlsym = real::real_dlsym_ptr();
+    let real_dlsym = dynamic_loader::glibc_dlsym();
     let pass = Decision { replacement: null_mut(), real: real_dlsym };
     if name.is_null() || handle.is_null() || handle == libc::RTLD_NEXT || real_dlsym.is_null() {
         return pass;
@@ -87,7 +55,7 @@ pub unsafe extern "C" fn decide(handle: *mut c_void, name: *const c_char) -> Dec
         let cname = unsafe { CStr::from_ptr(name) };
         let hook = find_hook(cname.to_bytes())?;
         // SAFETY: `handle` is the caller's dlopen handle, as dlsym requires.
-        let p = unsafe { real::dlsym_real(handle, cname) };
+        let p = unsafe { dynamic_loader::symbol(handle, cname) };
         if p.is_null() || p as *const () == hook.wrapper {
             return None;
         }

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use tprof_format::StrId;
 
-use super::Dim3;
+use super::cuda_types::Dim3;
 
 /// Capture sequences in progress (a launch checks this first).
 static ACTIVE: AtomicU32 = AtomicU32::new(0);
@@ -42,7 +42,7 @@ const STREAM_PER_THREAD: u64 = 0x2;
 fn stream_key(stream: u64) -> Option<usize> {
     match stream {
         0 | STREAM_LEGACY => None,
-        STREAM_PER_THREAD => Some(((crate::thread::tid() as usize) << 4) | STREAM_PER_THREAD as usize),
+        STREAM_PER_THREAD => Some(((crate::record::thread::tid() as usize) << 4) | STREAM_PER_THREAD as usize),
         s => Some(s as usize),
     }
 }
@@ -122,7 +122,7 @@ static GRAPHS_FULL: AtomicU32 = AtomicU32::new(0);
 
 fn warn_once(flag: &AtomicU32, msg: &str) {
     if flag.swap(1, Ordering::Relaxed) == 0 {
-        crate::state::warn_line(msg);
+        crate::base::messages::warn_line(msg);
     }
 }
 

@@ -13,8 +13,10 @@
 use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void, CStr};
 use std::sync::atomic::{AtomicI32, Ordering};
 
-use super::real::{self, DRV_ERR_NOT_FOUND, RT_ERR_NO_DRIVER};
-use super::{hook_named, Hook};
+use super::hook_tables::cuda_wrappers;
+use super::real::{cstr, Hook};
+use super::real::{DRV_ERR_NOT_FOUND, RT_ERR_NO_DRIVER};
+use crate::base::dynamic_loader::{is_own, DefiningObject};
 
 /// `CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM` / `cudaEnablePerThreadDefaultStream`.
 const PER_THREAD: u64 = 2;
@@ -141,7 +143,7 @@ entries! {
 fn select(symbol: &[u8], version: impl FnOnce() -> c_int, flags: u64, real_ptr: *mut c_void) -> Option<&'static Hook> {
     let mut candidates = ENTRIES.iter().filter(|e| e.base == symbol).peekable();
     candidates.peek()?;
-    if let Some(object) = real::DefiningObject::of(real_ptr) {
+    if let Some(object) = DefiningObject::of(real_ptr) {
         for e in candidates {
             for name in std::iter::once(e.legacy).chain(e.per_thread) {
                 if let Some(hook) = hook_named(name) {
@@ -172,7 +174,7 @@ unsafe fn substitute(symbol: *const c_char, pfn: *mut *mut c_void, version: impl
     }
     // SAFETY: the resolver succeeded, so `pfn` holds a pointer (maybe NULL) written by it.
     let real_ptr = unsafe { *pfn };
-    if real_ptr.is_null() || real::is_own(real_ptr) {
+    if real_ptr.is_null() || is_own(real_ptr) {
         return;
     }
     // SAFETY: the caller's NUL-terminated symbol name.
@@ -185,7 +187,7 @@ unsafe fn substitute(symbol: *const c_char, pfn: *mut *mut c_void, version: impl
     }
 }
 
-super::slots!(
+super::api_call::slots!(
     cuGetProcAddress,
     cuGetProcAddress_v2,
     cudaGetDriverEntryPoint,
@@ -198,7 +200,7 @@ macro_rules! hooks {
     ($($name:ident),*) => {
         /// The resolver hooks, for the `dlsym` hook (and `cuGetProcAddress("cuGetProcAddress")`).
         pub static HOOKS: &[Hook] = &[$(Hook {
-            name: super::cstr(concat!(stringify!($name), "\0").as_bytes()),
+            name: cstr(concat!(stringify!($name), "\0").as_bytes()),
             real: &$name::REAL,
             wrapper: $name as *const (),
         }),*];
@@ -212,6 +214,12 @@ hooks!(
     cudaGetDriverEntryPointByVersion,
     cudaGetDriverEntryPointByVersion_ptsz
 );
+
+/// The wrapper exported under `name`, with its real slot: a CUDA runtime or driver wrapper, or one of
+/// the resolvers below.
+pub fn hook_named(name: &[u8]) -> Option<&'static Hook> {
+    cuda_wrappers().chain(HOOKS.iter()).find(|h| h.name.to_bytes() == name)
+}
 
 /// The version assumed for `cudaGetDriverEntryPoint` when the runtime's own cannot be asked (every
 /// runtime that has the call is >= 11.3; 12.0 is the oldest we support).
@@ -230,9 +238,9 @@ fn runtime_version(cache: &AtomicI32, real_fn: *mut c_void) -> c_int {
 }
 
 fn query_runtime_version(real_fn: *mut c_void) -> Option<c_int> {
-    let object = real::DefiningObject::of(real_fn)?;
+    let object = DefiningObject::of(real_fn)?;
     let f = object.symbol(c"cudaRuntimeGetVersion");
-    if f.is_null() || real::is_own(f) {
+    if f.is_null() || is_own(f) {
         return None;
     }
     type GetVersion = unsafe extern "C" fn(*mut c_int) -> c_int;
@@ -252,13 +260,12 @@ pub unsafe extern "C" fn cuGetProcAddress(
     version: c_int,
     flags: u64,
 ) -> c_int {
-    let real =
-        super::real_or!(cuGetProcAddress, fn(*const c_char, *mut *mut c_void, c_int, u64) -> c_int; DRV_ERR_NOT_FOUND);
+    let real = super::api_call::real_or!(cuGetProcAddress, fn(*const c_char, *mut *mut c_void, c_int, u64) -> c_int; DRV_ERR_NOT_FOUND);
     // SAFETY: forwarding the caller's arguments unchanged to the real resolver.
     let r = unsafe { real(symbol, pfn, version, flags) };
     if r == 0 {
         // SAFETY: the resolver succeeded with these caller pointers.
-        crate::guard::ffi_guard((), || unsafe { substitute(symbol, pfn, || version, flags) });
+        crate::base::panic_fence::ffi_guard((), || unsafe { substitute(symbol, pfn, || version, flags) });
     }
     r
 }
@@ -272,13 +279,13 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(
     flags: u64,
     status: *mut c_int,
 ) -> c_int {
-    let real = super::real_or!(cuGetProcAddress_v2, fn(*const c_char, *mut *mut c_void, c_int, u64, *mut c_int) -> c_int;
+    let real = super::api_call::real_or!(cuGetProcAddress_v2, fn(*const c_char, *mut *mut c_void, c_int, u64, *mut c_int) -> c_int;
         DRV_ERR_NOT_FOUND);
     // SAFETY: forwarding the caller's arguments unchanged to the real resolver.
     let r = unsafe { real(symbol, pfn, version, flags, status) };
     if r == 0 {
         // SAFETY: the resolver succeeded with these caller pointers.
-        crate::guard::ffi_guard((), || unsafe { substitute(symbol, pfn, || version, flags) });
+        crate::base::panic_fence::ffi_guard((), || unsafe { substitute(symbol, pfn, || version, flags) });
     }
     r
 }
@@ -289,7 +296,7 @@ macro_rules! rt_entry_point {
         #[no_mangle]
         pub unsafe extern "C" fn $name(symbol: *const c_char, pfn: *mut *mut c_void, flags: c_ulonglong, status: *mut c_int) -> c_int {
             static VERSION: AtomicI32 = AtomicI32::new(0);
-            let real = super::real_or!($name, fn(*const c_char, *mut *mut c_void, c_ulonglong, *mut c_int) -> c_int;
+            let real = super::api_call::real_or!($name, fn(*const c_char, *mut *mut c_void, c_ulonglong, *mut c_int) -> c_int;
                 RT_ERR_NO_DRIVER);
             // SAFETY: forwarding the caller's arguments unchanged to the real function.
             let r = unsafe { real(symbol, pfn, flags, status) };
@@ -297,7 +304,7 @@ macro_rules! rt_entry_point {
                 let flags = if flags == 0 { $default } else { flags };
                 let version = || runtime_version(&VERSION, real as *mut c_void);
                 // SAFETY: the query succeeded with these caller pointers.
-                crate::guard::ffi_guard((), || unsafe { substitute(symbol, pfn, version, flags) });
+                crate::base::panic_fence::ffi_guard((), || unsafe { substitute(symbol, pfn, version, flags) });
             }
             r
         }
@@ -315,14 +322,14 @@ macro_rules! rt_entry_point_by_version {
             flags: c_ulonglong,
             status: *mut c_int,
         ) -> c_int {
-            let real = super::real_or!($name, fn(*const c_char, *mut *mut c_void, c_uint, c_ulonglong, *mut c_int) -> c_int;
+            let real = super::api_call::real_or!($name, fn(*const c_char, *mut *mut c_void, c_uint, c_ulonglong, *mut c_int) -> c_int;
                 RT_ERR_NO_DRIVER);
             // SAFETY: forwarding the caller's arguments unchanged to the real function.
             let r = unsafe { real(symbol, pfn, version, flags, status) };
             if r == 0 {
                 let flags = if flags == 0 { $default } else { flags };
                 // SAFETY: the query succeeded with these caller pointers.
-                crate::guard::ffi_guard((), || unsafe { substitute(symbol, pfn, || version as c_int, flags) });
+                crate::base::panic_fence::ffi_guard((), || unsafe { substitute(symbol, pfn, || version as c_int, flags) });
             }
             r
         }

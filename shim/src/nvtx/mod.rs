@@ -11,22 +11,24 @@
 //! # NCCL's own ranges
 //! NCCL (>= 2.2x) emits a range in domain "NCCL" for each of its API calls. When the NCCL
 //! interposers see those calls they already record each one as a collective record, so a domain
-//! "NCCL" created while a real NCCL call made by an interposer runs ([`crate::nccl::forwarding`])
+//! "NCCL" created while a real NCCL call made by an interposer runs ([`crate::intercept::nccl::real_calls::forwarding`])
 //! gets a *muted* handle: its ranges, marks and registered strings cost one tag test and record
 //! nothing. A domain "NCCL" created elsewhere (NCCL linked statically into another library, whose
 //! calls tprof does not see) records as any other domain.
 
-mod steps;
+mod step_matcher;
 
 use std::cell::Cell;
-use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use tprof_format::{MarkerKind, Record, StrId};
 
-use crate::{clock, guard, recorder, state, strings, thread};
+use crate::base::{panic_fence, switch, ticks};
+use crate::lifecycle;
+use crate::record::{interning, recorder, thread};
 
-pub use steps::{glob, StepMatcher};
+pub use step_matcher::{glob, StepMatcher};
 
 type FnPtr = Option<unsafe extern "C" fn()>;
 /// `NvtxFunctionTable`: an array of pointers to the slots of one module.
@@ -84,12 +86,12 @@ static STEPS_BEGUN: AtomicU64 = AtomicU64::new(0);
 thread_local! {
     /// Push depth of this thread (all domains) and which depths are step ranges.
     static DEPTH: Cell<(i32, u64)> = const { Cell::new((0, 0)) };
-    /// capture (issue 7): depths whose step range began while the window was closed (steps mode,
+    /// Depths whose step range began while the window was closed (steps mode,
     /// metrics): their end is reported to `capture::step_ended` although no StepEnd is recorded.
     static CLOSED_STEPS: Cell<u64> = const { Cell::new(0) };
 }
 
-/// capture (issue 7): start/end step ranges begun while the window was closed. 0 = free.
+/// Start/end step ranges begun while the window was closed. 0 = free.
 static CLOSED_STEP_RANGES: [AtomicU64; 32] = [const { AtomicU64::new(0) }; 32];
 
 /// A range or mark name, resolved from the three message forms.
@@ -99,7 +101,7 @@ struct Name {
 
 impl Name {
     fn text(&self) -> &'static [u8] {
-        strings::lookup(self.id).unwrap_or(b"")
+        interning::lookup(self.id).unwrap_or(b"")
     }
 }
 
@@ -107,7 +109,7 @@ impl Name {
 /// `p` must be NULL or a NUL-terminated string.
 unsafe fn name_from_cstr(p: *const c_char) -> Name {
     // SAFETY: forwarded contract.
-    Name { id: unsafe { strings::intern_cstr(p) } }
+    Name { id: unsafe { interning::intern_cstr(p) } }
 }
 
 /// # Safety
@@ -132,7 +134,7 @@ unsafe fn name_from_wide(p: *const u32) -> Name {
         n += ch.encode_utf8(&mut buf[n..]).len();
         i += 1;
     }
-    Name { id: strings::intern_bytes(&buf[..n]) }
+    Name { id: interning::intern_bytes(&buf[..n]) }
 }
 
 /// # Safety
@@ -175,20 +177,24 @@ fn muted(d: *const c_void) -> bool {
 
 /// The handle of a new domain: muted for NCCL's own domain while the NCCL interposers see its calls.
 fn create_domain(name: Name) -> *const c_void {
-    let tag = if name.text() == NCCL_DOMAIN && crate::nccl::forwarding() { TAG_MUTED_DOMAIN } else { TAG_DOMAIN };
+    let tag = if name.text() == NCCL_DOMAIN && crate::intercept::nccl::real_calls::forwarding() {
+        TAG_MUTED_DOMAIN
+    } else {
+        TAG_DOMAIN
+    };
     (tag | name.id.0 as u64) as *const c_void
 }
 
 #[inline]
 fn recording() -> bool {
-    state::ensure_init();
-    state::is_recording()
+    lifecycle::ensure_init();
+    switch::is_recording()
 }
 
 /// The number of a step that begins now: the name's trailing number, else the count of steps begun.
 fn step_number(name: &Name) -> u64 {
     let n = STEPS_BEGUN.fetch_add(1, Ordering::Relaxed);
-    steps::trailing_number(name.text()).unwrap_or(n)
+    step_matcher::trailing_number(name.text()).unwrap_or(n)
 }
 
 /// `number`: already taken by `step_number` (a step that opened the capture window), else None.
@@ -200,19 +206,19 @@ fn step_begin(name: &Name, ts: u64, number: Option<u64>) {
 
 fn step_end(ts: u64) {
     recorder::emit(Record::Marker { kind: MarkerKind::StepEnd, ts, value: 0, name: StrId::NONE });
-    // capture (issue 7): may close the window (after the step's StepEnd was recorded).
+    // May close the window (after the step's StepEnd was recorded).
     crate::capture::step_ended(ts);
 }
 
-/// capture (issue 7): a step range begins while the window is closed. Returns Some(step number) when
+/// A step range begins while the window is closed. Returns Some(step number) when
 /// this step opened the window (then the caller records it), None when it stays closed (then the step
 /// is tracked in `closed` for its end).
 fn closed_step_begin(name: &Name) -> Option<u64> {
-    if !crate::capture::tracks_steps() || !steps::is_step(name.id, name.text()) {
+    if !crate::capture::tracks_steps() || !step_matcher::is_step(name.id, name.text()) {
         return None;
     }
     let n = step_number(name);
-    let ts = clock::now();
+    let ts = ticks::now();
     crate::capture::step_begin_closed(n, ts).then_some(n)
 }
 
@@ -222,19 +228,19 @@ fn push(domain: StrId, name: Name) -> c_int {
     let _ = CLOSED_STEPS.try_with(|c| c.set(c.get() & !bit));
     let mut opened_at = None;
     if !recording() {
-        // capture (issue 7): a step range may open the window (steps mode) or is tracked closed.
+        // A step range may open the window (steps mode) or is tracked closed.
         opened_at = closed_step_begin(&name);
-        if opened_at.is_none() || !state::is_recording() {
-            if crate::capture::tracks_steps() && steps::is_step(name.id, name.text()) {
+        if opened_at.is_none() || !switch::is_recording() {
+            if crate::capture::tracks_steps() && step_matcher::is_step(name.id, name.text()) {
                 let _ = CLOSED_STEPS.try_with(|c| c.set(c.get() | bit));
             }
             let _ = DEPTH.try_with(|d| d.set((depth + 1, bits & !bit)));
             return depth;
         }
     }
-    let ts = clock::now();
+    let ts = ticks::now();
     recorder::emit(Record::NvtxPush { tid: thread::tid(), domain, name: name.id, ts });
-    let is_step = opened_at.is_some() || steps::is_step(name.id, name.text());
+    let is_step = opened_at.is_some() || step_matcher::is_step(name.id, name.text());
     if is_step {
         step_begin(&name, ts, opened_at);
     }
@@ -247,18 +253,18 @@ fn pop(domain: StrId) -> c_int {
     let (depth, bits) = DEPTH.try_with(|d| d.get()).unwrap_or((0, 0));
     let level = depth - 1;
     let _ = DEPTH.try_with(|d| d.set((level.max(0), bits)));
-    // capture (issue 7): the end of a step tracked while the window was closed.
+    // The end of a step tracked while the window was closed.
     if level >= 0 {
         let bit = 1u64 << level.min(63);
         if CLOSED_STEPS.try_with(|c| c.replace(c.get() & !bit) & bit != 0).unwrap_or(false) {
-            crate::capture::step_ended(clock::now());
+            crate::capture::step_ended(ticks::now());
             return level;
         }
     }
     if !recording() {
         return level;
     }
-    let ts = clock::now();
+    let ts = ticks::now();
     recorder::emit(Record::NvtxPop { tid: thread::tid(), domain, ts });
     if level >= 0 && bits & (1u64 << level.min(63)) != 0 {
         step_end(ts);
@@ -270,10 +276,10 @@ fn range_start(domain: StrId, name: Name) -> u64 {
     let id = NEXT_RANGE_ID.fetch_add(1, Ordering::Relaxed);
     let mut opened_at = None;
     if !recording() {
-        // capture (issue 7): a step range may open the window (steps mode) or is tracked closed.
+        // A step range may open the window (steps mode) or is tracked closed.
         opened_at = closed_step_begin(&name);
-        if opened_at.is_none() || !state::is_recording() {
-            if crate::capture::tracks_steps() && steps::is_step(name.id, name.text()) {
+        if opened_at.is_none() || !switch::is_recording() {
+            if crate::capture::tracks_steps() && step_matcher::is_step(name.id, name.text()) {
                 if let Some(slot) = CLOSED_STEP_RANGES.iter().find(|s| s.load(Ordering::Relaxed) == 0) {
                     let _ = slot.compare_exchange(0, id, Ordering::AcqRel, Ordering::Relaxed);
                 }
@@ -281,9 +287,9 @@ fn range_start(domain: StrId, name: Name) -> u64 {
             return id;
         }
     }
-    let ts = clock::now();
+    let ts = ticks::now();
     recorder::emit(Record::NvtxStart { tid: thread::tid(), domain, name: name.id, id, ts });
-    if opened_at.is_some() || steps::is_step(name.id, name.text()) {
+    if opened_at.is_some() || step_matcher::is_step(name.id, name.text()) {
         step_begin(&name, ts, opened_at);
         if let Some(slot) = STEP_RANGES.iter().find(|s| s.load(Ordering::Relaxed) == 0) {
             let _ = slot.compare_exchange(0, id, Ordering::AcqRel, Ordering::Relaxed);
@@ -293,18 +299,18 @@ fn range_start(domain: StrId, name: Name) -> u64 {
 }
 
 fn range_end(id: u64) {
-    // capture (issue 7): the end of a step range tracked while the window was closed.
+    // The end of a step range tracked while the window was closed.
     if crate::capture::tracks_steps() {
         if let Some(slot) = CLOSED_STEP_RANGES.iter().find(|s| s.load(Ordering::Relaxed) == id) {
             slot.store(0, Ordering::Release);
-            crate::capture::step_ended(clock::now());
+            crate::capture::step_ended(ticks::now());
             return;
         }
     }
     if !recording() {
         return;
     }
-    let ts = clock::now();
+    let ts = ticks::now();
     recorder::emit(Record::NvtxEnd { tid: thread::tid(), id, ts });
     if let Some(slot) = STEP_RANGES.iter().find(|s| s.load(Ordering::Relaxed) == id) {
         slot.store(0, Ordering::Release);
@@ -314,7 +320,7 @@ fn range_end(id: u64) {
 
 fn mark(domain: StrId, name: Name) {
     if recording() {
-        recorder::emit(Record::NvtxMark { tid: thread::tid(), domain, name: name.id, ts: clock::now() });
+        recorder::emit(Record::NvtxMark { tid: thread::tid(), domain, name: name.id, ts: ticks::now() });
     }
 }
 
@@ -328,53 +334,53 @@ fn name_thread(tid: u32, name: Name) {
 
 unsafe extern "C" fn mark_ex(attr: *const EventAttributes) {
     // SAFETY: NVTX passes a valid attribute struct (or NULL).
-    guard::ffi_guard((), || mark(StrId::NONE, unsafe { name_from_attr(attr) }))
+    panic_fence::ffi_guard((), || mark(StrId::NONE, unsafe { name_from_attr(attr) }))
 }
 unsafe extern "C" fn mark_a(msg: *const c_char) {
     // SAFETY: NVTX passes a NUL-terminated string (or NULL).
-    guard::ffi_guard((), || mark(StrId::NONE, unsafe { name_from_cstr(msg) }))
+    panic_fence::ffi_guard((), || mark(StrId::NONE, unsafe { name_from_cstr(msg) }))
 }
 unsafe extern "C" fn mark_w(msg: *const u32) {
     // SAFETY: NVTX passes a NUL-terminated wide string (or NULL).
-    guard::ffi_guard((), || mark(StrId::NONE, unsafe { name_from_wide(msg) }))
+    panic_fence::ffi_guard((), || mark(StrId::NONE, unsafe { name_from_wide(msg) }))
 }
 unsafe extern "C" fn range_start_ex(attr: *const EventAttributes) -> u64 {
     // SAFETY: as in `mark_ex`.
-    guard::ffi_guard(0, || range_start(StrId::NONE, unsafe { name_from_attr(attr) }))
+    panic_fence::ffi_guard(0, || range_start(StrId::NONE, unsafe { name_from_attr(attr) }))
 }
 unsafe extern "C" fn range_start_a(msg: *const c_char) -> u64 {
     // SAFETY: as in `mark_a`.
-    guard::ffi_guard(0, || range_start(StrId::NONE, unsafe { name_from_cstr(msg) }))
+    panic_fence::ffi_guard(0, || range_start(StrId::NONE, unsafe { name_from_cstr(msg) }))
 }
 unsafe extern "C" fn range_start_w(msg: *const u32) -> u64 {
     // SAFETY: as in `mark_w`.
-    guard::ffi_guard(0, || range_start(StrId::NONE, unsafe { name_from_wide(msg) }))
+    panic_fence::ffi_guard(0, || range_start(StrId::NONE, unsafe { name_from_wide(msg) }))
 }
 unsafe extern "C" fn range_end_hook(id: u64) {
-    guard::ffi_guard((), || range_end(id))
+    panic_fence::ffi_guard((), || range_end(id))
 }
 unsafe extern "C" fn range_push_ex(attr: *const EventAttributes) -> c_int {
     // SAFETY: as in `mark_ex`.
-    guard::ffi_guard(-1, || push(StrId::NONE, unsafe { name_from_attr(attr) }))
+    panic_fence::ffi_guard(-1, || push(StrId::NONE, unsafe { name_from_attr(attr) }))
 }
 unsafe extern "C" fn range_push_a(msg: *const c_char) -> c_int {
     // SAFETY: as in `mark_a`.
-    guard::ffi_guard(-1, || push(StrId::NONE, unsafe { name_from_cstr(msg) }))
+    panic_fence::ffi_guard(-1, || push(StrId::NONE, unsafe { name_from_cstr(msg) }))
 }
 unsafe extern "C" fn range_push_w(msg: *const u32) -> c_int {
     // SAFETY: as in `mark_w`.
-    guard::ffi_guard(-1, || push(StrId::NONE, unsafe { name_from_wide(msg) }))
+    panic_fence::ffi_guard(-1, || push(StrId::NONE, unsafe { name_from_wide(msg) }))
 }
 unsafe extern "C" fn range_pop() -> c_int {
-    guard::ffi_guard(-1, || pop(StrId::NONE))
+    panic_fence::ffi_guard(-1, || pop(StrId::NONE))
 }
 unsafe extern "C" fn name_os_thread_a(tid: u32, name: *const c_char) {
     // SAFETY: as in `mark_a`.
-    guard::ffi_guard((), || name_thread(tid, unsafe { name_from_cstr(name) }))
+    panic_fence::ffi_guard((), || name_thread(tid, unsafe { name_from_cstr(name) }))
 }
 unsafe extern "C" fn name_os_thread_w(tid: u32, name: *const u32) {
     // SAFETY: as in `mark_w`.
-    guard::ffi_guard((), || name_thread(tid, unsafe { name_from_wide(name) }))
+    panic_fence::ffi_guard((), || name_thread(tid, unsafe { name_from_wide(name) }))
 }
 
 // ---------------------------------------------------------------- CORE2 hooks (domains)
@@ -384,55 +390,59 @@ unsafe extern "C" fn domain_mark_ex(d: *const c_void, attr: *const EventAttribut
         return;
     }
     // SAFETY: as in `mark_ex`.
-    guard::ffi_guard((), || mark(domain_id(d), unsafe { name_from_attr(attr) }))
+    panic_fence::ffi_guard((), || mark(domain_id(d), unsafe { name_from_attr(attr) }))
 }
 unsafe extern "C" fn domain_range_start_ex(d: *const c_void, attr: *const EventAttributes) -> u64 {
     if muted(d) {
         return 0;
     }
     // SAFETY: as in `mark_ex`.
-    guard::ffi_guard(0, || range_start(domain_id(d), unsafe { name_from_attr(attr) }))
+    panic_fence::ffi_guard(0, || range_start(domain_id(d), unsafe { name_from_attr(attr) }))
 }
 unsafe extern "C" fn domain_range_end(d: *const c_void, id: u64) {
     if muted(d) {
         return;
     }
-    guard::ffi_guard((), || range_end(id))
+    panic_fence::ffi_guard((), || range_end(id))
 }
 unsafe extern "C" fn domain_range_push_ex(d: *const c_void, attr: *const EventAttributes) -> c_int {
     if muted(d) {
         return 0;
     }
     // SAFETY: as in `mark_ex`.
-    guard::ffi_guard(-1, || push(domain_id(d), unsafe { name_from_attr(attr) }))
+    panic_fence::ffi_guard(-1, || push(domain_id(d), unsafe { name_from_attr(attr) }))
 }
 unsafe extern "C" fn domain_range_pop(d: *const c_void) -> c_int {
     if muted(d) {
         return 0;
     }
-    guard::ffi_guard(-1, || pop(domain_id(d)))
+    panic_fence::ffi_guard(-1, || pop(domain_id(d)))
 }
 unsafe extern "C" fn domain_register_string_a(d: *const c_void, s: *const c_char) -> *const c_void {
     if muted(d) {
         return TAG_STRING as *const c_void;
     }
     // SAFETY: as in `mark_a`.
-    guard::ffi_guard(std::ptr::null(), || (TAG_STRING | unsafe { name_from_cstr(s) }.id.0 as u64) as *const c_void)
+    panic_fence::ffi_guard(std::ptr::null(), || {
+        (TAG_STRING | unsafe { name_from_cstr(s) }.id.0 as u64) as *const c_void
+    })
 }
 unsafe extern "C" fn domain_register_string_w(d: *const c_void, s: *const u32) -> *const c_void {
     if muted(d) {
         return TAG_STRING as *const c_void;
     }
     // SAFETY: as in `mark_w`.
-    guard::ffi_guard(std::ptr::null(), || (TAG_STRING | unsafe { name_from_wide(s) }.id.0 as u64) as *const c_void)
+    panic_fence::ffi_guard(std::ptr::null(), || {
+        (TAG_STRING | unsafe { name_from_wide(s) }.id.0 as u64) as *const c_void
+    })
 }
 unsafe extern "C" fn domain_create_a(name: *const c_char) -> *const c_void {
     // SAFETY: as in `mark_a`.
-    guard::ffi_guard(std::ptr::null(), || create_domain(unsafe { name_from_cstr(name) }))
+    panic_fence::ffi_guard(std::ptr::null(), || create_domain(unsafe { name_from_cstr(name) }))
 }
 unsafe extern "C" fn domain_create_w(name: *const u32) -> *const c_void {
     // SAFETY: as in `mark_w`.
-    guard::ffi_guard(std::ptr::null(), || create_domain(unsafe { name_from_wide(name) }))
+    panic_fence::ffi_guard(std::ptr::null(), || create_domain(unsafe { name_from_wide(name) }))
 }
 unsafe extern "C" fn domain_destroy(_d: *const c_void) {}
 
@@ -524,9 +534,9 @@ unsafe fn fill_tables(get_export_table: GetExportTable) -> c_int {
 /// Called by NVTX with its export-table getter.
 #[no_mangle]
 pub unsafe extern "C" fn InitializeInjectionNvtx2(get_export_table: Option<GetExportTable>) -> c_int {
-    guard::ffi_guard(0, || {
-        state::ensure_init();
-        if crate::config::config().disabled {
+    panic_fence::ffi_guard(0, || {
+        lifecycle::ensure_init();
+        if crate::base::config::config().disabled {
             return 0;
         }
         let Some(getter) = get_export_table else { return 0 };
@@ -535,37 +545,22 @@ pub unsafe extern "C" fn InitializeInjectionNvtx2(get_export_table: Option<GetEx
     })
 }
 
-/// Path of libtprof itself (None when this code is linked into an executable, e.g. unit tests).
-pub(crate) fn own_library_path() -> Option<&'static CStr> {
-    // SAFETY: Dl_info is plain data; all-zero is a valid value.
-    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-    // SAFETY: dladdr reads loader tables for the address of one of our functions.
-    let ok = unsafe { libc::dladdr(own_library_path as *const c_void, &mut info) };
-    if ok == 0 || info.dli_fname.is_null() {
-        return None;
-    }
-    // SAFETY: dli_fname is a NUL-terminated path owned by the loader for the object's lifetime.
-    let path = unsafe { CStr::from_ptr(info.dli_fname) };
-    let bytes = path.to_bytes();
-    (bytes.ends_with(b".so") || bytes.windows(4).any(|w| w == b".so.")).then_some(path)
-}
-
 /// Points `NVTX_INJECTION64_PATH` at libtprof unless the user set it (or tprof is disabled).
 pub fn install_env() {
     if std::env::var_os("NVTX_INJECTION64_PATH").is_some_and(|v| !v.is_empty()) {
         return;
     }
-    if std::env::var("TPROF_DISABLE").is_ok_and(|v| matches!(v.trim(), "1" | "true" | "yes" | "on")) {
+    if crate::base::config::disabled_at_load() {
         return;
     }
-    if let Some(path) = own_library_path() {
+    if let Some(path) = crate::base::dynamic_loader::own_library_path() {
         let value: &std::ffi::OsStr = std::os::unix::ffi::OsStrExt::from_bytes(path.to_bytes());
         std::env::set_var("NVTX_INJECTION64_PATH", value);
     }
 }
 
 extern "C" fn constructor() {
-    guard::ffi_guard((), install_env)
+    panic_fence::ffi_guard((), install_env)
 }
 
 /// Runs [`install_env`] when libtprof is loaded, before the program's first NVTX call.
@@ -579,7 +574,7 @@ mod tests {
 
     #[test]
     fn handles_round_trip() {
-        let id = strings::intern("nvtx_test_domain");
+        let id = interning::intern("nvtx_test_domain");
         let h = (TAG_DOMAIN | id.0 as u64) as *const c_void;
         assert_eq!(domain_id(h), id);
         assert_eq!(handle_id(h as u64, TAG_STRING), StrId::NONE);
@@ -588,16 +583,18 @@ mod tests {
 
     #[test]
     fn nccl_domain_is_muted_only_inside_an_interposed_nccl_call() {
-        let outside = create_domain(Name { id: strings::intern("NCCL") });
+        let outside = create_domain(Name { id: interning::intern("NCCL") });
         assert!(!muted(outside));
-        assert_eq!(domain_id(outside), strings::intern("NCCL"));
-        let other = create_domain(Name { id: strings::intern("NCCL-like") });
+        assert_eq!(domain_id(outside), interning::intern("NCCL"));
+        let other = create_domain(Name { id: interning::intern("NCCL-like") });
         assert!(!muted(other));
-        let inside = crate::nccl::forward(|| create_domain(Name { id: strings::intern("NCCL") }));
+        let inside =
+            crate::intercept::nccl::real_calls::forward(|| create_domain(Name { id: interning::intern("NCCL") }));
         assert!(muted(inside));
-        let other_inside = crate::nccl::forward(|| create_domain(Name { id: strings::intern("NCCL-like") }));
+        let other_inside =
+            crate::intercept::nccl::real_calls::forward(|| create_domain(Name { id: interning::intern("NCCL-like") }));
         assert!(!muted(other_inside));
-        assert!(!crate::nccl::forwarding());
+        assert!(!crate::intercept::nccl::real_calls::forwarding());
         // SAFETY: a muted handle is never dereferenced; the hooks return before recording.
         assert_eq!(unsafe { domain_range_push_ex((TAG_MUTED_DOMAIN | 5) as *const c_void, std::ptr::null()) }, 0);
         assert!(muted((TAG_MUTED_DOMAIN | 5) as *const c_void));
@@ -614,7 +611,7 @@ mod tests {
 
     #[test]
     fn attributes_with_registered_strings() {
-        let id = strings::intern("registered_nvtx_name");
+        let id = interning::intern("registered_nvtx_name");
         let a = EventAttributes {
             version: 3,
             size: 48,

@@ -378,6 +378,9 @@ pub struct TruthRecord {
     pub link_latency_us: Option<f64>,
     #[serde(default)]
     pub argv: Option<serde_json::Value>,
+    /// `cupti_dropped`: the activity records the simulated CUPTI dropped in this process.
+    #[serde(default)]
+    pub records: Option<u64>,
 }
 
 fn minus_one() -> i64 {

@@ -1,4 +1,4 @@
-//! The real-GPU validation kit (`scripts/gpu-validate.sh`, issue 9) without a GPU: its dry run must
+//! The real-GPU validation kit (`scripts/gpu-validate.sh`) without a GPU: its dry run must
 //! find the kit complete, run the comparison code's self-check on fixtures (synthetic traces, tprof
 //! on a Kineto fixture, a simulated-GPU run recorded by libtprof.so) and skip the GPU steps with a
 //! clear message; and the comparison must catch a wrong profile, not pass everything.

@@ -443,7 +443,7 @@ fn control_socket_refuses_another_uid() {
         assert!(text.contains("error: permission denied: uid 65534"), "{text}");
         println!("refused: {text}");
     } else {
-        println!("setpriv to nobody not possible here: permission bits checked; the SO_PEERCRED check is unit-tested in shim/src/control.rs");
+        println!("setpriv to nobody not possible here: permission bits checked; the SO_PEERCRED check is unit-tested in shim/src/service/control_socket.rs");
     }
     // The owner still controls it, and the refused request changed nothing.
     let (code, text) = ctl(out, &[&pids[0].to_string(), "status"]);

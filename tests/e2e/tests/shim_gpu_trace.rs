@@ -369,6 +369,43 @@ fn cupti_dropped_records_are_counted() {
     assert!(dropped * 97 >= delivered / 4, "{dropped} dropped of ~{delivered} records");
 }
 
+/// What CUPTI dropped is counted exactly and reported: per process, the ring header, the sum of the
+/// `CuptiDropped` markers, `tprof info` and the `tprof summary` note all give the number of records
+/// the simulated CUPTI dropped (its ground truth), for every rank.
+#[test]
+fn cupti_drops_are_stored_and_reported_exactly() {
+    let run = simtrain(2, &[("SIMGPU_CUPTI_DROP_EVERY", "97")], Attach::Preload);
+    run.out.assert_ok();
+    let truth_dropped: BTreeMap<i64, u64> =
+        run.truth.of_kind("cupti_dropped").map(|t| (t.pid, t.records.expect("records"))).collect();
+    assert_eq!(truth_dropped.len(), 2, "one cupti_dropped truth line per rank process");
+    let tprof = tprof_e2e::diagnose::tprof_bin();
+    for (pid, &expected) in &truth_dropped {
+        assert!(expected > 0, "pid {pid}: the simulated CUPTI dropped nothing");
+        let ring = ring_of_pid(&run, *pid);
+        let marked: u64 = markers(ring, MarkerKind::CuptiDropped).iter().map(|m| m.0).sum();
+        assert_eq!(marked, expected, "pid {pid}: CuptiDropped markers vs the mock's count");
+        let header = tprof_format::RingReader::open(&ring.path).expect("ring").stats().cupti_dropped;
+        assert_eq!(header, expected, "pid {pid}: the ring header's CUPTI drop count");
+        let info = std::process::Command::new(&tprof).arg("info").arg(&ring.path).output().expect("tprof info");
+        let info = String::from_utf8_lossy(&info.stdout);
+        let line =
+            info.lines().find(|l| l.starts_with("dropped:")).unwrap_or_else(|| panic!("no dropped line:\n{info}"));
+        assert_eq!(line, format!("dropped:     0 events (shim), {expected} records (CUPTI)"), "pid {pid}: tprof info");
+        let summary =
+            std::process::Command::new(&tprof).args(["summary", "--json"]).arg(&ring.path).output().expect("summary");
+        let summary: serde_json::Value = serde_json::from_slice(&summary.stdout).expect("summary JSON");
+        let note = format!("CUPTI dropped {expected} activity records");
+        assert!(
+            summary["notes"]
+                .as_array()
+                .is_some_and(|n| n.iter().any(|x| x.as_str().is_some_and(|x| x.contains(&note)))),
+            "pid {pid}: no note {note:?} in {}",
+            summary["notes"]
+        );
+    }
+}
+
 #[test]
 fn injection_instead_of_preload_gives_the_same_gpu_records() {
     let lib_dir = require_mock_libs(&["libcuda.so.1"]);
@@ -376,7 +413,7 @@ fn injection_instead_of_preload_gives_the_same_gpu_records() {
     assert!(
         libcuda.windows(21).any(|w| w == b"CUDA_INJECTION64_PATH"),
         "prerequisite missing: the simulated libcuda.so.1 in {} does not load CUDA_INJECTION64_PATH at cuInit \
-         (tests/simgpu, issue 3), so injection cannot be tested",
+         (tests/simgpu), so injection cannot be tested",
         lib_dir.display()
     );
     let run = simtrain(2, &[], Attach::Injection);

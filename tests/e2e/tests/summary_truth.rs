@@ -1,4 +1,4 @@
-//! `tprof summary` of a profiled simtrain run against the simulator's ground truth (issue 5): kernel
+//! `tprof summary` of a profiled simtrain run against the simulator's ground truth: kernel
 //! totals per name, GPU busy per rank, collective bytes, and busbw from the configured link speed,
 //! each within 1%.
 

@@ -1110,5 +1110,6 @@ __attribute__((destructor)) static void sg_dtor(void)
     if (!g_inited) return;
     sg_progress(1);
     sg_write_unfinished(0);
+    sgc_write_truth();
     sg_truth_flush();
 }

@@ -131,6 +131,7 @@ SG_HIDDEN int sgc_op_traced(int op_kind);
 SG_HIDDEN void sgc_deliver(int flush_partial, int forced);
 SG_HIDDEN int sgc_worker_has_period(uint64_t *period_ns);
 SG_HIDDEN void sgc_atfork_child(void);
+SG_HIDDEN void sgc_write_truth(void);
 /* host-side records, exported for the mocks */
 SG_EXPORT int sgc_kind_enabled(int kind);
 SG_EXPORT void sgc_emit_sync(int type, uint64_t start, uint64_t end, uint32_t corr, int device,

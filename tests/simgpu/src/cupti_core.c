@@ -37,10 +37,18 @@ static size_t g_stage_len, g_stage_cap, g_stage_spare_cap;
 static pthread_mutex_t g_deliver_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint8_t *g_cur;
 static size_t g_cur_size, g_cur_used;
-static size_t g_dropped; /* atomic */
+static size_t g_dropped;         /* atomic: dropped since the last cuptiActivityGetNumDroppedRecords */
+static uint64_t g_dropped_total; /* atomic: dropped in this process (the ground truth's cupti_dropped) */
 static uint64_t g_period_ns;
 static uint64_t g_last_period_flush;
 static size_t g_attr_buffer_size = 3 << 20, g_attr_pool_limit = 250;
+
+/* One activity record dropped (async-signal-safe: atomics only). */
+static void count_drop(void)
+{
+    __atomic_add_fetch(&g_dropped, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&g_dropped_total, 1, __ATOMIC_RELAXED);
+}
 
 /* timestamps */
 static CUpti_TimestampCallbackFunc g_ts_cb;
@@ -220,7 +228,7 @@ static void stage(const void *rec, size_t size)
         /* re-entered from a signal handler on this thread: [uint64 padded size][record] */
         size_t at = __atomic_load_n(&t_pend_len, __ATOMIC_RELAXED);
         if (at + 8 + asz > STAGE_PENDING_BYTES) {
-            __atomic_add_fetch(&g_dropped, 1, __ATOMIC_RELAXED);
+            count_drop();
             return;
         }
         uint64_t hdr = asz;
@@ -231,7 +239,7 @@ static void stage(const void *rec, size_t size)
         return;
     }
     stage_lock();
-    if (stage_append_locked(rec, size, asz) != 0) __atomic_add_fetch(&g_dropped, 1, __ATOMIC_RELAXED);
+    if (stage_append_locked(rec, size, asz) != 0) count_drop();
     /* records of handlers that interrupted this thread (this call or, rarely, an earlier one) */
     size_t done = 0;
     for (;;) {
@@ -240,7 +248,7 @@ static void stage(const void *rec, size_t size)
             uint64_t hdr;
             memcpy(&hdr, t_pend + done, 8);
             if (stage_append_locked(t_pend + done + 8, (size_t)hdr, (size_t)hdr) != 0)
-                __atomic_add_fetch(&g_dropped, 1, __ATOMIC_RELAXED);
+                count_drop();
             done += 8 + (size_t)hdr;
         }
         size_t expect = len;
@@ -645,10 +653,11 @@ static int request_locked(void)
     return 1;
 }
 
-void sgc_deliver(int flush_partial, int forced)
+/* Delivers the records staged so far into the tool's buffers; returns how many buffers it requested
+ * from the tool (each stages an OVERHEAD record of its own, delivered by the next pass). */
+static unsigned deliver_staged(void)
 {
-    pthread_mutex_lock(&g_deliver_lock);
-    if (g_ts_cb) ts_calibrate();
+    unsigned requests = 0;
     /* take the staged records, leaving the spare buffer in their place: staging then (almost)
      * never allocates, which matters when a signal handler interrupted malloc to call CUDA */
     stage_lock();
@@ -670,17 +679,20 @@ void sgc_deliver(int flush_partial, int forced)
         if (!size) break;
         g_record_count++;
         if (g_drop_every && g_record_count % g_drop_every == 0) {
-            __atomic_add_fetch(&g_dropped, 1, __ATOMIC_RELAXED);
+            count_drop();
             continue;
         }
         map_record(rec);
         if (g_cur && g_cur_used + asz > g_cur_size) complete_cur_locked();
-        if (!g_cur && !request_locked()) {
-            __atomic_add_fetch(&g_dropped, 1, __ATOMIC_RELAXED);
-            continue;
+        if (!g_cur) {
+            if (!request_locked()) {
+                count_drop();
+                continue;
+            }
+            requests++;
         }
         if (g_cur_used + asz > g_cur_size) {
-            __atomic_add_fetch(&g_dropped, 1, __ATOMIC_RELAXED);
+            count_drop();
             continue;
         }
         memcpy(g_cur + g_cur_used, rec, size);
@@ -695,6 +707,17 @@ void sgc_deliver(int flush_partial, int forced)
     }
     stage_unlock();
     stage_buf_free(st, cap);
+    return requests;
+}
+
+void sgc_deliver(int flush_partial, int forced)
+{
+    pthread_mutex_lock(&g_deliver_lock);
+    if (g_ts_cb) ts_calibrate();
+    /* A delivery also hands over what it recorded itself, the OVERHEAD records of the buffers it
+     * requested: after a forced flush nothing is left staged, not even the flush's own overhead. */
+    while (deliver_staged() > 0) {
+    }
     uint64_t now = sg_now_ns();
     if (!flush_partial && g_period_ns && now - g_last_period_flush >= g_period_ns) flush_partial = 1;
     if (flush_partial) {
@@ -712,11 +735,25 @@ int sgc_worker_has_period(uint64_t *p)
 
 void sgc_atfork_child(void)
 {
+    __atomic_store_n(&g_dropped, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&g_dropped_total, 0, __ATOMIC_RELAXED);
     pthread_mutex_init(&g_stage_lock, NULL);
     pthread_mutex_init(&g_deliver_lock, NULL);
     pthread_mutex_init(&g_ts_lock, NULL);
     pthread_mutex_init(&g_sub_lock, NULL);
     g_stage_len = 0;
+}
+
+/* The ground truth of what this process's CUPTI dropped, once at exit, when a tool took activity
+ * records: {"type":"cupti_dropped","records":N}. */
+void sgc_write_truth(void)
+{
+    if (!g_cmp) return;
+    char j[192];
+    snprintf(j, sizeof j,
+             "{\"type\":\"cupti_dropped\",\"pid\":%d,\"rank\":%d,\"device\":-1,\"stream\":-1,\"records\":%llu}",
+             (int)getpid(), sg_rank(), (unsigned long long)__atomic_load_n(&g_dropped_total, __ATOMIC_RELAXED));
+    sg_truth_line(j);
 }
 
 /* ---------------------------------------------------------------- the API (forwarded by libcupti) */

@@ -1,0 +1,177 @@
+//! Floor 5, the lifecycle: the one place that starts and stops tprof's services. Initialisation
+//! (the switch from uninitialised to enabled or disabled, the ring file, the writer thread, the
+//! capture schedule, metrics, control socket and signal handlers, then the init hooks the sources
+//! registered), the exit flush, and fork ([`fork`]).
+//!
+//! Initialisation is lazy (the first intercepted call), so processes that never touch CUDA (shells,
+//! compilers, DataLoader workers) create no ring file.
+
+mod fork;
+
+use std::sync::Once;
+use std::time::Duration;
+
+use tprof_format::settings::Mode;
+use tprof_format::{ring_file_name, FileHeader, RingGeometry, RingWriter};
+
+use crate::base::config::config;
+use crate::base::hook_table::HookTable;
+use crate::base::messages::warn_line;
+use crate::base::panic_fence::{ffi_guard, install_panic_hook};
+use crate::base::{dynamic_loader, process, switch, ticks};
+use crate::record::recorder;
+use crate::service::{control_socket, metrics, signals, writer_thread};
+
+static EXIT_HOOK: Once = Once::new();
+static INIT_HOOKS: HookTable = HookTable::new();
+
+/// Initialises tprof on first use; later calls cost one relaxed load. Never panics, never blocks.
+#[inline]
+pub fn ensure_init() {
+    if switch::is_uninitialised() {
+        init_slow();
+    }
+}
+
+/// Registers a function called once tprof is enabled (e.g. starting CUPTI).
+pub fn register_init_hook(f: fn()) {
+    if INIT_HOOKS.add(f) && switch::state() == switch::ENABLED {
+        f();
+    }
+}
+
+#[cold]
+fn init_slow() {
+    if !switch::begin_initialising() {
+        return;
+    }
+    let _inside = crate::record::reentrancy::Reentrancy::enter();
+    install_panic_hook(crate::record::reentrancy::Reentrancy::active);
+    let outcome = std::panic::catch_unwind(init_inner);
+    match outcome {
+        Ok(Ok(())) => {
+            // The mode decides whether the window starts open (steps, metrics: no).
+            switch::finish_initialising(true, crate::capture::window_open_at_start());
+            INIT_HOOKS.run_all();
+            crate::capture::on_enabled();
+            start_services();
+        }
+        Ok(Err(InitError::Quiet)) => switch::finish_initialising(false, false),
+        Ok(Err(InitError::Warn(msg))) => {
+            switch::finish_initialising(false, false);
+            warn_line(&format!("{msg}; profiling is off, the program runs on"));
+        }
+        Err(_) => switch::disable_permanently("internal error during initialisation"),
+    }
+}
+
+/// The services that drive and report the capture window: the metrics file, the control socket
+/// (with SIGUSR2; removed when the writer stops) and, in flight mode, the fatal-signal handlers.
+fn start_services() {
+    metrics::on_enabled();
+    control_socket::start();
+    writer_thread::register_stop_hook(control_socket::remove_socket);
+    if config().mode == Mode::Flight {
+        signals::install_fatal_handlers();
+    }
+}
+
+enum InitError {
+    Quiet,
+    Warn(String),
+}
+
+fn init_inner() -> Result<(), InitError> {
+    let cfg = config();
+    if cfg.disabled {
+        return Err(InitError::Quiet);
+    }
+    recorder::set_capacity(cfg.buffer_events);
+    let source = ticks::init(cfg.clock);
+    let ticks_per_sec = ticks::calibrate(2_000_000);
+    crate::capture::hang_watchdog::set_ticks_per_sec(ticks_per_sec);
+    let (start_ticks, start_mono_ns, start_wall_ns) = ticks::sync_pair();
+    let (rank, local_rank, world_size, job_id) = process::job_identity();
+    let pid = std::process::id();
+    let header = FileHeader {
+        pid,
+        // SAFETY: getppid has no preconditions.
+        ppid: unsafe { libc::getppid() } as u32,
+        hostname: process::hostname(),
+        cmdline: process::cmdline(),
+        rank,
+        local_rank,
+        world_size,
+        job_id,
+        start_wall_ns,
+        start_mono_ns,
+        start_ticks,
+        clock_source: source,
+        ticks_per_sec,
+        mode: cfg.mode.name().into(),
+        writer: concat!("tprof ", env!("CARGO_PKG_VERSION")).into(),
+        ..FileHeader::default()
+    };
+    let dir = &cfg.out_dir;
+    if let Err(e) = std::fs::DirBuilder::new().recursive(true).mode_private().create(dir) {
+        return Err(InitError::Warn(format!("cannot create TPROF_OUT={} ({e})", dir.display())));
+    }
+    let geometry = RingGeometry::for_total_bytes(cfg.ring_mb << 20);
+    let base = ring_file_name(&header.hostname, rank, pid);
+    let mut last_err = String::new();
+    for attempt in 0..8 {
+        let name = if attempt == 0 { base.clone() } else { base.replace(".tprof", &format!("-{attempt}.tprof")) };
+        let path = dir.join(&name);
+        match RingWriter::create(&path, header.clone(), geometry) {
+            Ok(ring) => {
+                process::set_ring_path(path);
+                writer_thread::start(ring, cfg.commit_interval)
+                    .map_err(|e| InitError::Warn(format!("cannot start the writer thread ({e})")))?;
+                EXIT_HOOK.call_once(|| {
+                    // SAFETY: registering a plain extern "C" fn with atexit is always valid.
+                    unsafe { libc::atexit(exit_handler) };
+                    fork::install();
+                    dynamic_loader::pin_own_object();
+                });
+                return Ok(());
+            }
+            Err(tprof_format::writer::CreateError::Open { source, .. })
+                if source.kind() == std::io::ErrorKind::AlreadyExists =>
+            {
+                last_err = format!("{} exists", path.display());
+            }
+            Err(e) => return Err(InitError::Warn(e.to_string())),
+        }
+    }
+    Err(InitError::Warn(format!("cannot create a ring file in {} ({last_err})", dir.display())))
+}
+
+trait DirBuilderPrivate {
+    fn mode_private(&mut self) -> &mut Self;
+}
+
+impl DirBuilderPrivate for std::fs::DirBuilder {
+    fn mode_private(&mut self) -> &mut Self {
+        std::os::unix::fs::DirBuilderExt::mode(self, 0o700)
+    }
+}
+
+extern "C" fn exit_handler() {
+    ffi_guard((), || {
+        let _inside = crate::record::reentrancy::Reentrancy::enter();
+        if !writer_thread::running() {
+            return;
+        }
+        // glibc runs the exiting thread's thread-local destructors before atexit handlers, so this
+        // thread may no longer own a buffer: the writer thread runs the flush hooks, writes the exit
+        // marker and closes the ring.
+        if !writer_thread::stop_and_wait(Duration::from_secs(2)) {
+            warn_line("the ring writer did not finish within 2 s at exit; the last events may be missing");
+        }
+    });
+}
+
+/// Flushes at exit without exiting (used by tests and `tprof` control paths).
+pub fn shutdown_for_tests() {
+    exit_handler();
+}

@@ -1,0 +1,374 @@
+//! The hot path: [`emit`] stores a record into the calling thread's own single-producer /
+//! single-consumer buffer. No lock, no allocation, no syscall: a TLS read, two atomic loads, a copy,
+//! one release store. The writer thread is the only consumer. A full buffer drops the record and
+//! counts it (the application is never blocked).
+//!
+//! Buffers are allocated once per thread (on its first event), linked into a global lock-free list and
+//! never freed: a thread that exits marks its buffer for reuse once the writer has drained it.
+
+use std::cell::UnsafeCell;
+use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+use tprof_format::Record;
+
+/// One thread's buffer. The producer's and the consumer's cursors live on separate cache lines, and the
+/// producer keeps its own copy of the consumer's cursor: recording an event touches no line the writer
+/// thread writes, except the slot itself.
+pub struct ThreadBuffer {
+    slots: Box<[UnsafeCell<MaybeUninit<Record>>]>,
+    mask: usize,
+    /// 0 = free, 1 = owned by a live thread, 2 = owner exited (drain, then free).
+    owner_state: AtomicU32,
+    /// Fork generation the buffer belongs to.
+    generation: AtomicU64,
+    tid: AtomicU32,
+    next: AtomicPtr<ThreadBuffer>,
+    producer: ProducerSide,
+    consumer: ConsumerSide,
+}
+
+/// Written by the owning thread only.
+#[repr(align(64))]
+struct ProducerSide {
+    /// Next slot the producer writes.
+    head: AtomicUsize,
+    /// The consumer's `tail` as last read by the producer (never ahead of it): reread only when the
+    /// buffer looks full.
+    tail_seen: AtomicUsize,
+    /// Records dropped because the buffer was full.
+    dropped: AtomicU64,
+    /// A blocking call in progress on this thread (ticks at its start; 0 = none), for the hang watchdog.
+    pending_since: AtomicU64,
+    pending_name: AtomicU32,
+}
+
+/// Written by the writer thread only.
+#[repr(align(64))]
+struct ConsumerSide {
+    /// Next slot the consumer reads.
+    tail: AtomicUsize,
+}
+
+// SAFETY: the slots are shared between exactly one producer (the owning thread) and one consumer (the
+// writer thread); `head`/`tail` with acquire/release order their accesses so no slot is read while written.
+unsafe impl Sync for ThreadBuffer {}
+// SAFETY: as above; the buffer holds only `Copy` records.
+unsafe impl Send for ThreadBuffer {}
+
+const FREE: u32 = 0;
+const OWNED: u32 = 1;
+const EXITED: u32 = 2;
+
+static HEAD: AtomicPtr<ThreadBuffer> = AtomicPtr::new(std::ptr::null_mut());
+static GENERATION: AtomicU64 = AtomicU64::new(1);
+/// Records dropped without a buffer (thread teardown, registration impossible).
+static ORPHAN_DROPS: AtomicU64 = AtomicU64::new(0);
+static CAPACITY: AtomicUsize = AtomicUsize::new(16384);
+
+thread_local! {
+    /// Marks the buffer exited when the thread ends.
+    static OWNER: OwnerToken = const { OwnerToken };
+}
+
+struct OwnerToken;
+
+impl Drop for OwnerToken {
+    fn drop(&mut self) {
+        crate::record::thread::with_ctx(|c| {
+            let buf = c.buffer.get();
+            if !buf.is_null() {
+                // SAFETY: buffers are never freed; the pointer came from `register`.
+                unsafe { &*buf }.owner_state.store(EXITED, Ordering::Release);
+            }
+            // Events from later destructors of this thread are dropped and counted, never written into a
+            // buffer that another thread may reuse.
+            c.buffer.set(std::ptr::null());
+            c.buffer_generation.set(u64::MAX);
+        });
+    }
+}
+
+/// Sets the per-thread buffer capacity for buffers created from now on (rounded to a power of two).
+pub fn set_capacity(events: usize) {
+    CAPACITY.store(events.max(64).next_power_of_two(), Ordering::Relaxed);
+}
+
+/// Records one event from the calling thread. Never blocks, never allocates after the thread's first
+/// event, never fails: when the buffer is full the event is dropped and counted.
+#[inline]
+pub fn emit(rec: Record) {
+    emit_in(crate::record::thread::ctx(), rec);
+}
+
+/// [`emit`] with the calling thread's context (from [`crate::record::thread::ctx`]), for callers that already
+/// hold it: no TLS lookup.
+#[inline(always)]
+pub fn emit_in(ctx: &crate::record::thread::ThreadCtx, rec: Record) {
+    let (buf, generation) = (ctx.buffer.get(), ctx.buffer_generation.get());
+    let buf = if !buf.is_null() && generation == GENERATION.load(Ordering::Relaxed) {
+        buf
+    } else {
+        match register(generation) {
+            Some(b) => b,
+            None => {
+                ORPHAN_DROPS.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+        }
+    };
+    // SAFETY: `buf` points to a live buffer owned by this thread (registered in this generation).
+    let b = unsafe { &*buf };
+    let p = &b.producer;
+    let head = p.head.load(Ordering::Relaxed);
+    if head.wrapping_sub(p.tail_seen.load(Ordering::Relaxed)) > b.mask && !refresh_tail(b, head) {
+        // Only the owning thread adds to `dropped` (the writer takes it over once the owner exited):
+        // a plain load and store, no locked instruction.
+        p.dropped.store(p.dropped.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        return;
+    }
+    let Some(slot) = b.slots.get(head & b.mask) else { return };
+    // SAFETY: slot `head` is not visible to the consumer until `head` is published below, and the
+    // consumer has finished with it (tail passed it), so this thread has exclusive access.
+    unsafe { (*slot.get()).write(rec) };
+    p.head.store(head.wrapping_add(1), Ordering::Release);
+}
+
+/// The buffer looked full by the producer's copy of `tail`: rereads it (acquire: the consumer is done
+/// with the slots before it). Returns true when there is room now.
+#[inline(never)]
+fn refresh_tail(b: &ThreadBuffer, head: usize) -> bool {
+    let tail = b.consumer.tail.load(Ordering::Acquire);
+    b.producer.tail_seen.store(tail, Ordering::Relaxed);
+    head.wrapping_sub(tail) <= b.mask
+}
+
+#[cold]
+#[inline(never)]
+fn register(previous_generation: u64) -> Option<*const ThreadBuffer> {
+    if previous_generation == u64::MAX {
+        // This thread's teardown already ran.
+        return None;
+    }
+    // Arm the exit token first: if TLS is being torn down this fails and we do not register.
+    OWNER.try_with(|_| ()).ok()?;
+    let generation = GENERATION.load(Ordering::Acquire);
+    let tid = crate::record::thread::tid();
+    let buf = reuse_free_buffer(generation, tid).unwrap_or_else(|| new_buffer(generation, tid));
+    crate::record::thread::with_ctx(|c| {
+        c.buffer.set(buf);
+        c.buffer_generation.set(generation);
+    });
+    Some(buf)
+}
+
+fn reuse_free_buffer(generation: u64, tid: u32) -> Option<*const ThreadBuffer> {
+    let cap = CAPACITY.load(Ordering::Relaxed);
+    let mut p = HEAD.load(Ordering::Acquire);
+    while !p.is_null() {
+        // SAFETY: list nodes are never freed.
+        let b = unsafe { &*p };
+        if b.slots.len() == cap
+            && b.owner_state.compare_exchange(FREE, OWNED, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+        {
+            b.generation.store(generation, Ordering::Release);
+            b.tid.store(tid, Ordering::Release);
+            return Some(p);
+        }
+        p = b.next.load(Ordering::Acquire);
+    }
+    None
+}
+
+fn new_buffer(generation: u64, tid: u32) -> *const ThreadBuffer {
+    let cap = CAPACITY.load(Ordering::Relaxed);
+    let slots: Box<[UnsafeCell<MaybeUninit<Record>>]> =
+        (0..cap).map(|_| UnsafeCell::new(MaybeUninit::uninit())).collect();
+    let node = Box::into_raw(Box::new(ThreadBuffer {
+        slots,
+        mask: cap - 1,
+        owner_state: AtomicU32::new(OWNED),
+        generation: AtomicU64::new(generation),
+        tid: AtomicU32::new(tid),
+        next: AtomicPtr::new(std::ptr::null_mut()),
+        producer: ProducerSide {
+            head: AtomicUsize::new(0),
+            tail_seen: AtomicUsize::new(0),
+            dropped: AtomicU64::new(0),
+            pending_since: AtomicU64::new(0),
+            pending_name: AtomicU32::new(0),
+        },
+        consumer: ConsumerSide { tail: AtomicUsize::new(0) },
+    }));
+    let mut head = HEAD.load(Ordering::Acquire);
+    loop {
+        // SAFETY: `node` is ours until published by the CAS below.
+        unsafe { &*node }.next.store(head, Ordering::Relaxed);
+        match HEAD.compare_exchange_weak(head, node, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return node,
+            Err(h) => head = h,
+        }
+    }
+}
+
+/// Most records handed over at once: the slots go back to the producer after each batch, so a long
+/// drain does not keep a busy thread's whole buffer from it.
+const DRAIN_BATCH: usize = 4096;
+
+/// Consumer side (writer thread only): moves every pending record of the current generation to `sink`
+/// in batches, frees buffers of exited threads once empty. `sink` gets runs of consecutive records (in
+/// order, per thread), each of at most [`DRAIN_BATCH`] records. Returns (records drained, total
+/// dropped so far).
+pub fn drain_slices(mut sink: impl FnMut(&[Record])) -> (u64, u64) {
+    let generation = GENERATION.load(Ordering::Acquire);
+    let mut drained = 0u64;
+    let mut dropped = ORPHAN_DROPS.load(Ordering::Relaxed);
+    let mut p = HEAD.load(Ordering::Acquire);
+    while !p.is_null() {
+        // SAFETY: list nodes are never freed.
+        let b = unsafe { &*p };
+        p = b.next.load(Ordering::Acquire);
+        if b.generation.load(Ordering::Acquire) != generation {
+            continue;
+        }
+        dropped += b.producer.dropped.load(Ordering::Relaxed);
+        let state = b.owner_state.load(Ordering::Acquire);
+        if state == FREE {
+            continue;
+        }
+        let mut t = b.consumer.tail.load(Ordering::Relaxed);
+        let head = b.producer.head.load(Ordering::Acquire);
+        while t != head {
+            let start = t & b.mask;
+            // Up to the end of the slot array, the head, or the batch size.
+            let n = head.wrapping_sub(t).min(b.slots.len() - start).min(DRAIN_BATCH);
+            let run = &b.slots[start..start + n];
+            // SAFETY: slots in tail..head were fully written before `head` was released, and the producer
+            // does not touch them until `tail` passes them; `UnsafeCell<MaybeUninit<Record>>` has the
+            // layout of `Record`.
+            let recs = unsafe { std::slice::from_raw_parts(run.as_ptr().cast::<Record>(), n) };
+            sink(recs);
+            t = t.wrapping_add(n);
+            drained += n as u64;
+            b.consumer.tail.store(t, Ordering::Release);
+        }
+        if state == EXITED && b.producer.head.load(Ordering::Acquire) == t {
+            // Keep its drop count in the total: move it to the orphan counter, then recycle.
+            ORPHAN_DROPS.fetch_add(b.producer.dropped.swap(0, Ordering::Relaxed), Ordering::Relaxed);
+            b.owner_state.store(FREE, Ordering::Release);
+        }
+    }
+    (drained, dropped)
+}
+
+/// Asks the CPU to start loading `recs[i]` (drained records are written by another core); a no-op past
+/// the end of the slice.
+#[inline(always)]
+pub fn prefetch(recs: &[Record], i: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(r) = recs.get(i) {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // A record spans two cache lines: its first and its last byte.
+        let first = (r as *const Record).cast::<i8>();
+        let last = first.wrapping_add(std::mem::size_of::<Record>() - 1);
+        // SAFETY: `_mm_prefetch` only needs SSE, part of the x86_64 baseline; a prefetch never faults and
+        // both addresses are inside a live record.
+        unsafe {
+            _mm_prefetch::<_MM_HINT_T0>(first);
+            _mm_prefetch::<_MM_HINT_T0>(last);
+        }
+    }
+}
+
+fn own_buffer(ctx: &crate::record::thread::ThreadCtx) -> Option<&'static ThreadBuffer> {
+    let (buf, generation) = (ctx.buffer.get(), ctx.buffer_generation.get());
+    if buf.is_null() || generation != GENERATION.load(Ordering::Relaxed) {
+        return None;
+    }
+    // SAFETY: buffers are never freed; this one is owned by the calling thread.
+    Some(unsafe { &*buf })
+}
+
+/// Marks the calling thread as blocked in `name` since `since` ticks (hang watchdog).
+pub fn set_pending(name: tprof_format::StrId, since: u64) {
+    set_pending_in(crate::record::thread::ctx(), name, since);
+}
+
+/// [`set_pending`] with the calling thread's context.
+pub fn set_pending_in(ctx: &crate::record::thread::ThreadCtx, name: tprof_format::StrId, since: u64) {
+    if let Some(b) = own_buffer(ctx) {
+        b.producer.pending_name.store(name.0, Ordering::Relaxed);
+        b.producer.pending_since.store(since.max(1), Ordering::Release);
+    }
+}
+
+/// Clears the calling thread's pending call.
+pub fn clear_pending() {
+    clear_pending_in(crate::record::thread::ctx());
+}
+
+/// [`clear_pending`] with the calling thread's context.
+pub fn clear_pending_in(ctx: &crate::record::thread::ThreadCtx) {
+    if let Some(b) = own_buffer(ctx) {
+        b.producer.pending_since.store(0, Ordering::Release);
+    }
+}
+
+/// The oldest pending blocking call of any live thread: (tid, name, since ticks).
+pub fn oldest_pending() -> Option<(u32, tprof_format::StrId, u64)> {
+    let generation = GENERATION.load(Ordering::Acquire);
+    let mut best: Option<(u32, tprof_format::StrId, u64)> = None;
+    let mut p = HEAD.load(Ordering::Acquire);
+    while !p.is_null() {
+        // SAFETY: list nodes are never freed.
+        let b = unsafe { &*p };
+        p = b.next.load(Ordering::Acquire);
+        if b.generation.load(Ordering::Acquire) != generation || b.owner_state.load(Ordering::Acquire) != OWNED {
+            continue;
+        }
+        let since = b.producer.pending_since.load(Ordering::Acquire);
+        if since != 0 && best.is_none_or(|x| since < x.2) {
+            let name = tprof_format::StrId(b.producer.pending_name.load(Ordering::Relaxed));
+            best = Some((b.tid.load(Ordering::Relaxed), name, since));
+        }
+    }
+    best
+}
+
+/// Records waiting in all buffers (approximate).
+pub fn pending() -> u64 {
+    let mut n = 0u64;
+    let mut p = HEAD.load(Ordering::Acquire);
+    while !p.is_null() {
+        // SAFETY: list nodes are never freed.
+        let b = unsafe { &*p };
+        n += b.producer.head.load(Ordering::Acquire).wrapping_sub(b.consumer.tail.load(Ordering::Acquire)) as u64;
+        p = b.next.load(Ordering::Acquire);
+    }
+    n
+}
+
+/// In a fork child: events buffered by the parent belong to the parent's ring. Start a new
+/// generation; every thread (only the forking one exists) re-registers on its next event. The old
+/// buffers are abandoned (their memory is the parent's copy).
+pub fn reset_after_fork() {
+    GENERATION.fetch_add(1, Ordering::AcqRel);
+    ORPHAN_DROPS.store(0, Ordering::Relaxed);
+    HEAD.store(std::ptr::null_mut(), Ordering::Release);
+}
+
+/// Total records dropped so far in this process generation.
+pub fn total_dropped() -> u64 {
+    let mut d = ORPHAN_DROPS.load(Ordering::Relaxed);
+    let generation = GENERATION.load(Ordering::Acquire);
+    let mut p = HEAD.load(Ordering::Acquire);
+    while !p.is_null() {
+        // SAFETY: list nodes are never freed.
+        let b = unsafe { &*p };
+        if b.generation.load(Ordering::Acquire) == generation {
+            d += b.producer.dropped.load(Ordering::Relaxed);
+        }
+        p = b.next.load(Ordering::Acquire);
+    }
+    d
+}
