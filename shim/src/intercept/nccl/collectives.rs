@@ -69,6 +69,12 @@ fn record(describe: impl FnOnce() -> Described, real: impl FnOnce() -> R) -> R {
             ffi_guard((), || {
                 let d = describe();
                 if d.op.moves_data() {
+                    // The sequence number counts every data-moving call, recorded or not: the ranks'
+                    // windows open and close at slightly different calls, and the numbers must
+                    // still name the same collective on every rank.
+                    if let Some(slot) = find(d.comm) {
+                        slot.seq.fetch_add(1, Ordering::Relaxed);
+                    }
                     let nranks = info(d.comm).nranks;
                     tallies::collective_unrecorded(d.op, collective_bytes(d.op, d.count, d.datatype, nranks), nranks);
                 }
