@@ -7,11 +7,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::Duration;
 
 use tprof_format::{Decoded, Record, RingReader};
-
-const ROLE: &str = "TPROF_GPU_METRICS_TEST_ROLE";
 
 fn simgpu_lib_dir() -> PathBuf {
     let dir = std::env::var_os("SIMGPU_LIB_DIR")
@@ -26,15 +23,9 @@ fn simgpu_lib_dir() -> PathBuf {
     dir
 }
 
-#[test]
-fn child_entry() {
-    if std::env::var(ROLE).is_ok() {
-        tprof::lifecycle::ensure_init();
-        tprof::gpu_metrics::start();
-        let ms: u64 = std::env::var("CHILD_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(800);
-        std::thread::sleep(Duration::from_millis(ms));
-        tprof::lifecycle::shutdown_for_tests();
-    }
+/// The child program (`shim/src/bin/tprof-recording-child.rs`, built by Cargo for these tests).
+fn child_program() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_tprof-recording-child"))
 }
 
 struct Run {
@@ -46,9 +37,8 @@ struct Run {
 
 fn run_child(tag: &str, lib_dir: Option<&Path>, env: &[(&str, &str)]) -> Run {
     let dir = tempfile::tempdir().unwrap();
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
-        .env(ROLE, "1")
+    let mut cmd = Command::new(child_program());
+    cmd.arg("gpu_metrics")
         .env("TPROF_OUT", dir.path())
         .env("TPROF_RING_MB", "8")
         .env("TPROF_CUPTI", "0")

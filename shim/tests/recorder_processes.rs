@@ -1,4 +1,4 @@
-//! Process-level behaviour of the recording core, using this test binary re-executed as a child:
+//! Process-level behaviour of the recording core, in child processes (`shim/src/bin/tprof-recording-child.rs`):
 //! a SIGKILLed writer leaves a valid ring holding everything committed more than 100 ms before the
 //! kill, and a fork with both sides recording yields two valid rings without deadlock.
 
@@ -6,86 +6,26 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tprof_format::{ApiDomain, Decoded, MarkerKind, Record, RingReader, StrId};
-
-const ROLE: &str = "TPROF_TEST_ROLE";
-
-fn api(arg: u64) -> Record {
-    Record::Api {
-        tid: 1,
-        domain: ApiDomain::Runtime,
-        name: StrId::NONE,
-        start: tprof::base::ticks::now(),
-        end: 0,
-        result: 0,
-        correlation: 0,
-        detail: StrId::NONE,
-        stream: 0,
-        arg,
-    }
-}
+use tprof_format::{Decoded, MarkerKind, Record, RingReader};
 
 fn monotonic_ns() -> u64 {
     tprof::base::ticks::monotonic_ns()
 }
 
-/// Child roles run when this binary is re-executed with `TPROF_TEST_ROLE` set.
-fn child_main(role: &str) {
-    tprof::lifecycle::ensure_init();
-    match role {
-        "steady" => {
-            // One event every 100 us until killed.
-            let mut i = 0u64;
-            loop {
-                tprof::record::recorder::emit(api(i));
-                i += 1;
-                std::thread::sleep(Duration::from_micros(100));
-            }
-        }
-        "forker" => {
-            for i in 0..1000 {
-                tprof::record::recorder::emit(api(i));
-            }
-            // SAFETY: test child; the forked child only uses async-signal-safe paths of tprof plus its
-            // own re-initialisation, which is what this test checks.
-            let pid = unsafe { libc::fork() };
-            if pid == 0 {
-                tprof::lifecycle::ensure_init();
-                for i in 0..500 {
-                    tprof::record::recorder::emit(api(100_000 + i));
-                }
-                std::process::exit(0);
-            }
-            for i in 1000..2000 {
-                tprof::record::recorder::emit(api(i));
-            }
-            let mut status = 0;
-            // SAFETY: waiting for our own child.
-            unsafe { libc::waitpid(pid, &mut status, 0) };
-            assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
-            std::process::exit(0);
-        }
-        other => panic!("unknown role {other}"),
-    }
+/// The child program (`shim/src/bin/tprof-recording-child.rs`, built by Cargo for these tests).
+fn child_program() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_tprof-recording-child"))
 }
 
 fn spawn_child(role: &str, out: &Path) -> std::process::Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
-        .env(ROLE, role)
+    Command::new(child_program())
+        .arg(role)
         .env("TPROF_OUT", out)
         .env("TPROF_RING_MB", "8")
         .env("TPROF_CUPTI", "0")
         .stdout(Stdio::null())
         .spawn()
         .unwrap()
-}
-
-#[test]
-fn child_entry() {
-    if let Ok(role) = std::env::var(ROLE) {
-        child_main(&role);
-    }
 }
 
 fn rings(dir: &Path) -> Vec<PathBuf> {
