@@ -50,7 +50,7 @@ for entry in "${inputs[@]}"; do
   for fmt in kineto parquet; do
     "$TPROF" export "$path" --format $fmt -o "$o/export-$fmt" >/dev/null 2>"$o/export-$fmt.err" || true
   done
-  "$TPROF" report "$path" -o "$o/report.html" >/dev/null 2>"$o/report.err" || true
+  "$TPROF" report "$path" -o "$o/report.html" 2>&1 >/dev/null | sed -E 's/ in [0-9.]+ s;/ in - s;/' >"$o/report.err" || true
   # The report names the time it was made: drop that line so two builds compare.
   [ -f "$o/report.html" ] && sed -i -E 's/(generated|Generated)[^<]*//g' "$o/report.html"
 done

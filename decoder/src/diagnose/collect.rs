@@ -341,6 +341,7 @@ impl TraceSink for FactCollector {
         memory.reserved_by_step = tl.reserved_by_step;
         memory.step_alloc_calls = tl.step_alloc_calls;
         memory.step_alloc_ns = tl.step_alloc_ns;
+        memory.step_alloc_idle_ns = tl.step_alloc_idle_ns;
         for f in &mut memory.failures {
             f.step = tl.step_of_time.as_ref().and_then(|s| s.at(f.ts));
         }

@@ -282,6 +282,9 @@ pub struct MemFacts {
     /// Allocation / free calls inside steps, and the host time they took.
     pub step_alloc_calls: u64,
     pub step_alloc_ns: Ns,
+    /// GPU idle time inside steps while the host was in allocation calls (what the churn costs).
+    #[serde(skip)]
+    pub step_alloc_idle_ns: Ns,
 }
 
 /// AMP (GradScaler) evidence.

@@ -112,18 +112,24 @@ pub fn find_oom(job: &Job) -> Option<Verdict> {
     Some(v)
 }
 
+/// Allocation churn alone (memory far from full, no failure) is a verdict only when the GPU waited
+/// for it this much of the time: calls that overlap GPU work cost the step nothing.
+const CHURN_MIN_SHARE: f64 = 0.05;
+
 pub fn find_pressure(job: &Job) -> Option<Verdict> {
     let mut churn_ns: Ns = 0;
     let mut churn_calls = 0u64;
     let mut ranks = Vec::new();
     let mut recovered = 0usize;
     let mut near = Vec::new();
+    let churn_idle: Ns = job.ranks.iter().map(|r| r.memory.step_alloc_idle_ns).sum();
+    let churn_matters = job.fraction(churn_idle) >= CHURN_MIN_SHARE;
     for (i, r) in job.ranks.iter().enumerate() {
         let rec = r.memory.failures.iter().filter(|f| !is_fatal(r, f)).count();
         let close = r.memory.capacity.is_some_and(|c| c > 0 && r.memory.peak_reserved as f64 >= 0.9 * c as f64);
         churn_ns += r.memory.step_alloc_ns;
         churn_calls += r.memory.step_alloc_calls;
-        if rec > 0 || close || r.memory.step_alloc_calls > 0 {
+        if rec > 0 || close || (churn_matters && r.memory.step_alloc_calls > 0) {
             ranks.push(i);
         }
         recovered += rec;
@@ -134,7 +140,9 @@ pub fn find_pressure(job: &Job) -> Option<Verdict> {
     if ranks.is_empty() {
         return None;
     }
-    let severity = job.fraction(churn_ns).max(if recovered > 0 || !near.is_empty() { 0.01 } else { 0.0 });
+    // What the churn costs is the GPU time it starved, not the host time in the calls.
+    let churn_cost = if churn_matters { job.fraction(churn_idle) } else { 0.0 };
+    let severity = churn_cost.max(if recovered > 0 || !near.is_empty() { 0.01 } else { 0.0 });
     let nsteps: u64 = job.ranks.iter().map(|r| r.steps.len() as u64).sum::<u64>().max(1);
     let r0 = &job.ranks[*near.first().or(ranks.first())?];
     let growth = growth_per_step(r0);

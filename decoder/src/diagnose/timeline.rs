@@ -182,6 +182,8 @@ pub struct Timeline {
     pub reserved_by_step: Vec<(u64, u64)>,
     pub step_alloc_calls: u64,
     pub step_alloc_ns: Ns,
+    /// GPU idle time inside steps while the host was in allocation calls.
+    pub step_alloc_idle_ns: Ns,
     pub step_of_time: Option<StepIndex>,
 }
 
@@ -206,7 +208,8 @@ pub fn analyse(mut inp: Input) -> Timeline {
     let skip = usize::from(nsteps >= WARMUP_MIN_STEPS);
     let window = analysed_window(&index, &gpu, skip, inp.span);
     let holes = holes_to_next_step(std::mem::take(&mut inp.unobserved), &index);
-    let (split, step_split) = split_window(&gpu, &index, &inp.calls, window, &holes, &mut host.sync_stats);
+    let (split, step_split, alloc_idle_ns) =
+        split_window(&gpu, &index, &inp.calls, window, &holes, &mut host.sync_stats);
     let mut kernels = StepKernels::of(&gpu, nsteps);
     let gpu_end = gpu_step_ends(&gpu.first, &holes, window.1);
     let steps = step_facts(&index, skip, &gpu, &host, &step_split, &mut kernels, &gpu_end);
@@ -223,6 +226,7 @@ pub fn analyse(mut inp: Input) -> Timeline {
         reserved_by_step: reserved_by_step(&mut inp.mem_samples, &index),
         step_alloc_calls: host.alloc_calls,
         step_alloc_ns: host.alloc_ns,
+        step_alloc_idle_ns: alloc_idle_ns,
         steps,
         step_of_time: Some(index),
     }
@@ -400,6 +404,9 @@ struct GapClassifier<'a> {
     host: Vec<(Ns, Ns)>,
     /// Union of the set-up calls (communicator init / destroy).
     setup: Vec<(Ns, Ns)>,
+    /// Union of the allocation calls, and the GPU idle time inside steps they cover.
+    alloc: Vec<(Ns, Ns)>,
+    alloc_idle_ns: Ns,
     /// Synchronizing calls by start.
     syncs: Vec<&'a RawCall>,
     // Gaps come in time order, so every search below only moves forward.
@@ -412,9 +419,21 @@ impl<'a> GapClassifier<'a> {
     fn new(gpu: &'a GpuSteps<'a>, index: &'a StepIndex, calls: &'a [RawCall]) -> GapClassifier<'a> {
         let host = union(calls.iter().filter(|c| c.class != CallClass::Setup).map(|c| (c.start, c.end)).collect());
         let setup = union(calls.iter().filter(|c| c.class == CallClass::Setup).map(|c| (c.start, c.end)).collect());
+        let alloc = union(calls.iter().filter(|c| c.class == CallClass::Alloc).map(|c| (c.start, c.end)).collect());
         let mut syncs: Vec<&RawCall> = calls.iter().filter(|c| c.class == CallClass::Sync).collect();
         syncs.sort_by_key(|c| c.start);
-        GapClassifier { gpu, index, host, setup, syncs, sync_cursor: 0, op_cursor: 0, step_cursor: 0 }
+        GapClassifier {
+            gpu,
+            index,
+            host,
+            setup,
+            alloc,
+            alloc_idle_ns: 0,
+            syncs,
+            sync_cursor: 0,
+            op_cursor: 0,
+            step_cursor: 0,
+        }
     }
 
     /// The sync call the host was blocked in when the GPU ran dry at `a`.
@@ -432,6 +451,9 @@ impl<'a> GapClassifier<'a> {
         let first = owner.is_some_and(|p| self.gpu.first[p] == Some(b));
         let mut part = Split::default();
         let sync = self.blocking_sync(a);
+        if owner.is_some() {
+            self.alloc_idle_ns += measure_in(&self.alloc, a, b);
+        }
         if measure_in(&self.setup, a, b) * 2 >= gap {
             // The GPU waited for set-up (communicators being created): neither launching nor data.
             part.idle_ns = gap;
@@ -465,7 +487,7 @@ fn split_window(
     (w0, w1): (Ns, Ns),
     holes: &[(Ns, Ns)],
     sync_stats: &mut HashMap<u32, SyncCallStat>,
-) -> (Split, Vec<Split>) {
+) -> (Split, Vec<Split>, Ns) {
     let mut gaps = GapClassifier::new(gpu, index, calls);
     let mut step_split = vec![Split::default(); index.windows.len()];
     let mut split = Split::default();
@@ -499,7 +521,7 @@ fn split_window(
     split.comm_ns =
         in_observed(&b.comm) - observed.iter().map(|&(a, b2)| intersect_in(&b.comm, &b.compute, a, b2)).sum::<Ns>();
     split.memcpy_ns = in_observed(&b.all) - in_observed(&b.cm);
-    (split, step_split)
+    (split, step_split, gaps.alloc_idle_ns)
 }
 
 /// The compute kernels of each step position, and the AMP check / optimizer kernels.
