@@ -1,7 +1,8 @@
 //! The calls that end the process image without running exit handlers: `_exit` / `_Exit` and the
 //! `exec` family. Each closes the ring first (`lifecycle::image_end`), then makes the real call;
-//! an `exec` that returns (it failed) lets tprof record on into a new ring. glibc's variadic
-//! `execl`, `execlp` and `execle` and a raw `exit_group` / `execve` system call cannot be seen.
+//! an `exec` that returns (it failed) lets tprof record on into a new ring. The variadic `execl`,
+//! `execlp` and `execle` (x86_64) are trampolines that close the ring and jump to the real call
+//! with the caller's registers and stack. A raw `exit_group` / `execve` system call cannot be seen.
 //!
 //! The real functions are resolved when libtprof is loaded, so the interposers never call the
 //! dynamic loader later (a signal handler or a fork child may call `_exit`).
@@ -54,9 +55,12 @@ static EXECVP: Real = Real::new(c"execvp");
 static EXECVPE: Real = Real::new(c"execvpe");
 static FEXECVE: Real = Real::new(c"fexecve");
 static EXECVEAT: Real = Real::new(c"execveat");
+static EXECL: Real = Real::new(c"execl");
+static EXECLP: Real = Real::new(c"execlp");
+static EXECLE: Real = Real::new(c"execle");
 
 extern "C" fn resolve_all() {
-    for r in [&EXIT, &EXIT_UPPER, &EXECVE, &EXECV, &EXECVP, &EXECVPE, &FEXECVE, &EXECVEAT] {
+    for r in [&EXIT, &EXIT_UPPER, &EXECVE, &EXECV, &EXECVP, &EXECVPE, &FEXECVE, &EXECVEAT, &EXECL, &EXECLP, &EXECLE] {
         r.resolve();
     }
 }
@@ -155,4 +159,91 @@ pub unsafe extern "C" fn execveat(
     exec_with(&EXECVEAT, |p| unsafe {
         std::mem::transmute::<*mut c_void, ExecveatFn>(p)(dirfd, path, argv, envp, flags)
     })
+}
+
+/// For a variadic `exec` trampoline: closes the ring (the next event, after an `exec` that failed,
+/// opens a new one) and returns the real function, or null with errno ENOSYS.
+fn prepare_variadic_exec(real: &Real) -> *mut c_void {
+    image_end::before_exec_unseen_return();
+    let p = real.get();
+    if p.is_null() {
+        // SAFETY: errno is the calling thread's.
+        unsafe { *libc::__errno_location() = libc::ENOSYS };
+    }
+    p
+}
+
+#[cfg(target_arch = "x86_64")]
+extern "C" fn prepare_execl() -> *mut c_void {
+    prepare_variadic_exec(&EXECL)
+}
+
+#[cfg(target_arch = "x86_64")]
+extern "C" fn prepare_execlp() -> *mut c_void {
+    prepare_variadic_exec(&EXECLP)
+}
+
+#[cfg(target_arch = "x86_64")]
+extern "C" fn prepare_execle() -> *mut c_void {
+    prepare_variadic_exec(&EXECLE)
+}
+
+/// The body of a variadic `exec` trampoline: on entry rsp = 8 mod 16; the six argument registers
+/// and rax (the vector-register count of a variadic call) are saved (seven pushes keep the call
+/// aligned), `prepare` closes the ring and returns the real function, the registers are restored
+/// and the real function is entered with the caller's stack (its further arguments) and return
+/// address; a missing real function returns -1.
+#[cfg(target_arch = "x86_64")]
+macro_rules! variadic_exec_trampoline {
+    ($prepare:path) => {
+        core::arch::naked_asm!(
+            "push rdi",
+            "push rsi",
+            "push rdx",
+            "push rcx",
+            "push r8",
+            "push r9",
+            "push rax",
+            "call {prepare}",
+            "mov r11, rax",
+            "pop rax",
+            "pop r9",
+            "pop r8",
+            "pop rcx",
+            "pop rdx",
+            "pop rsi",
+            "pop rdi",
+            "test r11, r11",
+            "jz 2f",
+            "jmp r11",
+            "2:",
+            "mov eax, -1",
+            "ret",
+            prepare = sym $prepare,
+        )
+    };
+}
+
+/// `execl(path, arg0, ..., NULL)`, interposed.
+#[cfg(target_arch = "x86_64")]
+#[unsafe(naked)]
+#[no_mangle]
+pub unsafe extern "C" fn execl(_path: *const c_char, _arg0: *const c_char) -> c_int {
+    variadic_exec_trampoline!(prepare_execl)
+}
+
+/// `execlp(file, arg0, ..., NULL)`, interposed.
+#[cfg(target_arch = "x86_64")]
+#[unsafe(naked)]
+#[no_mangle]
+pub unsafe extern "C" fn execlp(_file: *const c_char, _arg0: *const c_char) -> c_int {
+    variadic_exec_trampoline!(prepare_execlp)
+}
+
+/// `execle(path, arg0, ..., NULL, envp)`, interposed.
+#[cfg(target_arch = "x86_64")]
+#[unsafe(naked)]
+#[no_mangle]
+pub unsafe extern "C" fn execle(_path: *const c_char, _arg0: *const c_char) -> c_int {
+    variadic_exec_trampoline!(prepare_execle)
 }

@@ -28,3 +28,15 @@ pub fn after_failed_exec(ring_closed: bool) {
         switch::reset_after_closed_ring();
     }
 }
+
+/// Before an `exec` whose return tprof cannot see (the variadic `execl*`, entered by a tail jump):
+/// close the ring and go back to uninitialised at once, so that after a failed `exec` the next
+/// event opens a new ring (a thread calling CUDA while the `exec` succeeds opens one that the new
+/// image abandons).
+pub fn before_exec_unseen_return() {
+    ffi_guard((), || {
+        if close_ring(EXIT_WAIT) {
+            switch::reset_after_closed_ring();
+        }
+    })
+}

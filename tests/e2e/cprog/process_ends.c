@@ -7,7 +7,9 @@
  *              waits, then does N kernels and returns (the Python multiprocessing pattern)
  *   exec       N kernels, synchronise, then execv("/bin/true")
  *   execvp     N kernels, synchronise, then execvp("true")
+ *   execl, execlp, execle   the same through the variadic calls
  *   exec_fail  N kernels, execv of a missing file (fails), then N more kernels and return
+ *   execlp_fail  the same with execlp
  *   threads    T threads released together by a barrier, each launching N kernels
  *   devices    T threads, one per device (cudaSetDevice(i)), released together, N kernels each */
 #include <pthread.h>
@@ -93,10 +95,25 @@ int main(int argc, char **argv) {
       execvp("true", args);
     perror("exec");
     return 23;
-  } else if (!strcmp(mode, "exec_fail")) {
+  } else if (!strcmp(mode, "execl") || !strcmp(mode, "execlp") || !strcmp(mode, "execle")) {
+    if ((rc = launch(0, n))) return rc;
+    extern char **environ;
+    if (!strcmp(mode, "execl"))
+      execl("/bin/true", "true", (char *)NULL);
+    else if (!strcmp(mode, "execlp"))
+      execlp("true", "true", (char *)NULL);
+    else
+      execle("/bin/true", "true", (char *)NULL, environ);
+    perror(mode);
+    return 23;
+  } else if (!strcmp(mode, "exec_fail") || !strcmp(mode, "execlp_fail")) {
     if ((rc = launch(0, n))) return rc;
     char *args[] = {"missing", NULL};
-    if (execv("/nonexistent/tprof-missing-program", args) == 0) return 24;
+    if (!strcmp(mode, "exec_fail")) {
+      if (execv("/nonexistent/tprof-missing-program", args) == 0) return 24;
+    } else if (execlp("tprof-missing-program", "missing", (char *)NULL) == 0) {
+      return 24;
+    }
     return launch(0, n);
   } else if (!strcmp(mode, "threads")) {
     return threads(t, n, 0);

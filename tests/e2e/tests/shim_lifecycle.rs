@@ -102,7 +102,9 @@ fn a_forked_child_ending_with_exit_keeps_its_kernels() {
 fn exec_closes_the_ring_before_the_image_is_replaced() {
     let prog = program();
     // A long stretch of work and one well under a commit interval (100 ms).
-    for (mode, n) in [("exec", "2000"), ("exec", "20"), ("execvp", "20")] {
+    let modes =
+        [("exec", "2000"), ("exec", "20"), ("execvp", "20"), ("execl", "20"), ("execlp", "20"), ("execle", "20")];
+    for (mode, n) in modes {
         let tag = format!("{mode}-{n}");
         let r = run(&prog, &[mode, n], &tag);
         assert_eq!(ring_kernels(&r, WORK).len(), 1, "{tag}: one ring (the new image makes no CUDA call)");
@@ -113,11 +115,13 @@ fn exec_closes_the_ring_before_the_image_is_replaced() {
 #[test]
 fn a_failed_exec_lets_tprof_record_on() {
     let prog = program();
-    let r = run(&prog, &["exec_fail", "150"], "exec-fail");
-    let rings = ring_kernels(&r, WORK);
-    assert_eq!(rings.len(), 2, "the ring closed before the exec and a new one after it");
-    assert!(rings.iter().all(|k| k.kernels == 150), "150 kernels on each side of the exec");
-    assert_eq!(assert_all_kept("exec_fail", &r, WORK), 300);
+    for mode in ["exec_fail", "execlp_fail"] {
+        let r = run(&prog, &[mode, "150"], mode);
+        let rings = ring_kernels(&r, WORK);
+        assert_eq!(rings.len(), 2, "{mode}: the ring closed before the exec and a new one after it");
+        assert!(rings.iter().all(|k| k.kernels == 150), "{mode}: 150 kernels on each side of the exec");
+        assert_eq!(assert_all_kept(mode, &r, WORK), 300, "{mode}: truth kernels");
+    }
 }
 
 #[test]
