@@ -199,10 +199,11 @@ const EXIT_WAIT: Duration = Duration::from_secs(2);
 /// True when a ring was open and has been closed in time. Touches only atomics and sleeps (safe
 /// in a fork child and in a signal handler); in a `vfork` child (another pid) it does nothing.
 fn close_ring(timeout: Duration) -> bool {
-    let _inside = crate::record::reentrancy::Reentrancy::enter();
+    // First, before touching anything: a vfork child shares the parent's memory.
     if !writer_thread::running() {
         return false;
     }
+    let _inside = crate::record::reentrancy::Reentrancy::enter();
     let closed = writer_thread::stop_and_wait(timeout);
     if !closed {
         warn_line("the ring writer did not finish within 2 s as the process ended; the last events may be missing");

@@ -10,9 +10,13 @@
  *   execl, execlp, execle   the same through the variadic calls
  *   exec_fail  N kernels, execv of a missing file (fails), then N more kernels and return
  *   execlp_fail  the same with execlp
+ *   signal_exit  N kernels, synchronise, then a signal handler calls _exit(0)
+ *   vfork_exec N kernels, a vfork child execs /bin/true (its exec must leave the parent's ring
+ *              alone), then N more kernels and return
  *   threads    T threads released together by a barrier, each launching N kernels
  *   devices    T threads, one per device (cudaSetDevice(i)), released together, N kernels each */
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +41,11 @@ static int launch(int which, int n) {
   for (int i = 0; i < n; i++) CK(cudaLaunchKernel(&stubs[which], g, b, NULL, 0, NULL));
   CK(cudaDeviceSynchronize());
   return 0;
+}
+
+static void exit_from_handler(int sig) {
+  (void)sig;
+  _exit(0);
 }
 
 static pthread_barrier_t start_together;
@@ -114,6 +123,22 @@ int main(int argc, char **argv) {
     } else if (execlp("tprof-missing-program", "missing", (char *)NULL) == 0) {
       return 24;
     }
+    return launch(0, n);
+  } else if (!strcmp(mode, "signal_exit")) {
+    if ((rc = launch(0, n))) return rc;
+    signal(SIGUSR1, exit_from_handler);
+    raise(SIGUSR1);
+    return 25;
+  } else if (!strcmp(mode, "vfork_exec")) {
+    if ((rc = launch(0, n))) return rc;
+    char *args[] = {"true", NULL};
+    pid_t child = vfork();
+    if (child == 0) {
+      execv("/bin/true", args);
+      _exit(127);
+    }
+    int status = 0;
+    if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return 26;
     return launch(0, n);
   } else if (!strcmp(mode, "threads")) {
     return threads(t, n, 0);

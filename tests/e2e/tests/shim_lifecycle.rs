@@ -82,7 +82,7 @@ fn assert_all_kept(what: &str, r: &RunResult, name: &str) -> usize {
 #[test]
 fn a_process_ending_with_exit_keeps_every_kernel() {
     let prog = program();
-    for mode in ["_exit", "_Exit"] {
+    for mode in ["_exit", "_Exit", "signal_exit"] {
         let r = run(&prog, &[mode, "300"], mode);
         assert_eq!(assert_all_kept(mode, &r, WORK), 300, "{mode}: truth kernels");
     }
@@ -122,6 +122,14 @@ fn a_failed_exec_lets_tprof_record_on() {
         assert!(rings.iter().all(|k| k.kernels == 150), "{mode}: 150 kernels on each side of the exec");
         assert_eq!(assert_all_kept(mode, &r, WORK), 300, "{mode}: truth kernels");
     }
+}
+
+#[test]
+fn a_vfork_child_exec_leaves_the_parents_ring_alone() {
+    let prog = program();
+    let r = run(&prog, &["vfork_exec", "100"], "vfork-exec");
+    assert_eq!(ring_kernels(&r, WORK).len(), 1, "one ring, the parent's");
+    assert_eq!(assert_all_kept("vfork_exec", &r, WORK), 200);
 }
 
 #[test]
