@@ -23,10 +23,11 @@ pub fn is_recording() -> bool {
     RECORDING.load(Ordering::Relaxed)
 }
 
-/// True until the first initialisation starts (one relaxed load: the hot path's init test).
+/// True until initialisation has decided (uninitialised or initialising; one relaxed load: the hot
+/// path's init test).
 #[inline]
-pub fn is_uninitialised() -> bool {
-    STATE.load(Ordering::Relaxed) == UNINIT
+pub fn is_undecided() -> bool {
+    STATE.load(Ordering::Relaxed) < ENABLED
 }
 
 /// Opens or closes the capture window (production modes); no effect unless enabled.
@@ -47,8 +48,9 @@ pub fn begin_initialising() -> bool {
 /// Ends the initialisation: enabled (the window open or not) or disabled.
 pub fn finish_initialising(enabled: bool, window_open: bool) {
     if enabled {
-        STATE.store(ENABLED, Ordering::Release);
+        // The window first: a thread that waited for the decision sees it with the state.
         RECORDING.store(window_open, Ordering::Release);
+        STATE.store(ENABLED, Ordering::Release);
     } else {
         STATE.store(DISABLED, Ordering::Release);
     }
@@ -70,6 +72,13 @@ pub fn reset_in_fork_child(follow_fork: bool) {
     if s == ENABLED || s == INITIALISING {
         STATE.store(if follow_fork { UNINIT } else { DISABLED }, Ordering::Release);
     }
+}
+
+/// After the ring was closed for an `exec` that failed: enabled goes back to uninitialised, so the
+/// next event initialises again into a new ring file.
+pub fn reset_after_closed_ring() {
+    RECORDING.store(false, Ordering::Release);
+    let _ = STATE.compare_exchange(ENABLED, UNINIT, Ordering::AcqRel, Ordering::Acquire);
 }
 
 /// Test support: back to a clean enabled-able state after a deliberate panic test.

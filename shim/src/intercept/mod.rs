@@ -28,6 +28,7 @@ pub mod nccl;
 pub mod proc_address;
 #[cfg(test)]
 mod proc_address_typedefs;
+pub mod process_image;
 pub mod real;
 pub mod vmmtrack;
 

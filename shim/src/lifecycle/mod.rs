@@ -1,12 +1,14 @@
 //! Floor 5, the lifecycle: the one place that starts and stops tprof's services. Initialisation
 //! (the switch from uninitialised to enabled or disabled, the ring file, the writer thread, the
 //! capture schedule, metrics, control socket and signal handlers, then the init hooks the sources
-//! registered), the exit flush, and fork ([`fork`]).
+//! registered), the exit flush, fork ([`fork`]), and the ends of a process image that skip the exit
+//! handlers: `_exit` and `exec` ([`image_end`]).
 //!
 //! Initialisation is lazy (the first intercepted call), so processes that never touch CUDA (shells,
 //! compilers, DataLoader workers) create no ring file.
 
 mod fork;
+pub mod image_end;
 
 use std::sync::Once;
 use std::time::Duration;
@@ -25,10 +27,14 @@ use crate::service::{control_socket, metrics, signals, writer_thread};
 static EXIT_HOOK: Once = Once::new();
 static INIT_HOOKS: HookTable = HookTable::new();
 
-/// Initialises tprof on first use; later calls cost one relaxed load. Never panics, never blocks.
+/// Longest a thread waits for another thread's initialisation to decide.
+const INIT_WAIT: Duration = Duration::from_secs(5);
+
+/// Initialises tprof on first use; later calls cost one relaxed load. Never panics. A thread that
+/// arrives while another initialises waits (bounded) for the decision, so its events are recorded.
 #[inline]
 pub fn ensure_init() {
-    if switch::is_uninitialised() {
+    if switch::is_undecided() {
         init_slow();
     }
 }
@@ -43,6 +49,7 @@ pub fn register_init_hook(f: fn()) {
 #[cold]
 fn init_slow() {
     if !switch::begin_initialising() {
+        wait_for_decision();
         return;
     }
     let _inside = crate::record::reentrancy::Reentrancy::enter();
@@ -62,6 +69,26 @@ fn init_slow() {
             warn_line(&format!("{msg}; profiling is off, the program runs on"));
         }
         Err(_) => switch::disable_permanently("internal error during initialisation"),
+    }
+}
+
+/// Another thread initialises: yield until it has decided, at most [`INIT_WAIT`]. The initialising
+/// thread itself (re-entered from inside initialisation) and tprof's own threads never wait.
+fn wait_for_decision() {
+    if crate::record::reentrancy::Reentrancy::active() {
+        return;
+    }
+    let deadline = std::time::Instant::now() + INIT_WAIT;
+    let mut spins = 0u32;
+    while switch::state() == switch::INITIALISING {
+        if spins < 1000 {
+            std::thread::yield_now();
+            spins += 1;
+        } else if std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_micros(50));
+        } else {
+            return;
+        }
     }
 }
 
@@ -158,17 +185,30 @@ impl DirBuilderPrivate for std::fs::DirBuilder {
 
 extern "C" fn exit_handler() {
     ffi_guard((), || {
-        let _inside = crate::record::reentrancy::Reentrancy::enter();
-        if !writer_thread::running() {
-            return;
-        }
         // glibc runs the exiting thread's thread-local destructors before atexit handlers, so this
         // thread may no longer own a buffer: the writer thread runs the flush hooks, writes the exit
         // marker and closes the ring.
-        if !writer_thread::stop_and_wait(Duration::from_secs(2)) {
-            warn_line("the ring writer did not finish within 2 s at exit; the last events may be missing");
-        }
+        close_ring(EXIT_WAIT);
     });
+}
+
+/// Longest the exit paths wait for the writer to drain, commit and close the ring.
+const EXIT_WAIT: Duration = Duration::from_secs(2);
+
+/// Has this process's writer thread drain, commit and close the ring, waiting at most `timeout`.
+/// True when a ring was open and has been closed in time. Touches only atomics and sleeps (safe
+/// in a fork child and in a signal handler); in a `vfork` child (another pid) it does nothing.
+fn close_ring(timeout: Duration) -> bool {
+    // First, before touching anything: a vfork child shares the parent's memory.
+    if !writer_thread::running() {
+        return false;
+    }
+    let _inside = crate::record::reentrancy::Reentrancy::enter();
+    let closed = writer_thread::stop_and_wait(timeout);
+    if !closed {
+        warn_line("the ring writer did not finish within 2 s as the process ended; the last events may be missing");
+    }
+    closed
 }
 
 /// Flushes at exit without exiting (used by tests and `tprof` control paths).

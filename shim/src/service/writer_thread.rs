@@ -11,7 +11,7 @@ use crate::base::panic_fence::ffi_guard;
 use crate::base::{switch, ticks};
 use crate::capture::{self, hang_watchdog, tallies};
 use crate::record::reentrancy::Reentrancy;
-use crate::record::{interning, recorder};
+use crate::record::{interning, recorder, thread};
 
 use super::metrics;
 
@@ -21,6 +21,8 @@ const MAX_PAUSE: Duration = Duration::from_millis(5);
 static STOP: AtomicBool = AtomicBool::new(false);
 static DONE: AtomicBool = AtomicBool::new(false);
 static RUNNING_PID: AtomicU32 = AtomicU32::new(0);
+/// The writer thread's kernel thread id: it cannot wait for itself.
+static WRITER_TID: AtomicU32 = AtomicU32::new(0);
 
 /// Functions run by the writer thread about every commit interval (e.g. a periodic CUPTI flush).
 /// Lock-free tables, so nothing is ever locked across `fork`.
@@ -59,6 +61,7 @@ pub fn start(ring: RingWriter, commit_interval: Duration) -> std::io::Result<()>
     RUNNING_PID.store(std::process::id(), Ordering::Release);
     std::thread::Builder::new().name("tprof-writer".into()).spawn(move || {
         let _inside = Reentrancy::enter();
+        WRITER_TID.store(thread::tid(), Ordering::Release);
         ffi_guard((), || run(ring, commit_interval));
         DONE.store(true, Ordering::Release);
     })?;
@@ -171,10 +174,15 @@ fn define_new_strings(ring: &mut RingWriter, since: u32) -> u32 {
 }
 
 /// Asks the writer thread (of this process) to drain, commit and close the ring, waiting at most
-/// `timeout`. Returns true when it finished in time.
+/// `timeout`. Returns true when it finished in time. Called on the writer thread itself (a signal
+/// handler that ends the process there), it asks and returns false at once.
 pub fn stop_and_wait(timeout: Duration) -> bool {
     if RUNNING_PID.load(Ordering::Acquire) != std::process::id() {
         return true;
+    }
+    if thread::tid() == WRITER_TID.load(Ordering::Acquire) {
+        STOP.store(true, Ordering::Release);
+        return false;
     }
     STOP.store(true, Ordering::Release);
     let deadline = Instant::now() + timeout;
@@ -195,6 +203,7 @@ pub fn running() -> bool {
 /// In a fork child: the writer thread does not exist here.
 pub fn reset_after_fork() {
     RUNNING_PID.store(0, Ordering::Release);
+    WRITER_TID.store(0, Ordering::Release);
     STOP.store(false, Ordering::Release);
     DONE.store(false, Ordering::Release);
 }
