@@ -59,6 +59,10 @@ pub struct Scenario {
     pub oom_growth: u64,
     /// Only this rank grows and fails (default: every rank).
     pub oom_rank: Option<u32>,
+    /// (pairs, ns per call, at the step's start): that many cudaMalloc + cudaFree of 1 MiB per step,
+    /// either before the input (the GPU has nothing queued and waits) or amid the forward launches
+    /// (the GPU still runs the queued kernels).
+    pub alloc_churn: Option<(u32, u64, bool)>,
     /// Every Kth step overflows: the AdamW kernels are skipped.
     pub amp_overflow_every: Option<u64>,
     /// Optimizer (fused AdamW) kernels per step and their duration.
@@ -97,6 +101,7 @@ impl Default for Scenario {
             oom_at: None,
             oom_growth: 2 << 30,
             oom_rank: None,
+            alloc_churn: None,
             amp_overflow_every: None,
             optimizer_kernels: 4,
             optimizer_ns: 100 * US,
@@ -130,6 +135,35 @@ struct RankLog {
 }
 
 impl RankLog {
+    /// `pairs` cudaMalloc + cudaFree of 1 MiB, `ns` each, on the host's timeline.
+    fn alloc_churn(&mut self, rank: u32, step: u64, pairs: u32, ns: u64) {
+        for i in 0..pairs {
+            let address = 0x7e00_0000_0000 + (step * 1000 + u64::from(i)) * (1 << 20);
+            for (name, op) in [("cudaMalloc", MemOp::Alloc), ("cudaFree", MemOp::Free)] {
+                let (s, e) = (self.host, self.host + ns);
+                let corr = self.api(name, s, e, None, 1 << 20, 0);
+                if op == MemOp::Alloc {
+                    self.reserved += 1 << 20;
+                } else {
+                    self.reserved -= 1 << 20;
+                }
+                self.recs.push(Record::Memory {
+                    op,
+                    space: MemSpace::Device,
+                    device: rank,
+                    address,
+                    bytes: 1 << 20,
+                    reserved: self.reserved,
+                    ts: e,
+                    result: 0,
+                    correlation: corr,
+                    tid: 1,
+                });
+                self.host = e;
+            }
+        }
+    }
+
     fn s(&mut self, text: &str) -> StrId {
         let n = self.strings.len() as u32 + 1;
         *self.strings.entry(text.to_string()).or_insert(StrId(n))
@@ -314,6 +348,9 @@ impl Scenario {
                 return;
             }
         }
+        if let Some((pairs, ns, true)) = self.alloc_churn {
+            l.alloc_churn(rank, step, pairs, ns);
+        }
         l.host += self.data_ns;
         if let Some((r, extra)) = self.straggler {
             if r == rank {
@@ -324,6 +361,9 @@ impl Scenario {
         l.memcpy(CopyKind::HtoD, self.batch_bytes, copy, self.pageable);
         for i in 0..self.fwd_kernels {
             l.launch(self, K_GEMM, self.kernel_ns);
+            if let (Some((pairs, ns, false)), true) = (self.alloc_churn, i == self.fwd_kernels / 2) {
+                l.alloc_churn(rank, step, pairs, ns);
+            }
             if self.sync_every_step && i == self.fwd_kernels / 2 {
                 l.memcpy(CopyKind::DtoH, 4, 2 * US, false);
                 let (s, e) = (l.host, l.host.max(l.compute) + 3 * US);
