@@ -454,3 +454,58 @@ fn missing_real_symbol_warns_once_and_returns_the_no_driver_error() {
     assert!(stderr.contains("cudaMemset2D_ptds"), "{stderr}");
     assert!(stderr.contains("results 35 35"), "{stderr}");
 }
+
+/// Names of the calls CUPTI recorded (tprof injected, no interposer bound), sorted, with or
+/// without CUPTI's own `cuptiGetCallbackName`.
+fn cupti_api_names(callback_names: bool) -> Vec<String> {
+    let dir = temp_dir("bin");
+    let prog = compile("cupti_named_calls", &dir, Link::SimCudart);
+    let mut spec = RunSpec::new(&prog, &[], simgpu_dir())
+        .env("TPROF_RING_MB", "4")
+        .env("SIMGPU_CUPTI_CALLBACK_NAMES", if callback_names { "1" } else { "0" });
+    spec.preload = false;
+    spec.inject = true;
+    let r = spec.run("cupti-names");
+    assert_eq!(r.code(), Some(0), "stderr:\n{}", r.stderr());
+    assert_eq!(r.stdout(), "cupti_named_calls: ok\n");
+    let rings = read_rings(&r.out_dir);
+    assert_eq!(rings.len(), 1);
+    let mut names: Vec<String> = rings[0]
+        .records
+        .iter()
+        .filter_map(|rec| match *rec {
+            Record::Api { domain: ApiDomain::CuptiRuntime | ApiDomain::CuptiDriver, name, .. } => {
+                Some(rings[0].name(name).to_string())
+            }
+            _ => None,
+        })
+        .collect();
+    names.sort();
+    names.dedup();
+    let _ = std::fs::remove_dir_all(r.out_dir.parent().unwrap());
+    names
+}
+
+/// Calls only CUPTI sees are named as CUPTI names them (without the `_v<digits>` ABI suffix), also
+/// when CUPTI's `cuptiGetCallbackName` fails (a CUPTI older than the runtime): the callback id tables
+/// generated from NVIDIA's headers name every id.
+#[test]
+fn calls_only_cupti_sees_are_named_with_or_without_cupti_callback_names() {
+    let from_table = cupti_api_names(false);
+    for name in [
+        "cudaGraphInstantiate",
+        "cudaGraphExecDestroy",
+        "cudaGraphDestroy",
+        "cudaGraphGetNodes",
+        "cudaDeviceGetAttribute",
+        "cudaMemGetInfo",
+        "cudaGetLastError",
+        "cudaStreamDestroy",
+        "cuModuleLoadData",
+        "cuModuleUnload",
+    ] {
+        assert!(from_table.iter().any(|n| n == name), "{name} not named: {from_table:?}");
+    }
+    assert!(!from_table.iter().any(|n| n.contains("_cbid_")), "unnamed callback ids: {from_table:?}");
+    assert_eq!(cupti_api_names(true), from_table, "CUPTI's names and the table's agree");
+}
