@@ -1,92 +1,39 @@
-//! Callback ids (`cupti_runtime_cbid.h`, `cupti_driver_cbid.h`): names for API records when CUPTI has
-//! no `cuptiGetCallbackName`.
+//! Callback ids (`cupti_runtime_cbid.h`, `cupti_driver_cbid.h`): the name of every id, for API
+//! records whose name CUPTI does not give (no `cuptiGetCallbackName`, or it fails). The tables are
+//! generated from NVIDIA's headers (`gen_cbid_names.py`), one per CUDA major: an id keeps its number
+//! across versions, but CUDA 13 renamed some (`cudaSignalExternalSemaphoresAsync_v2`).
 
 use crate::constants::{CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_CB_DOMAIN_RUNTIME_API};
 use crate::CUpti_CallbackDomain;
 
-/// The most common runtime API callback ids (`cupti_runtime_cbid.h`), for CUPTIs without
-/// `cuptiGetCallbackName`. Sorted by id.
-pub const RUNTIME_CBID_NAMES: &[(u32, &str)] = &[
-    (3, "cudaGetDeviceCount"),
-    (4, "cudaGetDeviceProperties"),
-    (16, "cudaSetDevice"),
-    (17, "cudaGetDevice"),
-    (20, "cudaMalloc"),
-    (21, "cudaMallocPitch"),
-    (22, "cudaFree"),
-    (25, "cudaMallocHost"),
-    (26, "cudaFreeHost"),
-    (27, "cudaHostAlloc"),
-    (31, "cudaMemcpy"),
-    (32, "cudaMemcpy2D"),
-    (41, "cudaMemcpyAsync"),
-    (44, "cudaMemcpy2DAsync"),
-    (49, "cudaMemset"),
-    (51, "cudaMemsetAsync"),
-    (52, "cudaMemset2DAsync"),
-    (129, "cudaStreamCreate"),
-    (130, "cudaStreamDestroy"),
-    (131, "cudaStreamSynchronize"),
-    (132, "cudaStreamQuery"),
-    (133, "cudaEventCreate"),
-    (134, "cudaEventCreateWithFlags"),
-    (135, "cudaEventRecord"),
-    (136, "cudaEventDestroy"),
-    (137, "cudaEventSynchronize"),
-    (138, "cudaEventQuery"),
-    (139, "cudaEventElapsedTime"),
-    (147, "cudaStreamWaitEvent"),
-    (152, "cudaHostRegister"),
-    (153, "cudaHostUnregister"),
-    (160, "cudaMemcpyPeer"),
-    (161, "cudaMemcpyPeerAsync"),
-    (164, "cudaDeviceReset"),
-    (165, "cudaDeviceSynchronize"),
-    (198, "cudaStreamCreateWithFlags"),
-    (206, "cudaMallocManaged"),
-    (211, "cudaLaunchKernel"),
-    (214, "cudaLaunchKernel_ptsz"),
-    (215, "cudaMemcpy_ptds"),
-    (225, "cudaMemcpyAsync_ptsz"),
-    (235, "cudaMemsetAsync_ptsz"),
-    (239, "cudaStreamSynchronize_ptsz"),
-    (269, "cudaLaunchCooperativeKernel"),
-    (310, "cudaGraphInstantiate"),
-    (311, "cudaGraphLaunch"),
-    (312, "cudaGraphLaunch_ptsz"),
-    (315, "cudaStreamBeginCapture"),
-    (319, "cudaStreamEndCapture"),
-    (373, "cudaMallocAsync"),
-    (375, "cudaFreeAsync"),
-    (430, "cudaLaunchKernelExC"),
-    (431, "cudaLaunchKernelExC_ptsz"),
-];
+include!("cbid_names.rs");
 
-/// The most common driver API callback ids (`cupti_driver_cbid.h`). Sorted by id.
-pub const DRIVER_CBID_NAMES: &[(u32, &str)] = &[
-    (1, "cuInit"),
-    (17, "cuCtxSynchronize"),
-    (126, "cuStreamSynchronize"),
-    (216, "cuMemsetD8Async"),
-    (243, "cuMemAlloc_v2"),
-    (245, "cuMemFree_v2"),
-    (276, "cuMemcpyHtoD_v2"),
-    (278, "cuMemcpyDtoH_v2"),
-    (306, "cuMemcpyAsync"),
-    (307, "cuLaunchKernel"),
-    (442, "cuLaunchKernel_ptsz"),
-    (514, "cuGraphLaunch"),
-    (652, "cuLaunchKernelEx"),
-    (653, "cuLaunchKernelEx_ptsz"),
-];
+/// The CUDA major of a CUPTI, from its `cuptiGetVersion` API version (`v28` is CUDA 12.9 Update 1;
+/// from CUDA 13.0 the version is `xxyyzz`: 130000).
+pub fn cupti_cuda_major(api_version: u32) -> u32 {
+    if api_version >= 130000 {
+        api_version / 10000
+    } else {
+        12
+    }
+}
 
-/// Static name of a callback id (None when not in the small tables).
-pub fn static_cbid_name(domain: CUpti_CallbackDomain, cbid: u32) -> Option<&'static str> {
-    let table = match domain {
-        CUPTI_CB_DOMAIN_RUNTIME_API => RUNTIME_CBID_NAMES,
-        CUPTI_CB_DOMAIN_DRIVER_API => DRIVER_CBID_NAMES,
-        _ => return None,
-    };
+/// The callback id table of `domain` for the CUPTI of `cuda_major` (12, or 13 for 13 and later).
+pub fn cbid_names(domain: CUpti_CallbackDomain, cuda_major: u32) -> Option<&'static [(u32, &'static str)]> {
+    let newer = cuda_major >= 13;
+    match domain {
+        CUPTI_CB_DOMAIN_RUNTIME_API if newer => Some(RUNTIME_CBID_NAMES_13),
+        CUPTI_CB_DOMAIN_RUNTIME_API => Some(RUNTIME_CBID_NAMES_12),
+        CUPTI_CB_DOMAIN_DRIVER_API if newer => Some(DRIVER_CBID_NAMES_13),
+        CUPTI_CB_DOMAIN_DRIVER_API => Some(DRIVER_CBID_NAMES_12),
+        _ => None,
+    }
+}
+
+/// The name of a callback id in the CUPTI of `cuda_major` (without its `_v<digits>` suffix), None for
+/// an id that CUDA's headers do not have.
+pub fn static_cbid_name(domain: CUpti_CallbackDomain, cbid: u32, cuda_major: u32) -> Option<&'static str> {
+    let table = cbid_names(domain, cuda_major)?;
     table.binary_search_by_key(&cbid, |e| e.0).ok().map(|i| table[i].1)
 }
 
@@ -95,12 +42,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cbid_tables_are_sorted() {
-        for t in [RUNTIME_CBID_NAMES, DRIVER_CBID_NAMES] {
+    fn cbid_tables_are_sorted_and_name_the_ids_cupti_does() {
+        for t in [RUNTIME_CBID_NAMES_12, RUNTIME_CBID_NAMES_13, DRIVER_CBID_NAMES_12, DRIVER_CBID_NAMES_13] {
             assert!(t.windows(2).all(|w| w[0].0 < w[1].0));
         }
-        assert_eq!(static_cbid_name(CUPTI_CB_DOMAIN_RUNTIME_API, 211), Some("cudaLaunchKernel"));
-        assert_eq!(static_cbid_name(CUPTI_CB_DOMAIN_DRIVER_API, 652), Some("cuLaunchKernelEx"));
-        assert_eq!(static_cbid_name(CUPTI_CB_DOMAIN_DRIVER_API, 9999), None);
+        assert_eq!(static_cbid_name(CUPTI_CB_DOMAIN_RUNTIME_API, 211, 12), Some("cudaLaunchKernel"));
+        assert_eq!(static_cbid_name(CUPTI_CB_DOMAIN_RUNTIME_API, 443, 12), Some("cudaGraphInstantiate"));
+        assert_eq!(static_cbid_name(CUPTI_CB_DOMAIN_RUNTIME_API, 130, 13), Some("cudaStreamDestroy"));
+        assert_eq!(static_cbid_name(CUPTI_CB_DOMAIN_DRIVER_API, 22, 13), Some("cuModuleUnload"));
+        assert_eq!(static_cbid_name(CUPTI_CB_DOMAIN_DRIVER_API, 652, 12), Some("cuLaunchKernelEx"));
+        assert_eq!(static_cbid_name(CUPTI_CB_DOMAIN_RUNTIME_API, 393, 13), Some("cudaSignalExternalSemaphoresAsync"));
+        assert_eq!(static_cbid_name(CUPTI_CB_DOMAIN_DRIVER_API, 9999, 13), None);
+        assert_eq!(cupti_cuda_major(28), 12);
+        assert_eq!(cupti_cuda_major(130500), 13);
     }
 }

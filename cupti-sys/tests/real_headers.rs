@@ -23,6 +23,8 @@ fn repo_root() -> PathBuf {
 /// One CUPTI header set: its name for messages and the include path it needs.
 struct HeaderSet {
     label: String,
+    /// The CUDA major of this CUPTI.
+    major: u32,
     cupti_include: PathBuf,
     /// `cuda.h`, `builtin_types.h`: the runtime wheel of the same major version.
     cuda_include: PathBuf,
@@ -111,7 +113,7 @@ fn header_sets() -> Vec<HeaderSet> {
     let mut sets = Vec::new();
     let mut add = |label: String, cupti_include: PathBuf, major: u32, minor: u32| {
         if let Some(cuda_include) = cuda_include_for(major, minor) {
-            sets.push(HeaderSet { label, cupti_include, cuda_include, crt_include: crt.clone() });
+            sets.push(HeaderSet { label, major, cupti_include, cuda_include, crt_include: crt.clone() });
         } else {
             panic!("{label}: no CUDA {major} runtime headers (cuda.h) found: run scripts/setup-conformance.sh");
         }
@@ -188,25 +190,6 @@ fn c_type_names(headers: &str, types: CTypes) -> Vec<String> {
             .map(|v| versioned_name(base, v))
             .collect(),
     }
-}
-
-/// The enumerator of a callback id: `<prefix><name>` or `<prefix><name>_v<digits>`.
-fn cbid_enumerator(headers: &str, prefix: &str, name: &str) -> Option<String> {
-    let stem = format!("{prefix}{name}");
-    let mut rest = headers;
-    while let Some(i) = rest.find(&stem) {
-        let before_ok = i == 0 || !rest.as_bytes()[i - 1].is_ascii_alphanumeric() && rest.as_bytes()[i - 1] != b'_';
-        let tail = &rest[i + stem.len()..];
-        let ident_len = tail.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(tail.len());
-        let suffix = &tail[..ident_len];
-        let versioned =
-            suffix.strip_prefix("_v").is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()));
-        if before_ok && (suffix.is_empty() || versioned) && tail[ident_len..].trim_start().starts_with('=') {
-            return Some(format!("{stem}{suffix}"));
-        }
-        rest = tail;
-    }
-    None
 }
 
 /// The `v<N> : CUDA Toolkit <releases>` lines of `cupti_version.h`, release -> N.
@@ -298,23 +281,6 @@ fn build_program(set: &HeaderSet) -> Expectations {
                 &format!("sizeof((({t} *)0)->{})", f.c_name),
                 f.size as i64,
             );
-        }
-    }
-    let cbid_headers = ["cupti_runtime_cbid.h", "cupti_driver_cbid.h"]
-        .map(|f| std::fs::read_to_string(set.cupti_include.join(f)).unwrap_or_default());
-    for (table, prefix, text) in [
-        (cupti_sys::RUNTIME_CBID_NAMES, "CUPTI_RUNTIME_TRACE_CBID_", &cbid_headers[0]),
-        (cupti_sys::DRIVER_CBID_NAMES, "CUPTI_DRIVER_TRACE_CBID_", &cbid_headers[1]),
-    ] {
-        for &(id, name) in table {
-            let Some(enumerator) = cbid_enumerator(text, prefix, name) else {
-                panic!(
-                    "{}: no callback id enumerator {prefix}{name}[_vNNNN] in {}",
-                    set.label,
-                    set.cupti_include.display()
-                );
-            };
-            e.expect(format!("cbid {enumerator} ({name})"), &enumerator, id as i64);
         }
     }
     e
@@ -426,4 +392,75 @@ fn api_versions_match_cupti_version_h() {
             v.rust_name, v.toolkit, v.value
         );
     }
+}
+
+/// `(name without its _v<digits> suffix, id)` of every callback id enumerator of a cbid header;
+/// placeholders of removed functions (`reservedNNN`, `cudaNNN`, `cuNNN`) are left out.
+fn cbid_enumerators(text: &str, prefix: &str) -> Vec<(String, u32)> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let Some(rest) = line.trim_start().strip_prefix(prefix) else { continue };
+        let Some((name, value)) = rest.split_once('=') else { continue };
+        let name = name.trim();
+        let Ok(id) = value.trim().trim_end_matches(',').trim().parse::<u32>() else { continue };
+        if ["INVALID", "SIZE", "FORCE_INT"].contains(&name) {
+            continue;
+        }
+        let placeholder = ["reserved", "cuda", "cu"]
+            .iter()
+            .any(|p| name.strip_prefix(p).is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())));
+        if placeholder {
+            continue;
+        }
+        let stem = match name.rsplit_once("_v") {
+            Some((stem, d)) if d.len() >= 4 && d.bytes().all(|b| b.is_ascii_digit()) => stem,
+            _ => name,
+        };
+        out.push((stem.to_string(), id));
+    }
+    out
+}
+
+#[test]
+fn every_callback_id_of_every_installed_cupti_header_is_named() {
+    if skip_requested() {
+        eprintln!("skipped: TPROF_CONFORMANCE=0");
+        return;
+    }
+    let sets = header_sets();
+    assert!(!sets.is_empty(), "no CUPTI headers found: run scripts/setup-python.sh and scripts/setup-conformance.sh");
+    // The names every header of a major gives an id: where they differ (renamed within the major),
+    // the table holds one of them.
+    let mut names_of: BTreeMap<(u32, u32, u32), std::collections::BTreeSet<String>> = BTreeMap::new();
+    let mut parsed = Vec::new();
+    for set in &sets {
+        for (domain, file, prefix) in [
+            (cupti_sys::CUPTI_CB_DOMAIN_RUNTIME_API, "cupti_runtime_cbid.h", "CUPTI_RUNTIME_TRACE_CBID_"),
+            (cupti_sys::CUPTI_CB_DOMAIN_DRIVER_API, "cupti_driver_cbid.h", "CUPTI_DRIVER_TRACE_CBID_"),
+        ] {
+            let path = set.cupti_include.join(file);
+            let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let ids = cbid_enumerators(&text, prefix);
+            assert!(ids.len() > 300, "{}: only {} callback ids parsed", path.display(), ids.len());
+            for (name, id) in &ids {
+                names_of.entry((set.major.min(13), domain, *id)).or_default().insert(name.clone());
+            }
+            parsed.push((set.label.clone(), set.major, domain, ids));
+        }
+    }
+    let mut wrong = Vec::new();
+    let mut checked = 0usize;
+    for (label, major, domain, ids) in &parsed {
+        for (name, id) in ids {
+            checked += 1;
+            let got = cupti_sys::static_cbid_name(*domain, *id, *major);
+            let accepted = &names_of[&(major.min(&13).to_owned(), *domain, *id)];
+            let ok = got == Some(name.as_str()) || (accepted.len() > 1 && got.is_some_and(|g| accepted.contains(g)));
+            if !ok {
+                wrong.push(format!("{label}: domain {domain} id {id}: header {name}, table {got:?}"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{} of {checked} callback ids misnamed:\n{}", wrong.len(), wrong.join("\n"));
+    eprintln!("{} header sets, {checked} callback ids, all named", sets.len());
 }

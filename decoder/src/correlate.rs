@@ -494,6 +494,7 @@ mod tests {
             stream: 0,
             arg: 0,
             range,
+            repeat: None,
         }
     }
 

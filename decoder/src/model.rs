@@ -167,6 +167,29 @@ pub struct Api {
     pub arg: u64,
     /// Innermost NVTX range open on this thread when the call started.
     pub range: Option<RangeId>,
+    /// Several identical calls in one event (a completion poll repeated, recorded as `ApiRepeat`):
+    /// then `start`..`end` spans them all. None: one call.
+    pub repeat: Option<Repeat>,
+}
+
+/// Identical calls counted into one [`Api`] event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Repeat {
+    pub calls: u64,
+    /// Time inside the calls, summed.
+    pub busy: Ns,
+}
+
+impl Api {
+    /// The calls this event stands for.
+    pub fn calls(&self) -> u64 {
+        self.repeat.map_or(1, |r| r.calls)
+    }
+
+    /// Time spent inside the call(s).
+    pub fn busy(&self) -> Ns {
+        self.repeat.map_or(self.end.saturating_sub(self.start), |r| r.busy)
+    }
 }
 
 /// A synchronization.

@@ -38,6 +38,19 @@ impl Stat {
         self.count += 1;
         self.total_ns += d;
     }
+    /// `calls` calls that took `total` together (each counted at the mean for min and max).
+    pub fn add_calls(&mut self, calls: u64, total: Ns) {
+        if calls == 0 {
+            return;
+        }
+        let mean = total / calls;
+        if self.count == 0 || mean < self.min_ns {
+            self.min_ns = mean;
+        }
+        self.max_ns = self.max_ns.max(mean);
+        self.count += calls;
+        self.total_ns += total;
+    }
     pub fn merge(&mut self, o: &Stat) {
         if o.count == 0 {
             return;
@@ -232,8 +245,11 @@ impl TraceSink for RankAnalysis {
     }
     fn handle_api(&mut self, a: &Api) {
         self.seen(a.start, a.end);
-        self.api_count += 1;
-        self.apis.slot(&a.name).1.add(a.end.saturating_sub(a.start));
+        self.api_count += a.calls();
+        match a.repeat {
+            None => self.apis.slot(&a.name).1.add(a.end.saturating_sub(a.start)),
+            Some(r) => self.apis.slot(&a.name).1.add_calls(r.calls, r.busy),
+        }
         self.proj.api(a);
     }
     fn handle_sync(&mut self, s: &SyncEvent) {

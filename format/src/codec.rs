@@ -110,6 +110,10 @@ record_codec! {
         Counter = COUNTER { name: str, device: u32, ts: tick, value: f64 }
         Marker = MARKER { kind: byte(MarkerKind), ts: tick, value: u64, name: str }
         Overhead = OVERHEAD { kind: u8, start: tick, end: since(start), tid: u32 }
+        ApiRepeat = API_REPEAT {
+            tid: u32, domain: byte(ApiDomain), name: str, start: tick, end: since(start), result: i32,
+            stream: u64, calls: u64, busy: u64,
+        }
     }
     encode_only {
         // The string id alone; decoders read type STRING as `Decoded::String` (see `encode_string_into`).
@@ -254,7 +258,7 @@ pub fn decode_one<'a>(buf: &'a [u8], st: &mut DeltaState) -> Result<(Decoded<'a>
             .ok_or(CodecError::BadPayload { code, what: "string id missing" })?;
         return Ok((Decoded::String { id: StrId(id), bytes: &payload[pos..] }, total));
     }
-    if !(type_code::CLOCK_SYNC..=type_code::OVERHEAD).contains(&code) {
+    if !(type_code::CLOCK_SYNC..=type_code::OVERHEAD).contains(&code) && code != type_code::API_REPEAT {
         return Ok((Decoded::Unknown { code, payload }, total));
     }
     let mut next = *st;

@@ -316,6 +316,22 @@ pub enum Record {
     /// CUPTI overhead record. `kind`: `CUpti_ActivityOverheadKind` in one byte: the driver's kinds
     /// (below 2^16) as they are, CUPTI's own (`n << 16`) as `0x80 | n`.
     Overhead { kind: u8, start: u64, end: u64, tid: u32 },
+    /// `calls` more calls of one API on one thread, each the same call as the `Api` record that came
+    /// before them on that thread (same name, same handle in `stream`, same `result`): a completion
+    /// poll (`cudaStreamQuery`, `cudaEventQuery` ...) repeated until the answer changes. `start` is
+    /// the first repeat's start, `end` the last one's end, `busy` the ticks spent inside the calls
+    /// (their durations summed). The first call of the run is its own `Api` record.
+    ApiRepeat {
+        tid: u32,
+        domain: ApiDomain,
+        name: StrId,
+        start: u64,
+        end: u64,
+        result: i32,
+        stream: u64,
+        calls: u64,
+        busy: u64,
+    },
     /// A string-table entry carried in the ring (used when the dictionary region is full).
     /// The bytes live in the record payload; decoders see it through [`crate::Decoded::String`].
     StringRef { id: StrId },
@@ -346,6 +362,7 @@ pub mod type_code {
     pub const STRING: u8 = 19;
     /// A thread-context switch: subsequent records without their own tid use it (reserved).
     pub const RESERVED_20: u8 = 20;
+    pub const API_REPEAT: u8 = 21;
 }
 
 impl Record {
@@ -364,7 +381,8 @@ impl Record {
             | Record::Memset { start, .. }
             | Record::Sync { start, .. }
             | Record::Collective { start, .. }
-            | Record::Overhead { start, .. } => Some(start),
+            | Record::Overhead { start, .. }
+            | Record::ApiRepeat { start, .. } => Some(start),
             Record::Memory { ts, .. }
             | Record::NvtxPush { ts, .. }
             | Record::NvtxPop { ts, .. }
@@ -400,6 +418,7 @@ pub fn type_name(code: u8) -> &'static str {
         COUNTER => "counter",
         MARKER => "marker",
         OVERHEAD => "overhead",
+        API_REPEAT => "api_repeat",
         STRING => "string",
         _ => "unknown",
     }

@@ -325,6 +325,12 @@ fn record_cases() -> Vec<(Record, Vec<u8>)> {
         // Back to zero: the largest forwards-then-backwards timestamp delta.
         (Record::ClockSync { ticks: 0, mono_ns: u64::MAX, wall_ns: 0 }, hex("01 0c | 00 ffffffffffffffffff01 00")),
         (Record::NvtxEnd { tid: 0, id: 0, ts: 0 }, hex("0d 03 | 00 00 02")),
+        // Added in v1 with a new type code (old readers skip it by its length).
+        // tid domain name start end-start result stream calls busy
+        (
+            Record::ApiRepeat { tid: 7, domain: ApiDomain::Runtime, name: StrId(3), start: 1000, end: 1500, result: 600, stream: 0x1234, calls: 5000, busy: 20000 },
+            hex("15 10 | 07 00 03 d00f e807 b009 b424 8827 a09c01"),
+        ),
     ]
 }
 
@@ -332,7 +338,9 @@ fn record_cases() -> Vec<(Record, Vec<u8>)> {
 fn every_record_kind_encodes_to_its_v1_bytes() {
     let cases = record_cases();
     let codes: std::collections::BTreeSet<u8> = cases.iter().map(|(r, _)| r.type_code()).collect();
-    assert_eq!(codes, (type_code::CLOCK_SYNC..=type_code::OVERHEAD).collect(), "a record kind has no case");
+    let known: std::collections::BTreeSet<u8> =
+        (type_code::CLOCK_SYNC..=type_code::OVERHEAD).chain([type_code::API_REPEAT]).collect();
+    assert_eq!(codes, known, "a record kind has no case");
     let mut st = DeltaState::at_chunk_start(BASE);
     for (rec, expected) in &cases {
         let mut out = Vec::new();

@@ -456,6 +456,7 @@ impl KinetoConverter<'_> {
             stream: 0,
             arg: 0,
             range: None,
+            repeat: None,
         };
         self.apis.push(self.items.len());
         self.items.push((a.start, Item::Api(a)));

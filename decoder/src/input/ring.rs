@@ -251,6 +251,7 @@ impl RingConverter<'_, '_> {
             | Record::Overhead { .. }
             | Record::StringRef { .. } => {}
             Record::Api { .. } => self.on_api(rec),
+            Record::ApiRepeat { .. } => self.on_api_repeat(rec),
             Record::Kernel { .. } => self.on_kernel(rec),
             Record::Memcpy { .. } => self.on_memcpy(rec),
             Record::Memset { .. } => self.on_memset(rec),
@@ -324,6 +325,7 @@ impl RingConverter<'_, '_> {
             stream,
             arg,
             range: None,
+            repeat: None,
         });
         // A string id can be redefined inline: check that the reused names are current.
         if !names.is(name, &a.name) {
@@ -341,7 +343,34 @@ impl RingConverter<'_, '_> {
         a.stream = stream;
         a.arg = arg;
         a.range = self.ranges.innermost(tid);
+        a.repeat = None;
         self.sink.handle_api(a);
+    }
+
+    /// Identical calls counted by the recorder: one `Api` event standing for all of them.
+    fn on_api_repeat(&mut self, rec: Record) {
+        let Record::ApiRepeat { tid, domain, name, start, end, result, stream, calls, busy } = rec else {
+            return;
+        };
+        let (start_ns, end_ns) = (self.clock.ns(start), self.clock.ns(end));
+        // `busy` is in ticks: convert it as a span from the run's start.
+        let busy = self.clock.ns(start.saturating_add(busy)).saturating_sub(start_ns);
+        let a = Api {
+            proc: self.proc,
+            tid,
+            domain,
+            name: self.names.get(name),
+            start: start_ns,
+            end: end_ns,
+            result,
+            correlation: 0,
+            detail: None,
+            stream,
+            arg: 0,
+            range: self.ranges.innermost(tid),
+            repeat: Some(Repeat { calls, busy }),
+        };
+        self.sink.handle_api(&a);
     }
 
     /// A kernel, handed over in the struct reused for its name; one without times is counted.

@@ -361,7 +361,8 @@ fn callback_info(api: &CuptiApi, domain: sys::CUpti_CallbackDomain, cbid: u32) -
             from_cupti = Some(strip_version_suffix(&s).to_string());
         }
     }
-    let name = match (from_cupti, sys::static_cbid_name(domain, cbid)) {
+    let cuda_major = sys::cupti_cuda_major(api.version);
+    let name = match (from_cupti, sys::static_cbid_name(domain, cbid, cuda_major)) {
         (Some(n), _) if !n.is_empty() => n,
         (_, Some(n)) => n.to_string(),
         _ if domain == sys::CUPTI_CB_DOMAIN_RUNTIME_API => format!("cuda_runtime_cbid_{cbid}"),

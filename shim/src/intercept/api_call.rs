@@ -41,8 +41,11 @@ pub(crate) fn set_current_device(dev: u32) {
 pub(crate) enum Work {
     /// No GPU work: only the `Api` record (`arg` as given).
     Plain { arg: u64 },
-    /// No GPU work, on a stream (event records, queries, callbacks): the `Api` record with its stream.
+    /// No GPU work, on a stream (event records, callbacks): the `Api` record with its stream.
     Stream { stream: u64, arg: u64 },
+    /// A completion poll of `handle` (a stream, or an event: then `stream` is 0), which programs repeat
+    /// until the answer changes: identical repeats are counted into one `ApiRepeat` record.
+    Poll { stream: u64, handle: u64 },
     /// A kernel launch.
     Launch { name: StrId, grid: Dim3, block: Dim3, smem: u32, stream: u64 },
     /// A memcpy / memset (or a host function: ordered like GPU work): no estimated record of its own.
@@ -342,26 +345,28 @@ impl ApiCall {
         let (detail, stream, arg) = match *work {
             Work::Plain { arg } => (StrId::NONE, 0, arg),
             Work::Stream { stream, arg } => (StrId::NONE, stream, arg),
+            Work::Poll { stream, .. } => (StrId::NONE, stream, 0),
             Work::Launch { name, grid, block, stream, .. } => (name, stream, grid.count() * block.count()),
             Work::Gpu { bytes, stream } => (StrId::NONE, stream, bytes),
             Work::GraphLaunch { stream, .. } => (StrId::NONE, stream, 0),
             Work::Sync { stream, .. } => (StrId::NONE, stream, 0),
         };
-        crate::record::recorder::emit_in(
-            ctx,
-            Record::Api {
-                tid,
-                domain,
-                name: name.id(),
-                start: self.start,
-                end,
-                result,
-                correlation: self.correlation,
-                detail,
-                stream,
-                arg,
-            },
-        );
+        let api = Record::Api {
+            tid,
+            domain,
+            name: name.id(),
+            start: self.start,
+            end,
+            result,
+            correlation: self.correlation,
+            detail,
+            stream,
+            arg,
+        };
+        if let Work::Poll { handle, .. } = *work {
+            return crate::record::recorder::emit_repeatable_in(ctx, api, handle);
+        }
+        crate::record::recorder::emit_in(ctx, api);
         let estimate = result == 0 && !captured && !crate::cupti::is_active();
         match *work {
             Work::Launch { name, grid, block, smem, stream } if estimate => {

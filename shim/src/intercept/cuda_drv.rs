@@ -1,5 +1,8 @@
-//! CUDA driver API: launches, function naming (`cuModuleGetFunction`, `cuLibraryGetKernel`,
-//! `cuKernelGetFunction`), memory basics and synchronisation, with their `_ptsz` / `_ptds` twins.
+//! CUDA driver API: start-up (`cuInit`, devices and contexts, module loading, streams), launches,
+//! function naming (`cuModuleGetFunction`, `cuLibraryGetKernel`, `cuKernelGetFunction`), memory
+//! basics, completion queries and synchronisation, with their `_ptsz` / `_ptds` twins. Every call
+//! wrapped here is recorded as an `Api` record (the naming calls too), so a program that uses only
+//! the driver (JAX, Triton) has its start-up in the ring.
 //!
 //! These are reached directly (programs linked to libcuda), through the `dlsym` hook, or through
 //! `cuGetProcAddress` / `cudaGetDriverEntryPoint` (see `proc_address.rs`). When the real runtime
@@ -151,6 +154,19 @@ interpose! {
         => sync(SyncKind::StreamWaitEvent, stream, event);
     fn cuStreamWaitEvent_ptsz(stream: Handle, event: Handle, flags: c_uint) -> c_int
         => sync(SyncKind::StreamWaitEvent, stream, event);
+    fn cuStreamQuery(stream: Handle) -> c_int => Work::Poll { stream: stream as u64, handle: stream as u64 };
+    fn cuStreamQuery_ptsz(stream: Handle) -> c_int => Work::Poll { stream: stream as u64, handle: stream as u64 };
+    fn cuEventQuery(event: Handle) -> c_int => Work::Poll { stream: 0, handle: event as u64 };
+
+    fn cuDeviceGet(device: *mut c_int, ordinal: c_int) -> c_int => Work::Plain { arg: ordinal as u64 };
+    fn cuDevicePrimaryCtxRetain(ctx: *mut Handle, device: c_int) -> c_int => Work::Plain { arg: device as u64 };
+    fn cuCtxSetCurrent(ctx: Handle) -> c_int => Work::Plain { arg: 0 };
+    fn cuModuleLoadData(module: *mut Handle, image: CPtr) -> c_int => Work::Plain { arg: 0 };
+    fn cuModuleLoadDataEx(module: *mut Handle, image: CPtr, n: c_uint, options: Ptr, values: *mut Ptr) -> c_int
+        => Work::Plain { arg: 0 };
+    fn cuModuleUnload(module: Handle) -> c_int => Work::Plain { arg: 0 };
+    fn cuStreamCreate(stream: *mut Handle, flags: c_uint) -> c_int => Work::Plain { arg: u64::from(flags) };
+    fn cuStreamDestroy_v2(stream: Handle) -> c_int => Work::Stream { stream: stream as u64, arg: 0 };
 }
 
 slots!(
@@ -169,10 +185,12 @@ slots!(
     cuMemFreeHost,
 );
 
-/// Names the `CUfunction` after the kernel (interned now: the caller's string may not outlive the call).
+/// Names the `CUfunction` after the kernel (interned now: the caller's string may not outlive the
+/// call), whether or not the call is recorded.
 #[no_mangle]
 pub unsafe extern "C" fn cuModuleGetFunction(out: *mut Handle, module: Handle, name: *const c_char) -> c_int {
     let real = real_or!(cuModuleGetFunction, fn(*mut Handle, Handle, *const c_char) -> c_int; DRV_ERR_NOT_FOUND);
+    let call = started(begin, || Work::Plain { arg: 0 });
     // SAFETY: forwarding the caller's arguments unchanged to the real function.
     let r = unsafe { real(out, module, name) };
     if r == 0 && !out.is_null() {
@@ -181,6 +199,9 @@ pub unsafe extern "C" fn cuModuleGetFunction(out: *mut Handle, module: Handle, n
         // SAFETY: `name` is the caller's NUL-terminated kernel name, readable during this call.
         ffi_guard((), || unsafe { kernel_names::register_id(f, interning::intern_cstr(name)) });
     }
+    if let Some((call, work)) = call {
+        call.finish(ApiDomain::Driver, &cuModuleGetFunction::NAME, r, &work);
+    }
     r
 }
 
@@ -188,6 +209,7 @@ pub unsafe extern "C" fn cuModuleGetFunction(out: *mut Handle, module: Handle, n
 #[no_mangle]
 pub unsafe extern "C" fn cuLibraryGetKernel(out: *mut Handle, library: Handle, name: *const c_char) -> c_int {
     let real = real_or!(cuLibraryGetKernel, fn(*mut Handle, Handle, *const c_char) -> c_int; DRV_ERR_NOT_FOUND);
+    let call = started(begin, || Work::Plain { arg: 0 });
     // SAFETY: forwarding the caller's arguments unchanged to the real function.
     let r = unsafe { real(out, library, name) };
     if r == 0 && !out.is_null() {
@@ -195,6 +217,9 @@ pub unsafe extern "C" fn cuLibraryGetKernel(out: *mut Handle, library: Handle, n
         let k = unsafe { *out };
         // SAFETY: as in cuModuleGetFunction.
         ffi_guard((), || unsafe { kernel_names::register_id(k, interning::intern_cstr(name)) });
+    }
+    if let Some((call, work)) = call {
+        call.finish(ApiDomain::Driver, &cuLibraryGetKernel::NAME, r, &work);
     }
     r
 }
@@ -221,12 +246,16 @@ pub unsafe extern "C" fn cuInit(flags: c_uint) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn cuKernelGetFunction(out: *mut Handle, kernel: Handle) -> c_int {
     let real = real_or!(cuKernelGetFunction, fn(*mut Handle, Handle) -> c_int; DRV_ERR_NOT_FOUND);
+    let call = started(begin, || Work::Plain { arg: 0 });
     // SAFETY: forwarding the caller's arguments unchanged to the real function.
     let r = unsafe { real(out, kernel) };
     if r == 0 && !out.is_null() {
         // SAFETY: on success the driver stored the handle into the caller's out-pointer.
         let f = unsafe { *out };
         ffi_guard((), || kernel_names::alias(f, kernel));
+    }
+    if let Some((call, work)) = call {
+        call.finish(ApiDomain::Driver, &cuKernelGetFunction::NAME, r, &work);
     }
     r
 }

@@ -2,7 +2,8 @@
 //! stream callbacks, and the completion queries (`cudaStreamQuery` / `cudaEventQuery`; their
 //! `cudaErrorNotReady` is an answer, recorded as the call's result like any other).
 //!
-//! These are frequent (once or more per kernel in PyTorch): `Api` records only, with the stream. An
+//! These are frequent (once or more per kernel in PyTorch): `Api` records only, with the stream; a
+//! query repeated with the same answer is counted into one `ApiRepeat` record (`Work::Poll`). An
 //! event recorded in a capturing stream is remembered while the capture lasts (`graph_capture`), so a
 //! stream that waits on it is known to join the capture. Host functions are ordered like GPU work
 //! (their name says "Launch", so CUPTI's record of them is matched through the external id).
@@ -22,6 +23,12 @@ fn on_stream(stream: Handle) -> Work {
     Work::Stream { stream: stream as u64, arg: 0 }
 }
 
+/// A stream query: a completion poll (repeats are counted, see `Work::Poll`).
+#[inline]
+fn poll_stream(stream: Handle) -> Work {
+    Work::Poll { stream: stream as u64, handle: stream as u64 }
+}
+
 #[inline]
 fn host_work(stream: Handle) -> Work {
     Work::Gpu { bytes: 0, stream: stream as u64 }
@@ -30,9 +37,9 @@ fn host_work(stream: Handle) -> Work {
 interpose! {
     domain = Runtime, missing = RT_ERR_NO_DRIVER;
     extra_hooks = [cudaEventRecord, cudaEventRecord_ptsz, cudaEventRecordWithFlags, cudaEventRecordWithFlags_ptsz];
-    fn cudaStreamQuery(stream: Handle) -> c_int => on_stream(stream);
-    fn cudaStreamQuery_ptsz(stream: Handle) -> c_int => on_stream(per_thread(stream));
-    fn cudaEventQuery(event: Handle) -> c_int => Work::Plain { arg: 0 };
+    fn cudaStreamQuery(stream: Handle) -> c_int => poll_stream(stream);
+    fn cudaStreamQuery_ptsz(stream: Handle) -> c_int => poll_stream(per_thread(stream));
+    fn cudaEventQuery(event: Handle) -> c_int => Work::Poll { stream: 0, handle: event as u64 };
     fn cudaLaunchHostFunc(stream: Handle, func: HostFn, user_data: *mut c_void) -> c_int => host_work(stream);
     fn cudaLaunchHostFunc_ptsz(stream: Handle, func: HostFn, user_data: *mut c_void) -> c_int
         => host_work(per_thread(stream));

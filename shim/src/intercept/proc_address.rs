@@ -9,10 +9,16 @@
 //! asked for (`cuMemAlloc` below 3020 is the old 32-bit one: not ours; `cudaGetDriverEntryPoint`
 //! asks for the runtime's version) and the stream flavour (`_ptsz` / `_ptds` when
 //! `CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM`).
+//!
+//! The program's own `cuGetProcAddress` calls are recorded as `Api` records (the runtime's, made
+//! inside a recorded runtime call, are not: the reentrancy guard).
 
 use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void, CStr};
 use std::sync::atomic::{AtomicI32, Ordering};
 
+use tprof_format::ApiDomain;
+
+use super::api_call::{begin, started, Work};
 use super::hook_tables::cuda_wrappers;
 use super::real::{cstr, Hook};
 use super::real::{DRV_ERR_NOT_FOUND, RT_ERR_NO_DRIVER};
@@ -88,6 +94,16 @@ entries! {
     cuGetProcAddress 11030..12000 (4) => proc_address::cuGetProcAddress;
     cuGetProcAddress 12000.. (5) => proc_address::cuGetProcAddress_v2;
     cuInit 2000.. (1) => cuda_drv::cuInit;
+    cuDeviceGet 2000.. (2) => cuda_drv::cuDeviceGet;
+    cuDevicePrimaryCtxRetain 7000.. (2) => cuda_drv::cuDevicePrimaryCtxRetain;
+    cuCtxSetCurrent 4000.. (1) => cuda_drv::cuCtxSetCurrent;
+    cuModuleLoadData 2000.. (2) => cuda_drv::cuModuleLoadData;
+    cuModuleLoadDataEx 2010.. (5) => cuda_drv::cuModuleLoadDataEx;
+    cuModuleUnload 2000.. (1) => cuda_drv::cuModuleUnload;
+    cuStreamCreate 2000.. (2) => cuda_drv::cuStreamCreate;
+    cuStreamDestroy 4000.. (1) => cuda_drv::cuStreamDestroy_v2;
+    cuStreamQuery 2000.. (1) => cuda_drv::cuStreamQuery | cuStreamQuery_ptsz;
+    cuEventQuery 2000.. (1) => cuda_drv::cuEventQuery;
     cuLaunchKernel 4000.. (11) => cuda_drv::cuLaunchKernel | cuLaunchKernel_ptsz;
     cuLaunchKernelEx 11060.. (4) => cuda_drv::cuLaunchKernelEx | cuLaunchKernelEx_ptsz;
     cuLaunchCooperativeKernel 9000.. (10) => cuda_drv::cuLaunchCooperativeKernel | cuLaunchCooperativeKernel_ptsz;
@@ -261,11 +277,15 @@ pub unsafe extern "C" fn cuGetProcAddress(
     flags: u64,
 ) -> c_int {
     let real = super::api_call::real_or!(cuGetProcAddress, fn(*const c_char, *mut *mut c_void, c_int, u64) -> c_int; DRV_ERR_NOT_FOUND);
+    let call = started(begin, || Work::Plain { arg: version as u64 });
     // SAFETY: forwarding the caller's arguments unchanged to the real resolver.
     let r = unsafe { real(symbol, pfn, version, flags) };
     if r == 0 {
         // SAFETY: the resolver succeeded with these caller pointers.
         crate::base::panic_fence::ffi_guard((), || unsafe { substitute(symbol, pfn, || version, flags) });
+    }
+    if let Some((call, work)) = call {
+        call.finish(ApiDomain::Driver, &cuGetProcAddress::NAME, r, &work);
     }
     r
 }
@@ -281,11 +301,15 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(
 ) -> c_int {
     let real = super::api_call::real_or!(cuGetProcAddress_v2, fn(*const c_char, *mut *mut c_void, c_int, u64, *mut c_int) -> c_int;
         DRV_ERR_NOT_FOUND);
+    let call = started(begin, || Work::Plain { arg: version as u64 });
     // SAFETY: forwarding the caller's arguments unchanged to the real resolver.
     let r = unsafe { real(symbol, pfn, version, flags, status) };
     if r == 0 {
         // SAFETY: the resolver succeeded with these caller pointers.
         crate::base::panic_fence::ffi_guard((), || unsafe { substitute(symbol, pfn, || version, flags) });
+    }
+    if let Some((call, work)) = call {
+        call.finish(ApiDomain::Driver, &cuGetProcAddress_v2::NAME, r, &work);
     }
     r
 }
@@ -355,7 +379,11 @@ mod tests {
         assert_eq!(select(b"cuMemcpyHtoD", || 12000, PER_THREAD, null).unwrap().name, c"cuMemcpyHtoD_v2_ptds");
         assert_eq!(select(b"cuGetProcAddress", || 12000, 0, null).unwrap().name, c"cuGetProcAddress_v2");
         assert_eq!(select(b"cuGetProcAddress", || 11080, 0, null).unwrap().name, c"cuGetProcAddress");
-        assert!(select(b"cuStreamCreate", || 12000, 0, null).is_none());
+        assert!(select(b"cuStreamGetPriority", || 12000, 0, null).is_none(), "not wrapped");
+        assert_eq!(select(b"cuStreamCreate", || 12000, 0, null).unwrap().name, c"cuStreamCreate");
+        assert_eq!(select(b"cuStreamDestroy", || 12000, 0, null).unwrap().name, c"cuStreamDestroy_v2");
+        assert!(select(b"cuStreamDestroy", || 3020, 0, null).is_none(), "the 2.0 ABI is not ours");
+        assert_eq!(select(b"cuStreamQuery", || 12000, PER_THREAD, null).unwrap().name, c"cuStreamQuery_ptsz");
         assert_eq!(select(b"cuCtxSynchronize", || 12080, 0, null).unwrap().name, c"cuCtxSynchronize");
         assert_eq!(select(b"cuCtxSynchronize", || 13000, 0, null).unwrap().name, c"cuCtxSynchronize_v2");
         assert!(select(b"cuStreamWaitEvent", || 2000, 0, null).is_none(), "no cuStreamWaitEvent before 3.2");

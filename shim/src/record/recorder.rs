@@ -5,12 +5,19 @@
 //!
 //! Buffers are allocated once per thread (on its first event), linked into a global lock-free list and
 //! never freed: a thread that exits marks its buffer for reuse once the writer has drained it.
+//!
+//! Completion polls (`cudaStreamQuery` until the stream is idle) come by the million per second and
+//! would fill the buffer and push out the GPU records behind them: [`emit_repeatable_in`] writes a
+//! poll's `Api` record only when it differs from the thread's previous record (another call, handle
+//! or result); the identical calls after it are counted in the thread's [`RepeatRun`] and written as
+//! one `ApiRepeat` record (count, first start, last end, time inside the calls) before the thread's
+//! next record, at thread exit, or when the exiting thread flushes ([`flush_repeats`]).
 
-use std::cell::UnsafeCell;
+use std::cell::{Cell, UnsafeCell};
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
-use tprof_format::Record;
+use tprof_format::{ApiDomain, Record, StrId};
 
 /// One thread's buffer. The producer's and the consumer's cursors live on separate cache lines, and the
 /// producer keeps its own copy of the consumer's cursor: recording an event touches no line the writer
@@ -76,6 +83,7 @@ struct OwnerToken;
 impl Drop for OwnerToken {
     fn drop(&mut self) {
         crate::record::thread::with_ctx(|c| {
+            flush_repeats_in(c);
             let buf = c.buffer.get();
             if !buf.is_null() {
                 // SAFETY: buffers are never freed; the pointer came from `register`.
@@ -101,10 +109,126 @@ pub fn emit(rec: Record) {
     emit_in(crate::record::thread::ctx(), rec);
 }
 
+/// The poll a thread may be repeating: the key of its last record when that was a repeatable call
+/// ([`emit_repeatable_in`]), and the identical calls made since, not yet written.
+pub struct RepeatRun {
+    /// The last record was a repeatable call with this key (cleared by every other record).
+    armed: Cell<bool>,
+    name: Cell<u32>,
+    domain: Cell<ApiDomain>,
+    handle: Cell<u64>,
+    stream: Cell<u64>,
+    result: Cell<i32>,
+    /// Repeats counted, not yet written (0 = none).
+    calls: Cell<u64>,
+    start: Cell<u64>,
+    end: Cell<u64>,
+    busy: Cell<u64>,
+}
+
+impl RepeatRun {
+    pub const fn new() -> RepeatRun {
+        RepeatRun {
+            armed: Cell::new(false),
+            name: Cell::new(0),
+            domain: Cell::new(ApiDomain::Runtime),
+            handle: Cell::new(0),
+            stream: Cell::new(0),
+            result: Cell::new(0),
+            calls: Cell::new(0),
+            start: Cell::new(0),
+            end: Cell::new(0),
+            busy: Cell::new(0),
+        }
+    }
+}
+
+impl Default for RepeatRun {
+    fn default() -> Self {
+        RepeatRun::new()
+    }
+}
+
+/// Records a call that programs repeat until its answer changes (a completion poll): `rec` is its
+/// `Api` record, `handle` what it polls (the stream or the event). A call identical to the thread's
+/// previous record (same name, domain, handle and result) is counted, not written; the count goes out
+/// as one `ApiRepeat` record before the thread's next other record.
+#[inline]
+pub fn emit_repeatable_in(ctx: &crate::record::thread::ThreadCtx, rec: Record, handle: u64) {
+    let Record::Api { domain, name, start, end, result, stream, .. } = rec else {
+        return emit_in(ctx, rec);
+    };
+    let run = &ctx.repeat;
+    if run.armed.get()
+        && run.name.get() == name.0
+        && run.domain.get() == domain
+        && run.handle.get() == handle
+        && run.result.get() == result
+    {
+        let calls = run.calls.get();
+        if calls == 0 {
+            run.start.set(start);
+            run.busy.set(0);
+        }
+        run.calls.set(calls + 1);
+        run.end.set(end);
+        run.busy.set(run.busy.get().wrapping_add(end.wrapping_sub(start)));
+        return;
+    }
+    emit_in(ctx, rec);
+    run.name.set(name.0);
+    run.domain.set(domain);
+    run.handle.set(handle);
+    run.stream.set(stream);
+    run.result.set(result);
+    run.armed.set(true);
+}
+
+/// Writes the calling thread's counted repeats now (the exiting thread, before the final drain).
+pub fn flush_repeats() {
+    flush_repeats_in(crate::record::thread::ctx());
+}
+
+/// Writes `ctx`'s counted repeats, if any, and disarms its run: the next record is not a repeat.
+#[cold]
+#[inline(never)]
+fn flush_repeats_in(ctx: &crate::record::thread::ThreadCtx) {
+    let run = &ctx.repeat;
+    run.armed.set(false);
+    let calls = run.calls.replace(0);
+    if calls == 0 {
+        return;
+    }
+    let domain = run.domain.get();
+    push(
+        ctx,
+        Record::ApiRepeat {
+            tid: ctx.tid(),
+            domain,
+            name: StrId(run.name.get()),
+            start: run.start.get(),
+            end: run.end.get(),
+            result: run.result.get(),
+            stream: run.stream.get(),
+            calls,
+            busy: run.busy.get(),
+        },
+    );
+}
+
 /// [`emit`] with the calling thread's context (from [`crate::record::thread::ctx`]), for callers that already
 /// hold it: no TLS lookup.
 #[inline(always)]
 pub fn emit_in(ctx: &crate::record::thread::ThreadCtx, rec: Record) {
+    if ctx.repeat.armed.get() {
+        flush_repeats_in(ctx);
+    }
+    push(ctx, rec);
+}
+
+/// Stores `rec` in the calling thread's buffer (or drops and counts it).
+#[inline(always)]
+fn push(ctx: &crate::record::thread::ThreadCtx, rec: Record) {
     let (buf, generation) = (ctx.buffer.get(), ctx.buffer_generation.get());
     let buf = if !buf.is_null() && generation == GENERATION.load(Ordering::Relaxed) {
         buf

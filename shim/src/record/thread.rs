@@ -21,6 +21,8 @@ pub struct ThreadCtx {
     pub counters: Cell<*const crate::record::call_counters::CallCounters>,
     /// The device made current through `cudaSetDevice` (CUDA's default: 0).
     pub device: Cell<u32>,
+    /// The completion poll this thread repeats, and the repeats not yet written (see `recorder`).
+    pub repeat: crate::record::recorder::RepeatRun,
 }
 
 thread_local! {
@@ -34,6 +36,7 @@ thread_local! {
             buffer_generation: Cell::new(0),
             counters: Cell::new(std::ptr::null()),
             device: Cell::new(0),
+            repeat: crate::record::recorder::RepeatRun::new(),
         }
     };
 }

@@ -243,7 +243,7 @@ pub fn read_rings(dir: &Path) -> Vec<Ring> {
                 ids.push(name.0);
                 ids.push(detail.0);
             }
-            if let Record::Kernel { name, .. } | Record::Marker { name, .. } = r {
+            if let Record::Kernel { name, .. } | Record::Marker { name, .. } | Record::ApiRepeat { name, .. } = r {
                 ids.push(name.0);
             }
         }

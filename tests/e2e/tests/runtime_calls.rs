@@ -92,13 +92,20 @@ fn ring_kernels(rings: &[Ring]) -> BTreeMap<String, usize> {
     m
 }
 
-/// (domain, name, detail, result) of every Api record.
+/// (domain, name, detail, result) of every call: one per Api record, `calls` per ApiRepeat record
+/// (identical repeats of the call before it).
 fn apis(rings: &[Ring]) -> Vec<(ApiDomain, String, String, i32)> {
     let mut v = Vec::new();
     for ring in rings {
         for r in &ring.records {
-            if let Record::Api { domain, name, detail, result, .. } = *r {
-                v.push((domain, ring.name(name).to_string(), ring.name(detail).to_string(), result));
+            match *r {
+                Record::Api { domain, name, detail, result, .. } => {
+                    v.push((domain, ring.name(name).to_string(), ring.name(detail).to_string(), result))
+                }
+                Record::ApiRepeat { domain, name, result, calls, .. } => {
+                    v.extend((0..calls).map(|_| (domain, ring.name(name).to_string(), String::new(), result)))
+                }
+                _ => {}
             }
         }
     }

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::Value;
 use tprof_e2e::shim::*;
-use tprof_format::{MemOp, MemSpace, Record, SyncKind};
+use tprof_format::{ApiDomain, MemOp, MemSpace, Record, SyncKind};
 
 /// Every kernel, copy and memset of the ground truth has the `Api` record that launched it.
 fn assert_truth_covered(what: &str, rings: &[Ring], truth: &[Value]) {
@@ -141,6 +141,49 @@ fn oom_records_requested_size_and_reservation() {
     assert_eq!(bytes, 1 << 50, "requested size");
     assert_eq!(reserved, 1 << 30, "reservation at the failure");
     assert_ne!(result, 0);
+}
+
+/// A driver-only program (JAX / Triton start-up through cuGetProcAddress): every call it makes is an
+/// `Api` record of the driver domain, in the order made, from `cuInit` on; none is left to CUPTI.
+#[test]
+fn driver_only_module_loader_start_up_is_recorded_in_order() {
+    let dir = temp_dir("bin");
+    let prog = compile("drv_module_loader", &dir, Link::SimDriver);
+    let r = sim_run(&prog, &[], "modloader");
+    assert!(r.stdout().contains("drv_module_loader: ok"), "{}{}", r.stdout(), r.stderr());
+    let rings = read_rings(&r.out_dir);
+    assert_truth_covered("drv_module_loader", &rings, &read_truth(&r.truth_dir));
+    let mut calls: Vec<(u64, ApiDomain, String, u64)> = rings[0]
+        .records
+        .iter()
+        .filter_map(|rec| match *rec {
+            Record::Api { domain, name, start, arg, .. } => Some((start, domain, rings[0].name(name).to_string(), arg)),
+            _ => None,
+        })
+        .collect();
+    calls.sort_by_key(|c| c.0);
+    let names: Vec<&str> = calls.iter().map(|c| c.2.as_str()).collect();
+    let mut expected = vec!["cuInit"];
+    expected.extend(std::iter::repeat_n("cuGetProcAddress_v2", 11));
+    expected.extend([
+        "cuDeviceGet",
+        "cuDevicePrimaryCtxRetain",
+        "cuCtxSetCurrent",
+        "cuModuleLoadData",
+        "cuModuleGetFunction",
+        "cuStreamCreate",
+        "cuMemAlloc_v2",
+        "cuLaunchKernel",
+        "cuStreamQuery",
+        "cuStreamSynchronize",
+        "cuModuleUnload",
+    ]);
+    assert_eq!(names, expected, "driver calls in the order made");
+    assert!(calls.iter().all(|c| c.1 == ApiDomain::Driver), "recorded by the interposers, not CUPTI: {calls:?}");
+    assert!(
+        calls.iter().filter(|c| c.2 == "cuGetProcAddress_v2").all(|c| c.3 == 12000),
+        "cuGetProcAddress records carry the version asked for"
+    );
 }
 
 #[test]
@@ -410,4 +453,59 @@ fn missing_real_symbol_warns_once_and_returns_the_no_driver_error() {
     assert_eq!(warning_lines(&stderr), 1, "one warning for two calls:\n{stderr}");
     assert!(stderr.contains("cudaMemset2D_ptds"), "{stderr}");
     assert!(stderr.contains("results 35 35"), "{stderr}");
+}
+
+/// Names of the calls CUPTI recorded (tprof injected, no interposer bound), sorted, with or
+/// without CUPTI's own `cuptiGetCallbackName`.
+fn cupti_api_names(callback_names: bool) -> Vec<String> {
+    let dir = temp_dir("bin");
+    let prog = compile("cupti_named_calls", &dir, Link::SimCudart);
+    let mut spec = RunSpec::new(&prog, &[], simgpu_dir())
+        .env("TPROF_RING_MB", "4")
+        .env("SIMGPU_CUPTI_CALLBACK_NAMES", if callback_names { "1" } else { "0" });
+    spec.preload = false;
+    spec.inject = true;
+    let r = spec.run("cupti-names");
+    assert_eq!(r.code(), Some(0), "stderr:\n{}", r.stderr());
+    assert_eq!(r.stdout(), "cupti_named_calls: ok\n");
+    let rings = read_rings(&r.out_dir);
+    assert_eq!(rings.len(), 1);
+    let mut names: Vec<String> = rings[0]
+        .records
+        .iter()
+        .filter_map(|rec| match *rec {
+            Record::Api { domain: ApiDomain::CuptiRuntime | ApiDomain::CuptiDriver, name, .. } => {
+                Some(rings[0].name(name).to_string())
+            }
+            _ => None,
+        })
+        .collect();
+    names.sort();
+    names.dedup();
+    let _ = std::fs::remove_dir_all(r.out_dir.parent().unwrap());
+    names
+}
+
+/// Calls only CUPTI sees are named as CUPTI names them (without the `_v<digits>` ABI suffix), also
+/// when CUPTI's `cuptiGetCallbackName` fails (a CUPTI older than the runtime): the callback id tables
+/// generated from NVIDIA's headers name every id.
+#[test]
+fn calls_only_cupti_sees_are_named_with_or_without_cupti_callback_names() {
+    let from_table = cupti_api_names(false);
+    for name in [
+        "cudaGraphInstantiate",
+        "cudaGraphExecDestroy",
+        "cudaGraphDestroy",
+        "cudaGraphGetNodes",
+        "cudaDeviceGetAttribute",
+        "cudaMemGetInfo",
+        "cudaGetLastError",
+        "cudaStreamDestroy",
+        "cuModuleLoadData",
+        "cuModuleUnload",
+    ] {
+        assert!(from_table.iter().any(|n| n == name), "{name} not named: {from_table:?}");
+    }
+    assert!(!from_table.iter().any(|n| n.contains("_cbid_")), "unnamed callback ids: {from_table:?}");
+    assert_eq!(cupti_api_names(true), from_table, "CUPTI's names and the table's agree");
 }

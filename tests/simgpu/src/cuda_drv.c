@@ -466,6 +466,17 @@ static CUresult stream_sync(const char *api, CUstream st, int pt)
 }
 CUresult cuStreamSynchronize(CUstream st) { return stream_sync("cuStreamSynchronize", st, 0); }
 CUresult cuStreamSynchronize_ptsz(CUstream st) { return stream_sync("cuStreamSynchronize_ptsz", st, 1); }
+/* CUDA_ERROR_NOT_READY while work queued on the stream has not completed */
+static CUresult stream_query(const char *api, CUstream st, int pt)
+{
+    DAPI(api, NULL);
+    sg_stream *s = sg_stream_resolve(st, pt);
+    if (!s) DRET(CUDA_ERROR_INVALID_HANDLE);
+    DRET(sg_stream_idle(s) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY);
+}
+CUresult cuStreamQuery(CUstream st) { return stream_query("cuStreamQuery", st, 0); }
+CUresult cuStreamQuery_ptsz(CUstream st);
+CUresult cuStreamQuery_ptsz(CUstream st) { return stream_query("cuStreamQuery_ptsz", st, 1); }
 
 /* profiler control (cudaProfiler.h): marks for a profiler's capture range, always CUDA_SUCCESS; a
  * `profiler` ground-truth line, as the runtime's cudaProfilerStart / Stop write */

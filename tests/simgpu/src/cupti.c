@@ -90,6 +90,9 @@ CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain domain, uint32_t cbid, con
 {
     NO_DRIVER_RETURN(DRIVER_FREE);
     if (!name) return CUPTI_ERROR_INVALID_PARAMETER;
+    /* SIMGPU_CUPTI_CALLBACK_NAMES=0: a CUPTI that knows none of the ids (older than the runtime) */
+    const char *names = getenv("SIMGPU_CUPTI_CALLBACK_NAMES");
+    if (names && strcmp(names, "0") == 0) return CUPTI_ERROR_INVALID_PARAMETER;
     *name = sgc_callback_name((int)domain, cbid);
     return *name ? CUPTI_SUCCESS : CUPTI_ERROR_INVALID_PARAMETER;
 }
