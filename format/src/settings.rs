@@ -95,7 +95,11 @@ impl Mode {
     }
 }
 
-/// Parses a duration like `300`, `300s`, `250ms`, `2m`, `1h` (a bare number is seconds).
+/// The longest duration a setting takes: a year (longer is a typo or an attack, not a timeout).
+pub const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
+
+/// Parses a duration like `300`, `300s`, `250ms`, `2m`, `1h` (a bare number is seconds). None for
+/// anything else, negative, or longer than [`MAX_DURATION`].
 pub fn parse_duration(s: &str) -> Option<Duration> {
     let s = s.trim();
     let (num, unit) = s.find(|c: char| !c.is_ascii_digit() && c != '.').map(|i| s.split_at(i)).unwrap_or((s, "s"));
@@ -110,7 +114,7 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
         "h" => v * 3600.0,
         _ => return None,
     };
-    Some(Duration::from_secs_f64(secs))
+    Duration::try_from_secs_f64(secs).ok().filter(|d| *d <= MAX_DURATION)
 }
 
 /// A steps-mode window (`TPROF_STEPS`): steps `first..=last`, repeated every `every` steps (0 = once).
@@ -197,6 +201,17 @@ impl DutyCycle {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn huge_durations_are_refused_not_a_panic() {
+        for v in ["100000000000000000000", "100000000000000000000s", "1e400", "367d", "9999999999h"] {
+            assert_eq!(parse_duration(v), None, "{v}");
+        }
+        assert_eq!(parse_duration("300s"), Some(Duration::from_secs(300)));
+        assert_eq!(parse_duration("366d"), None, "unknown unit");
+        assert_eq!(parse_duration("8784h"), Some(MAX_DURATION));
+    }
+
     use super::*;
 
     #[test]
