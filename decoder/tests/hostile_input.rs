@@ -369,3 +369,26 @@ fn an_unreadable_subdirectory_is_skipped_with_a_note() {
     let note = format!("{rs}/locked: skipped: cannot read this directory: Permission denied (os error 13)");
     assert!(s["notes"].as_array().unwrap().iter().any(|n| n == note.as_str()), "{}", s["notes"]);
 }
+
+#[test]
+fn an_output_that_is_an_input_is_refused_and_the_input_kept() {
+    // `-o` naming the ring being read (directly, or through a link) would truncate it first.
+    let dir = tempfile::tempdir().unwrap();
+    let ring = small_ring(dir.path(), "r0.tprof", 0, 1);
+    let link = dir.path().join("alias.json");
+    std::os::unix::fs::symlink(&ring, &link).unwrap();
+    let before = std::fs::read(&ring).unwrap();
+    let r = ring.to_str().unwrap();
+    for args in [
+        vec!["export", r, "--format", "perfetto", "-o", r],
+        vec!["export", r, "--format", "chrome", "-o", link.to_str().unwrap()],
+        vec!["export", r, "--format", "folded", "-o", r],
+        vec!["export", r, "--format", "flamegraph", "-o", r],
+        vec!["report", r, "-o", r],
+    ] {
+        let (code, _, err) = tprof_limited(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains("refusing to write") && err.contains("it is the input"), "{args:?}: {err}");
+        assert_eq!(std::fs::read(&ring).unwrap(), before, "{args:?} changed the input");
+    }
+}

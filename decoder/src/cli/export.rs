@@ -64,6 +64,9 @@ pub fn run(a: &ExportCmd) -> i32 {
         Err(code) => return code,
     };
     let output = a.output.clone().unwrap_or_else(|| PathBuf::from(a.format.default_output()));
+    if let Err(code) = super::input::refuse_output_among_inputs(&output, &sources) {
+        return code;
+    }
     let opts = ExportOptions {
         format: a.format,
         output,

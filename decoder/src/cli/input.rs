@@ -10,6 +10,29 @@ use crate::error::InputError;
 use crate::input::{discover, Notes, Source};
 use crate::steps::DEFAULT_STEP_PATTERN;
 
+/// Refuses to write `output` when it is one of the inputs (the same file, by device and inode: also
+/// through a link): writing would destroy what is being read. On refusal the exit status (2), said why.
+pub fn refuse_output_among_inputs(output: &std::path::Path, sources: &[Source]) -> Result<(), i32> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(out) = std::fs::metadata(output) else { return Ok(()) };
+    if !out.is_file() {
+        return Ok(());
+    }
+    for s in sources {
+        if let Ok(m) = std::fs::metadata(&s.path) {
+            if (m.dev(), m.ino()) == (out.dev(), out.ino()) {
+                eprintln!(
+                    "tprof: refusing to write {}: it is the input {} (choose another -o)",
+                    output.display(),
+                    s.path.display()
+                );
+                return Err(2);
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The input arguments the analysing commands share.
 #[derive(Debug, Clone, Args)]
 pub struct InputArgs {

@@ -35,6 +35,9 @@ pub fn run(a: &ReportCmd) -> i32 {
         Ok(i) => i,
         Err(code) => return code,
     };
+    if let Err(code) = super::input::refuse_output_among_inputs(&a.output, &inputs.sources) {
+        return code;
+    }
     let t0 = Instant::now();
     let convert = a.input.convert(true, true);
     let mut data = gather(&inputs.sources, &inputs.step_pattern, a.peak_busbw, &convert);
