@@ -100,10 +100,6 @@ struct GroupCalls {
 /// Closed groups kept waiting for kernels at most; the oldest is then resolved with what it has.
 const MAX_PENDING_GROUPS: usize = 1 << 16;
 
-fn is_p2p(op: CollOp) -> bool {
-    matches!(op, CollOp::Send | CollOp::Recv)
-}
-
 fn instance(c: Option<&Collective>, k: Option<&Kernel>) -> CollectiveInstance {
     let info = k.and_then(|k| k.collective.as_ref());
     CollectiveInstance {
@@ -207,18 +203,18 @@ impl<T: FromPairing> CollectiveMatcher<T> {
         let mine = |c: &Collective| !device_known || on_device(c);
         let p2p_kernel = coll_op_from_name(&k.name) == CollOp::Send
             || k.name.contains("SendRecv")
-            || group.pending.iter().filter(|c| mine(c)).all(|c| is_p2p(c.op));
+            || group.pending.iter().filter(|c| mine(c)).all(|c| c.op.is_p2p());
         let mut taken = Vec::new();
         if p2p_kernel {
             let mut i = 0;
             while i < group.pending.len() {
-                if mine(&group.pending[i]) && is_p2p(group.pending[i].op) {
+                if mine(&group.pending[i]) && group.pending[i].op.is_p2p() {
                     taken.push(group.pending.remove(i));
                 } else {
                     i += 1;
                 }
             }
-        } else if let Some(i) = group.pending.iter().position(|c| mine(c) && !is_p2p(c.op)) {
+        } else if let Some(i) = group.pending.iter().position(|c| mine(c) && !c.op.is_p2p()) {
             taken.push(group.pending.remove(i));
         }
         match group.last_kernel.iter_mut().find(|(d, _)| *d == k.device) {
@@ -576,7 +572,7 @@ mod tests {
             count: 0,
             datatype: 0,
             bytes,
-            peer: if matches!(op, CollOp::Send | CollOp::Recv) { 1 - device as i32 } else { -1 },
+            peer: if op.is_p2p() { 1 - device as i32 } else { -1 },
             stream: 0,
             seq,
             result: 0,

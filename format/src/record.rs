@@ -130,6 +130,11 @@ impl CollOp {
             AllReduce | AllGather | ReduceScatter | Broadcast | Reduce | AllToAll | Send | Recv | Gather | Scatter
         )
     }
+    /// True for the point-to-point operations (send, receive): matched with the peer's
+    /// counterpart, not across all ranks of the communicator.
+    pub fn is_p2p(self) -> bool {
+        matches!(self, CollOp::Send | CollOp::Recv)
+    }
     /// True for the one-sided signal operations (put with signal, signal, wait for signals).
     pub fn is_one_sided(self) -> bool {
         matches!(self, CollOp::PutSignal | CollOp::Signal | CollOp::WaitSignal)

@@ -112,7 +112,7 @@ pub struct CollFact {
 impl CollFact {
     /// A point-to-point transfer: matched with the peer's counterpart, not across all ranks.
     pub fn is_p2p(&self) -> bool {
-        matches!(self.op, CollOp::Send | CollOp::Recv)
+        self.op.is_p2p()
     }
 }
 

@@ -746,7 +746,7 @@ fn pair_collectives(
     let mut p2p_before: HashMap<(u64, u32), u64> = HashMap::new();
     let mut p2p_order: HashMap<(u64, u32, i32, bool), u64> = HashMap::new();
     for (c, gpu) in paired {
-        let seq = if matches!(c.op, CollOp::Send | CollOp::Recv) {
+        let seq = if c.op.is_p2p() {
             *p2p_before.entry((c.comm, c.rank)).or_default() += 1;
             let k = p2p_order.entry((c.comm, c.rank, c.peer, c.op == CollOp::Send)).or_default();
             *k += 1;

@@ -19,15 +19,6 @@ static const char *prog_name = "nccl_grouped";
 #define EXIT_NCCL 5
 #define NDEV 2
 
-typedef ncclResult_t (*ncclCommInitAll_fn)(ncclComm_t *comms, int ndev, const int *devlist);
-typedef ncclResult_t (*ncclReduceScatter_fn)(const void *sendbuff, void *recvbuff, size_t recvcount,
-                                             ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
-                                             cudaStream_t stream);
-typedef ncclResult_t (*ncclSend_fn)(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
-                                    ncclComm_t comm, cudaStream_t stream);
-typedef ncclResult_t (*ncclRecv_fn)(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
-                                    ncclComm_t comm, cudaStream_t stream);
-
 static void *lib;
 static void *sym(const char *name)
 {

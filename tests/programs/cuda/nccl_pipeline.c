@@ -25,11 +25,6 @@ static const char *prog_name = "nccl_pipeline";
 #define STAGES 4
 #define MICRO 24
 
-typedef ncclResult_t (*ncclSend_fn)(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
-                                    ncclComm_t comm, cudaStream_t stream);
-typedef ncclResult_t (*ncclRecv_fn)(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
-                                    ncclComm_t comm, cudaStream_t stream);
-
 static void *lib;
 static void *sym(const char *name)
 {

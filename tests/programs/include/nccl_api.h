@@ -86,6 +86,14 @@ typedef ncclResult_t (*ncclBroadcast_fn)(const void *sendbuff, void *recvbuff, s
 typedef ncclResult_t (*ncclAllGather_fn)(const void *sendbuff, void *recvbuff, size_t sendcount,
                                          ncclDataType_t datatype, ncclComm_t comm,
                                          cudaStream_t stream);
+typedef ncclResult_t (*ncclCommInitAll_fn)(ncclComm_t *comms, int ndev, const int *devlist);
+typedef ncclResult_t (*ncclReduceScatter_fn)(const void *sendbuff, void *recvbuff, size_t recvcount,
+                                             ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                             cudaStream_t stream);
+typedef ncclResult_t (*ncclSend_fn)(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                                    ncclComm_t comm, cudaStream_t stream);
+typedef ncclResult_t (*ncclRecv_fn)(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
+                                    ncclComm_t comm, cudaStream_t stream);
 typedef ncclResult_t (*ncclGroupStart_fn)(void);
 typedef ncclResult_t (*ncclGroupEnd_fn)(void);
 
