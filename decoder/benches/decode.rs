@@ -3,6 +3,9 @@
 //! ```text
 //! cargo bench -p tprof-decoder --bench decode -- [--events 10M,100M] [--ranks 8] [--dir DIR]
 //!     [--exports chrome,perfetto,kineto,parquet,folded] [--no-exports] [--hta-events 1M] [--no-hta] [--keep]
+//!     [--commands summary1,summary,diagnose,report]
+//! cargo bench -p tprof-decoder --bench decode -- --ranks 4096 --events 81.92M --commands summary1,diagnose \
+//!     --no-exports --no-hta       # the multi-rank scale run: 4096 ranks x 20k events
 //! ```
 //!
 //! For each size it writes a realistic multi-rank job of ring files (`testkit::bench_job`: 8 ranks on 2 hosts, ~200
@@ -138,6 +141,8 @@ struct Opts {
     hta: bool,
     keep: bool,
     max_export_bytes: u64,
+    /// Which analyses to time: summary1 (`--threads 1`), summary, diagnose, report.
+    commands: Vec<String>,
 }
 
 fn parse_count(s: &str) -> u64 {
@@ -162,6 +167,7 @@ fn parse_opts() -> Opts {
         hta: true,
         keep: false,
         max_export_bytes: 4 << 30,
+        commands: ["summary1", "summary", "diagnose", "report"].map(String::from).to_vec(),
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -176,6 +182,7 @@ fn parse_opts() -> Opts {
             "--no-hta" => o.hta = false,
             "--keep" => o.keep = true,
             "--max-export-bytes" => o.max_export_bytes = parse_count(&val()),
+            "--commands" => o.commands = val().split(',').map(str::to_string).collect(),
             "--bench" => {}
             other => panic!("unknown argument {other} (see the header of decoder/benches/decode.rs)"),
         }
@@ -229,6 +236,18 @@ fn print_row(r: &Row) {
         mb(r.run.peak_rss_kb),
         if r.run.ok { r.note.clone() } else { format!("FAILED: {}", last_line(&r.run.stderr)) }
     );
+}
+
+/// The goal of a row next to its figure: `goal` M events per CPU-second (the one-core rate).
+fn goal_note(r: &Run, events: u64, goal: f64) -> String {
+    match r.cpu {
+        Some(c) if r.ok && c > 0.0 => {
+            let got = events as f64 / c / 1e6;
+            let verdict = if got >= goal { "met" } else { "NOT met" };
+            format!("goal >= {goal:.0} M ev/cpu-s: {got:.1} ({verdict})")
+        }
+        _ => format!("goal >= {goal:.0} M ev/cpu-s: no CPU time measured"),
+    }
 }
 
 fn last_line(s: &str) -> String {
@@ -338,26 +357,37 @@ fn main() {
         let jobs = job.display().to_string();
         // Drop the page cache's advantage of the freshly written files? No: a user summarizes files
         // that were just written too; both runs see warm files.
-        let r = measure(&bin, &["summary".into(), jobs.clone(), "--threads".into(), "1".into()], &[]);
-        let row = Row { what: "summary --threads 1".into(), events, run: r, note: String::new() };
-        print_row(&row);
-        rows.push((n, row));
-        let r = measure(&bin, &["summary".into(), jobs.clone()], &[]);
-        let row = Row { what: format!("summary (--threads 0 = {cores})"), events, run: r, note: String::new() };
-        print_row(&row);
-        rows.push((n, row));
-        let r = measure(&bin, &["diagnose".into(), jobs.clone()], &[]);
-        let row = Row { what: format!("diagnose (--threads 0 = {cores})"), events, run: r, note: String::new() };
-        print_row(&row);
-        rows.push((n, row));
-        let page = o.dir.join("report.html");
-        let r = measure(&bin, &["report".into(), jobs.clone(), "-o".into(), page.display().to_string()], &[]);
-        let size = dir_bytes(&page);
-        let _ = std::fs::remove_file(&page);
-        let note = format!("{:.1} MB page", size as f64 / 1e6);
-        let row = Row { what: format!("report (--threads 0 = {cores})"), events, run: r, note };
-        print_row(&row);
-        rows.push((n, row));
+        let wants = |c: &str| o.commands.iter().any(|w| w == c);
+        if wants("summary1") {
+            let r = measure(&bin, &["summary".into(), jobs.clone(), "--threads".into(), "1".into()], &[]);
+            let note = goal_note(&r, events, 20.0);
+            let row = Row { what: "summary --threads 1".into(), events, run: r, note };
+            print_row(&row);
+            rows.push((n, row));
+        }
+        if wants("summary") {
+            let r = measure(&bin, &["summary".into(), jobs.clone()], &[]);
+            let row = Row { what: format!("summary (--threads 0 = {cores})"), events, run: r, note: String::new() };
+            print_row(&row);
+            rows.push((n, row));
+        }
+        if wants("diagnose") {
+            let r = measure(&bin, &["diagnose".into(), jobs.clone()], &[]);
+            let note = goal_note(&r, events, 10.0);
+            let row = Row { what: format!("diagnose (--threads 0 = {cores})"), events, run: r, note };
+            print_row(&row);
+            rows.push((n, row));
+        }
+        if wants("report") {
+            let page = o.dir.join("report.html");
+            let r = measure(&bin, &["report".into(), jobs.clone(), "-o".into(), page.display().to_string()], &[]);
+            let size = dir_bytes(&page);
+            let _ = std::fs::remove_file(&page);
+            let note = format!("{:.1} MB page; {}", size as f64 / 1e6, goal_note(&r, events, 10.0));
+            let row = Row { what: format!("report (--threads 0 = {cores})"), events, run: r, note };
+            print_row(&row);
+            rows.push((n, row));
+        }
         for f in &formats {
             let est = export_bytes_per_event(f) * events;
             if est > o.max_export_bytes {

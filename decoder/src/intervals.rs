@@ -58,6 +58,8 @@ pub type SeqMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<SeqHa
 
 /// Intervals buffered before a sort + merge into the committed part.
 const PENDING_MAX: usize = 16 * 1024;
+/// How far before the end of the pending window an interval is inserted in order.
+const INSERT_REACH: usize = 64;
 
 /// Union of intervals pushed in any order, with memory bounded by the number of disjoint busy
 /// periods (delta-encoded) when they arrive mostly in time order. Intervals that arrive before the
@@ -66,6 +68,9 @@ const PENDING_MAX: usize = 16 * 1024;
 #[derive(Debug, Default)]
 pub struct StreamingUnion {
     pending: Vec<(Ns, Ns)>,
+    /// Whether `pending` is sorted by start (GPU work arrives nearly in order: an interval is
+    /// inserted a few places from the end instead of sorting the whole window at commit).
+    unsorted: bool,
     out: CompactIntervals,
     /// The last committed interval, still extendable.
     tail: Option<(Ns, Ns)>,
@@ -86,15 +91,38 @@ impl StreamingUnion {
             }
             return;
         }
-        self.pending.push((s, e));
+        self.insert_pending(s, e);
         if self.pending.len() >= PENDING_MAX {
             self.commit(PENDING_MAX / 4);
         }
     }
 
+    /// Keeps `pending` sorted by start while each interval lands at most [`INSERT_REACH`] places
+    /// before the end; beyond that it is sorted at commit.
+    #[inline]
+    fn insert_pending(&mut self, s: Ns, e: Ns) {
+        let p = &mut self.pending;
+        if self.unsorted || p.last().is_none_or(|l| l.0 <= s) {
+            p.push((s, e));
+            return;
+        }
+        let from = p.len().saturating_sub(INSERT_REACH);
+        let at = from + p[from..].partition_point(|iv| iv.0 <= s);
+        if at == from && from > 0 && p[from - 1].0 > s {
+            p.push((s, e));
+            self.unsorted = true;
+        } else {
+            p.insert(at, (s, e));
+        }
+    }
+
     /// Sort the pending intervals and commit all but the `keep` latest-starting ones.
     fn commit(&mut self, keep: usize) {
-        self.pending.sort_unstable();
+        // By start alone: the union does not depend on the order of equal starts.
+        if self.unsorted {
+            self.pending.sort_unstable_by_key(|iv| iv.0);
+            self.unsorted = false;
+        }
         let n = self.pending.len().saturating_sub(keep);
         for i in 0..n {
             let (s, e) = self.pending[i];
