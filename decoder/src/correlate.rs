@@ -7,7 +7,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use crate::intervals::SeqMap;
+use crate::intervals::{FastMap, SeqMap};
 use crate::model::*;
 
 /// One collective with both sides when known.
@@ -372,7 +372,7 @@ pub struct RangeProjection {
     ranges: SeqMap<RangeId, (Name, Option<RangeId>)>,
     /// Direct GPU time per range.
     direct: SeqMap<RangeId, Ns>,
-    stats: HashMap<Name, (u64, u64)>,
+    stats: FastMap<Name, (u64, u64)>,
 }
 
 impl RangeProjection {
@@ -415,7 +415,7 @@ impl RangeProjection {
 
     /// End of the process: roll direct GPU time up the range tree (each name counted once per chain).
     pub fn finish(&mut self) -> Vec<RangeStat> {
-        let mut gpu: HashMap<Name, Ns> = HashMap::new();
+        let mut gpu: FastMap<Name, Ns> = FastMap::default();
         let mut seen: Vec<Name> = Vec::new();
         for (&rid, &t) in &self.direct {
             seen.clear();

@@ -118,9 +118,10 @@ impl StreamingUnion {
 
     /// Sort the pending intervals and commit all but the `keep` latest-starting ones.
     fn commit(&mut self, keep: usize) {
-        // By start alone: the union does not depend on the order of equal starts.
+        // By start alone: the union does not depend on the order of equal starts. A stable sort:
+        // the window is a few sorted runs (one per stream, in CUPTI batches), which it merges.
         if self.unsorted {
-            self.pending.sort_unstable_by_key(|iv| iv.0);
+            self.pending.sort_by_key(|iv| iv.0);
             self.unsorted = false;
         }
         let n = self.pending.len().saturating_sub(keep);
