@@ -446,6 +446,38 @@ mod tests {
         assert_eq!(measure(&union2(&a, &b)), 20);
     }
 
+    /// Two streams' intervals in alternating batches (as CUPTI delivers them): batches shorter than
+    /// the insertion reach keep the window sorted, longer ones leave it to the sort; both give the
+    /// exact union, also across several commits.
+    #[test]
+    fn streaming_batches_of_two_streams_match_batch() {
+        for batch in [1usize, 20, 63, 64, 65, 300, 5000] {
+            let mut v: Vec<(Ns, Ns)> = Vec::new();
+            let mut x = 777u64;
+            let n = 3 * PENDING_MAX as u64;
+            let streams: [Vec<(Ns, Ns)>; 2] = [0u64, 1].map(|k| {
+                (0..n)
+                    .map(|i| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        let t = i * 1_000 + k * 333;
+                        (t, t + 200 + x % 900)
+                    })
+                    .collect()
+            });
+            for (a, b) in streams[0].chunks(batch).zip(streams[1].chunks(batch)) {
+                v.extend_from_slice(a);
+                v.extend_from_slice(b);
+            }
+            let mut su = StreamingUnion::default();
+            for &(s, e) in &v {
+                su.push(s, e);
+            }
+            assert_eq!(su.finish().iter().collect::<Vec<_>>(), union(v.clone()), "batches of {batch}");
+        }
+    }
+
     #[test]
     fn streaming_matches_batch() {
         // Mostly ordered per stream, two streams interleaved, some far out of order, touching,
