@@ -119,9 +119,8 @@ impl Connection {
         while let Some(rest) = reply.get(*sent..).filter(|r| !r.is_empty()) {
             // MSG_NOSIGNAL: a client that hung up must not raise SIGPIPE in the host program.
             // SAFETY: sends from a live slice of `rest.len()` bytes on a socket this connection owns.
-            let n = unsafe {
-                libc::send(self.stream.as_raw_fd(), rest.as_ptr().cast(), rest.len(), libc::MSG_NOSIGNAL)
-            };
+            let n =
+                unsafe { libc::send(self.stream.as_raw_fd(), rest.as_ptr().cast(), rest.len(), libc::MSG_NOSIGNAL) };
             if n > 0 {
                 *sent += n as usize;
                 continue;
@@ -207,10 +206,8 @@ pub fn serve(listener: UnixListener, h: Handlers) {
                 c.read_ready(&h, now) && (!matches!(c.phase, Phase::Writing { .. }) || c.write_ready())
             } else if revents & libc::POLLOUT != 0 {
                 c.write_ready()
-            } else if revents & libc::POLLHUP != 0 {
-                false
             } else {
-                true
+                revents & libc::POLLHUP == 0
             };
             if keep {
                 i += 1;

@@ -105,7 +105,8 @@ fn listen(pid: u32) -> std::io::Result<()> {
 /// Removes the sockets in `dir` left by dead processes of this host (see the module notes).
 fn remove_stale_sockets(dir: &Path, own_pid: u32) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
-    let names: Vec<String> = entries.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    let names: Vec<String> =
+        entries.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect();
     let host = process::hostname();
     for name in &names {
         let Some(pid) = control_protocol::socket_pid(name).filter(|&p| p != own_pid) else { continue };
@@ -114,9 +115,7 @@ fn remove_stale_sockets(dir: &Path, own_pid: u32) {
         }
         let path = dir.join(name);
         let is_socket = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_socket());
-        if is_socket
-            && UnixStream::connect(&path).is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionRefused)
-        {
+        if is_socket && UnixStream::connect(&path).is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionRefused) {
             let _ = std::fs::remove_file(&path);
         }
     }
@@ -205,9 +204,9 @@ fn refuse(stream: &UnixStream) -> Option<String> {
     let owner = unsafe { libc::geteuid() };
     match peer_uid(stream) {
         Ok(peer) if peer_allowed(peer, owner) => None,
-        Ok(peer) => Some(format!(
-            "error: permission denied: uid {peer} may not control this process (owner uid {owner})\n"
-        )),
+        Ok(peer) => {
+            Some(format!("error: permission denied: uid {peer} may not control this process (owner uid {owner})\n"))
+        }
         Err(e) => Some(format!("error: cannot identify the peer ({e})\n")),
     }
 }

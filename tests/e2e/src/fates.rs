@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use crate::programs::{Running, RunOutput};
+use crate::programs::{RunOutput, Running};
 use crate::shim::{compile, simgpu_dir, tprof_lib, Link};
 
 /// The compiled `signal_fates` program in `dir`.
@@ -16,7 +16,14 @@ pub fn build(dir: &Path) -> PathBuf {
 
 /// `signal_fates MODE` with its ring (if `out` is Some) in `out`; `env`: extra variables (TPROF_*).
 /// `core`: run it with an unlimited core size in `cwd` (else no core is written).
-pub fn command(program: &Path, mode: &str, out: Option<&Path>, env: &[(&str, &str)], cwd: &Path, core: bool) -> Command {
+pub fn command(
+    program: &Path,
+    mode: &str,
+    out: Option<&Path>,
+    env: &[(&str, &str)],
+    cwd: &Path,
+    core: bool,
+) -> Command {
     let limit = if core { "unlimited" } else { "0" };
     let mut cmd = Command::new("sh");
     cmd.arg("-c").arg(format!("ulimit -c {limit}; exec \"$0\" \"$@\"")).arg(program).arg(mode).current_dir(cwd);
@@ -71,9 +78,8 @@ pub fn socket_files(out: &Path) -> Vec<String> {
 
 /// The ring files (`*.tprof`) in `out`.
 pub fn ring_files(out: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(out)
-        .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).collect())
-        .unwrap_or_default();
+    let mut v: Vec<PathBuf> =
+        std::fs::read_dir(out).map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).collect()).unwrap_or_default();
     v.retain(|p| p.extension().is_some_and(|e| e == "tprof"));
     v.sort();
     v

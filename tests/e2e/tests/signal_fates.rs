@@ -107,7 +107,8 @@ fn fatal_signals_end_the_program_with_the_bare_status_and_core_dump() {
     for (mode, sig) in [("segv", SIGSEGV), ("abort", SIGABRT)] {
         let cwd = tmp.path().join(format!("{mode}-bare"));
         std::fs::create_dir_all(&cwd).unwrap();
-        let bare = tprof_e2e::programs::run(fates::command(&prog, mode, None, &[], &cwd, true), Duration::from_secs(30));
+        let bare =
+            tprof_e2e::programs::run(fates::command(&prog, mode, None, &[], &cwd, true), Duration::from_secs(30));
         let (bare_sig, bare_core) = death(&bare);
         assert_eq!(bare_sig, Some(sig), "bare {mode}: {}", bare.describe());
         assert_eq!(core_files(&cwd).is_empty(), !bare_core, "bare {mode}: core file iff WCOREDUMP");
@@ -117,7 +118,10 @@ fn fatal_signals_end_the_program_with_the_bare_status_and_core_dump() {
             std::fs::create_dir_all(&cwd).unwrap();
             let out = cwd.join("out");
             let env = [("TPROF_MODE", tprof_mode)];
-            let run = tprof_e2e::programs::run(fates::command(&prog, mode, Some(&out), &env, &cwd, true), Duration::from_secs(30));
+            let run = tprof_e2e::programs::run(
+                fates::command(&prog, mode, Some(&out), &env, &cwd, true),
+                Duration::from_secs(30),
+            );
             assert_eq!(death(&run), (bare_sig, bare_core), "{mode} under tprof {tprof_mode}: {}", run.describe());
             assert_eq!(core_files(&cwd).is_empty(), !bare_core, "{mode} {tprof_mode}: core file as bare");
             assert_eq!(fates::ring_files(&out).len(), 1, "{mode} {tprof_mode}: the ring was written");
