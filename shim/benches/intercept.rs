@@ -37,6 +37,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// TPROF_* settings of one configuration.
 type Settings = Vec<(&'static str, &'static str)>;
 
+/// One measured case: (launch path, configuration, library: None = bare, else ("new" | "old", path)).
+type Case = (usize, usize, Option<(&'static str, PathBuf)>);
+
 fn main() {
     let lib =
         std::env::var_os("TPROF_LIB").map(PathBuf::from).unwrap_or_else(|| target_dir().join("release/libtprof.so"));
@@ -99,7 +102,7 @@ fn main() {
         None => println!("nvcc (CUDA 13 wheel) not found: the <<<>>> paths are skipped (run scripts/setup-python.sh)"),
     }
     // One case = (path, config, library); a round runs every case once, interleaved.
-    let mut cases: Vec<(usize, usize, Option<(&str, PathBuf)>)> = Vec::new();
+    let mut cases: Vec<Case> = Vec::new();
     for (p, _) in paths.iter().enumerate() {
         for (c, (label, tprof)) in configs.iter().enumerate() {
             let shim_only = p == 0
@@ -161,7 +164,7 @@ fn main() {
     println!("added = the median of per-round differences to bare of the same path and round");
     for (p, (path_label, _)) in paths.iter().enumerate() {
         println!("\n{path_label}");
-        println!("{:<34} {:>9} {:>9} {:>10} {:>9}", "configuration", "best ns", "added", "mean ns", "added");
+        println!("{:<40} {:>9} {:>9} {:>10} {:>9}", "configuration", "best ns", "added", "mean ns", "added");
         let Some(bare) = cases.iter().position(|&(cp, _, ref w)| cp == p && w.is_none()) else { continue };
         for (i, (cp, c, which)) in cases.iter().enumerate().filter(|(_, (cp, _, _))| *cp == p) {
             let _ = cp;
@@ -172,7 +175,7 @@ fn main() {
             let label = format!("{}{lib_tag}", configs[*c].0);
             let diffs = |v: &[Vec<f64>]| median(v[i].iter().zip(&v[bare]).map(|(a, b)| a - b).collect());
             println!(
-                "{label:<34} {:>9.1} {:>+9.1} {:>10.1} {:>+9.1}",
+                "{label:<40} {:>9.1} {:>+9.1} {:>10.1} {:>+9.1}",
                 median(best_of[i].clone()),
                 diffs(&best_of),
                 median(mean_of[i].clone()),
