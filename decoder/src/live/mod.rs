@@ -28,7 +28,8 @@ pub struct RankLive {
     pub steps: usize,
     /// The last step index completed.
     pub last_step: Option<u64>,
-    /// Indices of the steps the figures below cover: `[first, last]`.
+    /// Indices of the steps the figures below cover: `[first, last]`, the last `--last` steps
+    /// before the newest one (which may still be running).
     pub window: Option<[u64; 2]>,
     /// Mean step time of the last steps, ns.
     pub step_ns: u64,
@@ -85,7 +86,10 @@ pub struct Previous {
 }
 
 fn rank_live(r: &crate::summary::RankSummary, last: usize) -> RankLive {
-    let tail: &[StepRow] = &r.steps[r.steps.len().saturating_sub(last)..];
+    // The last step may still be running (its range is closed at the last event read): the
+    // figures are of the completed steps before it.
+    let done = &r.steps[..r.steps.len().saturating_sub(1)];
+    let tail: &[StepRow] = &done[done.len().saturating_sub(last)..];
     let total: u64 = tail.iter().map(|s| s.duration_ns).sum();
     let sum = |f: fn(&StepRow) -> u64| tail.iter().map(f).sum::<u64>() as f64 / total.max(1) as f64;
     RankLive {

@@ -331,7 +331,11 @@ pub fn write_now() {
     let (mut text, step_s) = render(&sample, &labels());
     let mut watch = WATCH.lock().unwrap_or_else(|e| e.into_inner());
     if sample.tally.steps > prev.tally.steps {
-        watch.observe(step_s);
+        // The median of the interval's steps: a few long steps do not make a slow interval.
+        let mut d = tallies::recent_steps(prev.tally.steps, sample.tally.steps);
+        d.sort_unstable();
+        let median_s = d.get(d.len() / 2).map(|&t| t as f64 / tps.max(1.0)).unwrap_or(step_s);
+        watch.observe(median_s);
     }
     let l = labels();
     for (name, kind, help, value) in watch.families() {

@@ -1,7 +1,7 @@
 //! The metrics file's fail-slow watch: a per-rank check of the step time, cheap enough for the
 //! shim (no analysis: a few float operations per metrics interval, on the writer thread).
 //!
-//! Each interval's mean step time is compared with a baseline, the median of the last [`KEPT`]
+//! Each interval's median step time (of the steps the tallies still hold) is compared with a baseline, the median of the last [`KEPT`]
 //! intervals that were not slow (a median: one noisy interval does not move it). An interval at least [`RISE`] above the baseline is slow;
 //! [`SUSTAIN`] slow intervals in a row (after [`WARMUP`] intervals) set the slowdown state, which
 //! holds until an interval is back under the threshold; the baseline does not follow slow
