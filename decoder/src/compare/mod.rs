@@ -209,7 +209,7 @@ fn breakdown(base: &RunProfile, new: &RunProfile, st: &StepTimeDiff) -> Vec<Cate
             let (bn, nn) =
                 (b * mean_rank_step(&base.summary, st.base.mean_ns), n * mean_rank_step(&new.summary, st.new.mean_ns));
             CategoryDiff {
-                category: *name,
+                category: name,
                 base_share: *b,
                 new_share: *n,
                 base_ns_per_step: bn,

@@ -33,7 +33,9 @@ pub struct CollectiveDiff {
 fn collective_figures(rows: &[CollectiveRow], per: f64) -> BTreeMap<(String, u64), CollectiveFigures> {
     // Rows are per (op, bucket, nranks); a run has one communicator size per op in practice: the
     // largest count wins the nranks, times and bandwidths are weighted by calls.
-    let mut acc: BTreeMap<(String, u64), (u32, u64, u64, f64, u64)> = BTreeMap::new();
+    // (nranks, calls, time, busbw x calls, calls of the row that gave nranks)
+    type Acc = (u32, u64, u64, f64, u64);
+    let mut acc: BTreeMap<(String, u64), Acc> = BTreeMap::new();
     for r in rows {
         let e = acc.entry((r.op.clone(), r.size_bucket)).or_default();
         if r.count > e.4 {

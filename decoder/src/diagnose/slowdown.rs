@@ -250,7 +250,9 @@ pub fn find(job: &Job) -> Option<Verdict> {
 
 /// SM clock, temperature and power of ranks `who`, mean before and after `at` (when sampled).
 fn counter_shifts(job: &Job, who: &[usize], at: Ns) -> Vec<CounterShift> {
-    let mut acc: BTreeMap<&str, ((f64, u32), (f64, u32))> = BTreeMap::new();
+    // name -> ((sum, samples) before, (sum, samples) after)
+    type SumCount = (f64, u32);
+    let mut acc: BTreeMap<&str, (SumCount, SumCount)> = BTreeMap::new();
     for &i in who {
         for h in &job.ranks[i].health {
             let e = acc.entry(h.name).or_default();
