@@ -91,6 +91,7 @@ pub fn render(c: &Comparison) -> String {
     tb.row(vec!["steps".into(), s.base.steps.to_string(), s.new.steps.to_string(), String::new()]);
     tb.row(vec!["median ms".into(), ms(s.base.median_ns), ms(s.new.median_ns), signed_ms(s.median_change_ns)]);
     tb.row(vec!["p90 ms".into(), ms(s.base.p90_ns), ms(s.new.p90_ns), signed_ms(s.p90_change_ns)]);
+    tb.row(vec!["mean ms".into(), ms(s.base.mean_ns), ms(s.new.mean_ns), signed_ms(s.mean_change_ns)]);
     tb.row(vec![
         "steps/s".into(),
         format!("{:.2}", s.base.steps_per_s),

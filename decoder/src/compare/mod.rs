@@ -4,7 +4,8 @@
 //! and `diagnose` print: nothing is recomputed here); [`compare`] then sets them side by side.
 //! Everything is per step (and per rank where it is a sum over ranks), so runs of different
 //! lengths and rank counts compare. Steps are the samples of the step-time statistics: the
-//! Mann-Whitney U test and a bootstrap interval say whether the change is beyond run-to-run noise.
+//! Mann-Whitney U test and a bootstrap interval (on the means of 5-step blocks) say whether the
+//! change is beyond run-to-run noise.
 
 pub mod kernels;
 pub mod sections;
@@ -24,8 +25,8 @@ use crate::units::millis;
 
 /// A change of the median step time is significant when the test's p-value is below this ...
 pub const MAX_P_VALUE: f64 = 0.01;
-/// ... and the change is at least this share of BASE's median: smaller shifts are within what two
-/// runs of one configuration differ by on a shared machine (measured: up to 1.5%).
+/// ... and the mean step time changed by at least this share of BASE's: smaller shifts are within
+/// what two runs of one configuration differ by on a shared machine (measured: up to 2.3%).
 pub const NOISE_FLOOR: f64 = 0.03;
 
 /// One run, decoded.
@@ -89,13 +90,22 @@ pub struct StepTimeDiff {
     /// `new / base - 1` of the median.
     pub median_change: f64,
     pub p90_change_ns: f64,
+    /// `new - base` of the mean (the pace: steps per second), ns.
+    pub mean_change_ns: f64,
+    /// `new / base - 1` of the mean.
+    pub mean_change: f64,
+    /// Steps per block: the test and the interval are on the means of consecutive blocks of this
+    /// many steps (a host that runs ahead makes single steps alternate long and short; block means
+    /// are the pace, and closer to independent samples).
+    pub block_steps: usize,
     /// `new / base - 1` of steps per second.
     pub throughput_change: f64,
-    /// 95% bootstrap interval of the change of the median, ns.
+    /// 95% bootstrap interval of the change of the median block mean, ns.
     pub ci95_ns: [f64; 2],
-    /// Mann-Whitney U, two-sided.
+    /// Mann-Whitney U of the block means, two-sided.
     pub p_value: f64,
-    /// Beyond run-to-run noise: p below 0.01, the interval excludes 0, and at least 3% of BASE.
+    /// Beyond run-to-run noise: p below 0.01, the interval excludes 0, and the mean changed by at
+    /// least 3% of BASE's.
     pub significant: bool,
     pub statement: String,
 }
@@ -125,10 +135,11 @@ pub struct Comparison {
     pub notes: Vec<String>,
 }
 
-/// The step times a run's statistics are made of: per step, the slowest rank's time.
+/// The step times a run's statistics are made of: per step, the mean over the ranks (a rank's
+/// step time; the slowest rank's would add the ranks' jitter, not the job's pace).
 pub fn step_samples(s: &Summary) -> Vec<f64> {
     let skip = usize::from(s.steps.len() >= 4);
-    s.steps.iter().skip(skip).map(|st| st.duration_ns as f64).collect()
+    s.steps.iter().skip(skip).map(|st| st.mean_duration_ns as f64).collect()
 }
 
 fn step_stats(s: &Summary, samples: &[f64]) -> StepStats {
@@ -159,31 +170,46 @@ fn step_time(base: &Summary, new: &Summary) -> StepTimeDiff {
     d.median_change_ns = sb.median_ns - sa.median_ns;
     d.median_change = if sa.median_ns > 0.0 { sb.median_ns / sa.median_ns - 1.0 } else { 0.0 };
     d.p90_change_ns = sb.p90_ns - sa.p90_ns;
+    d.mean_change_ns = sb.mean_ns - sa.mean_ns;
+    d.mean_change = if sa.mean_ns > 0.0 { sb.mean_ns / sa.mean_ns - 1.0 } else { 0.0 };
     d.throughput_change = if sa.steps_per_s > 0.0 { sb.steps_per_s / sa.steps_per_s - 1.0 } else { 0.0 };
-    let (lo, hi) = stats::bootstrap_median_change(&a, &b, 400);
+    d.block_steps = if a.len().min(b.len()) >= 3 * BLOCK_STEPS { BLOCK_STEPS } else { 1 };
+    let (ba, bb) = (block_means(&a, d.block_steps), block_means(&b, d.block_steps));
+    let (lo, hi) = stats::bootstrap_median_change(&ba, &bb, 400);
     d.ci95_ns = [lo, hi];
-    d.p_value = stats::mann_whitney_p(&a, &b);
-    d.significant = d.p_value < MAX_P_VALUE && (lo > 0.0 || hi < 0.0) && d.median_change.abs() >= NOISE_FLOOR;
+    d.p_value = stats::mann_whitney_p(&ba, &bb);
+    d.significant = d.p_value < MAX_P_VALUE && (lo > 0.0 || hi < 0.0) && d.mean_change.abs() >= NOISE_FLOOR;
     let ms = |x: f64| x / 1e6;
     d.statement = format!(
-        "median step {:.2} -> {:.2} ms ({:+.1}%, 95% interval {:+.2}..{:+.2} ms; Mann-Whitney p = {:.2e}, {} vs {} steps): {}",
+        "mean step {:.2} -> {:.2} ms ({:+.1}%; median {:.2} -> {:.2} ms; 95% interval of the change {:+.2}..{:+.2} ms, Mann-Whitney p = {:.2e} over {} vs {} blocks of {} steps): {}",
+        ms(sa.mean_ns),
+        ms(sb.mean_ns),
+        100.0 * d.mean_change,
         ms(sa.median_ns),
         ms(sb.median_ns),
-        100.0 * d.median_change,
         ms(lo),
         ms(hi),
         d.p_value,
-        sa.steps,
-        sb.steps,
+        ba.len(),
+        bb.len(),
+        d.block_steps,
         if d.significant {
             "beyond run-to-run noise"
-        } else if d.p_value < MAX_P_VALUE && d.median_change.abs() < NOISE_FLOOR {
+        } else if d.p_value < MAX_P_VALUE && d.mean_change.abs() < NOISE_FLOOR {
             "measurable but under 3%: within run-to-run noise"
         } else {
             "within run-to-run noise"
         }
     );
     d
+}
+
+/// Steps per block of the significance test.
+pub const BLOCK_STEPS: usize = 5;
+
+/// Means of consecutive blocks of `k` samples (a partial last block is left out).
+fn block_means(v: &[f64], k: usize) -> Vec<f64> {
+    v.chunks_exact(k.max(1)).map(stats::mean).collect()
 }
 
 /// What each category is called in the headline.
@@ -242,13 +268,13 @@ fn headline(st: &StepTimeDiff, parts: &[CategoryDiff], base: &Summary, new: &Sum
     }
     if !st.significant {
         return format!(
-            "no significant change per step{ranks}: median {:.2} -> {:.2} ms ({:+.1}%, within run-to-run noise)",
-            st.base.median_ns / 1e6,
-            st.new.median_ns / 1e6,
-            100.0 * st.median_change
+            "no significant change per step{ranks}: mean {:.2} -> {:.2} ms ({:+.1}%, within run-to-run noise)",
+            st.base.mean_ns / 1e6,
+            st.new.mean_ns / 1e6,
+            100.0 * st.mean_change
         );
     }
-    let floor = (0.01 * st.base.median_ns).max(10_000.0);
+    let floor = (0.01 * st.base.mean_ns).max(10_000.0);
     let mut moved: Vec<&CategoryDiff> = parts.iter().filter(|c| c.change_ns_per_step.abs() >= floor).collect();
     moved.sort_by(|a, b| b.change_ns_per_step.abs().total_cmp(&a.change_ns_per_step.abs()));
     let why: Vec<String> = moved
@@ -260,11 +286,11 @@ fn headline(st: &StepTimeDiff, parts: &[CategoryDiff], base: &Summary, new: &Sum
         })
         .collect();
     format!(
-        "NEW is {:.0}% {} per step{ranks} (median {:.2} -> {:.2} ms){}{}",
-        100.0 * st.median_change.abs(),
-        if st.median_change < 0.0 { "faster" } else { "slower" },
-        st.base.median_ns / 1e6,
-        st.new.median_ns / 1e6,
+        "NEW is {:.0}% {} per step{ranks} (mean {:.2} -> {:.2} ms){}{}",
+        100.0 * st.mean_change.abs(),
+        if st.mean_change < 0.0 { "faster" } else { "slower" },
+        st.base.mean_ns / 1e6,
+        st.new.mean_ns / 1e6,
         if why.is_empty() { "" } else { ": " },
         why.join(", ")
     )

@@ -35,8 +35,11 @@ fn data_stall_is_named_with_its_size_and_the_same_configuration_is_no_change() {
     assert!(truth_ns > 10e6, "the stall should cost >10 ms/step: {report}");
     assert_eq!(st["significant"], true, "{report}");
     assert!((mean_change - truth_ns).abs() <= 0.10 * truth_ns, "step time change {mean_change}: {report}");
-    let data = category(&d, "data");
-    assert!((data - truth_ns).abs() <= 0.10 * truth_ns, "data loading change {data}: {report}");
+    // Each rank loses its own stall (GPU idle at step start: data) or waits for its peer's
+    // (wait, at the all-reduce): together the step-time change.
+    let (data, wait) = (category(&d, "data"), category(&d, "wait"));
+    assert!(data > 0.3 * truth_ns, "data loading change {data}: {report}");
+    assert!((data + wait - truth_ns).abs() <= 0.10 * truth_ns, "data + wait change {}: {report}", data + wait);
     let headline = d["headline"].as_str().unwrap();
     assert!(headline.starts_with("NEW is ") && headline.contains("slower"), "{headline}");
     assert!(headline.contains("data loading +"), "{headline}");
@@ -44,7 +47,7 @@ fn data_stall_is_named_with_its_size_and_the_same_configuration_is_no_change() {
     // And the other way round: faster, data loading down.
     let back = diff(stall.rings.path(), base.rings.path());
     assert!(back["headline"].as_str().unwrap().contains("faster"), "{}", back["headline"]);
-    assert!(category(&back, "data") < -0.9 * truth_ns, "{back:#}");
+    assert!(category(&back, "data") + category(&back, "wait") < -0.9 * truth_ns, "{back:#}");
 
     // Two runs of one configuration: within run-to-run noise.
     let same = diff(base.rings.path(), again.rings.path());
@@ -87,21 +90,20 @@ fn truth_allreduce_ns(dir: &std::path::Path) -> f64 {
 #[test]
 fn two_against_four_ranks_compares_per_step() {
     let two = profile(2, STEPS, &[], &[]);
-    let four = profile(4, STEPS / 2, &[], &[]);
+    let four = profile(4, STEPS, &[], &[]);
     let d = diff(two.rings.path(), four.rings.path());
     let report = format!("{d:#}");
     assert_eq!(d["step_time"]["base"]["ranks"], 2, "{report}");
     assert_eq!(d["step_time"]["new"]["ranks"], 4, "{report}");
     assert!(d["headline"].as_str().unwrap().contains("(2 -> 4 ranks)"), "{report}");
-    // Step time: the change against the runs' own wall time per step.
+    // Step time: the all-reduces overlap with backward, so the step hardly changes; against the
+    // runs' own wall time per step (which also holds the longer first step of 4 ranks' NCCL set-up,
+    // left out of the diff as warm-up) the change agrees within 5% of a step.
     let truth_ns = (true_step_s(&four.out) - true_step_s(&two.out)) * 1e9;
     let st = &d["step_time"];
     let change = st["new"]["mean_ns"].as_f64().unwrap() - st["base"]["mean_ns"].as_f64().unwrap();
     let base_ns = st["base"]["mean_ns"].as_f64().unwrap();
-    assert!(
-        (change - truth_ns).abs() <= 0.10 * truth_ns.abs().max(0.05 * base_ns),
-        "change {change} truth {truth_ns}: {report}"
-    );
+    assert!((change - truth_ns).abs() <= 0.05 * base_ns, "change {change} truth {truth_ns}: {report}");
     // The all-reduce: per step and rank the same number of calls, each longer with 4 ranks (bus
     // factor 2(n-1)/n), by what the simulated GPU ran.
     let ar: Vec<&serde_json::Value> = d["collectives"]
