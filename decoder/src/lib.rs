@@ -4,6 +4,7 @@
 
 pub mod cli;
 pub mod clock_alignment;
+pub mod compare;
 pub mod convert;
 pub mod correlate;
 pub mod diagnose;
@@ -12,6 +13,7 @@ pub mod export;
 pub mod gpu_counters;
 pub mod input;
 pub mod intervals;
+pub mod live;
 pub mod model;
 pub mod output;
 pub mod progress;

@@ -3,6 +3,7 @@
 
 pub mod ctl;
 pub mod diagnose;
+pub mod diff;
 pub mod export;
 pub mod input;
 pub mod report;
@@ -11,6 +12,8 @@ pub mod run;
 pub mod stdout;
 pub mod summary;
 pub mod table;
+pub mod terminal;
+pub mod top;
 
 use clap::{Parser, Subcommand};
 
@@ -35,10 +38,14 @@ pub enum Command {
     Summary(summary::SummaryCmd),
     /// What is wrong, where, what it costs and what to do: the efficiency headline and ranked verdicts.
     Diagnose(diagnose::DiagnoseCmd),
+    /// What changed between two runs: step time (with a significance test), breakdown, kernels, NCCL, verdicts.
+    Diff(diff::DiffCmd),
     /// Write the trace for other tools: Perfetto, Chrome JSON, Kineto (HTA), Parquet, flame graphs.
     Export(export::ExportCmd),
     /// One self-contained HTML page: verdicts, efficiency, steps, kernels, NCCL, memory, counters, flame graph.
     Report(report::ReportCmd),
+    /// Live view of running processes from their rings: last steps per rank, kernels, NCCL, verdicts (q quits).
+    Top(top::TopCmd),
     /// Run a command under tprof (LD_PRELOAD, NVTX, TPROF_*), pass its exit code through.
     Run(run::RunCmd),
     /// Start / stop / dump / query capture in running processes (one PID or --all ranks).
@@ -65,8 +72,10 @@ pub fn run(cli: Cli) -> i32 {
     match cli.command {
         Command::Summary(c) => summary::run(&c),
         Command::Diagnose(c) => diagnose::run(&c),
+        Command::Diff(c) => diff::run(&c),
         Command::Export(c) => export::run(&c),
         Command::Report(c) => report::run(&c),
+        Command::Top(c) => top::run(&c),
         Command::Run(c) => run::run(&c),
         Command::Ctl(c) => ctl::run(&c),
         Command::Info { file } => ringfile::info(&file),

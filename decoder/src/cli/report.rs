@@ -14,7 +14,8 @@ use crate::report::{gather, write};
 #[command(after_help = "EXAMPLES:
     tprof report ./tprof-out -o report.html        every rank of a job, one page
     tprof report 'run/*.tprof' --peak-busbw 180    flag collectives below 50% of 180 GB/s busbw
-    tprof report trace.pt.trace.json.gz -o r.html  an imported PyTorch-profiler trace")]
+    tprof report trace.pt.trace.json.gz -o r.html  an imported PyTorch-profiler trace
+    tprof report ./after --baseline ./before       with a comparison section (as tprof diff)")]
 pub struct ReportCmd {
     #[command(flatten)]
     pub input: InputArgs,
@@ -27,6 +28,9 @@ pub struct ReportCmd {
     /// Expected peak bus bandwidth of the fabric in GB/s (nccl-tests busbw).
     #[arg(long, value_name = "GBPS")]
     pub peak_busbw: Option<f64>,
+    /// Compare with this run (rings, a directory or a Kineto trace), as `tprof diff BASE PATH`.
+    #[arg(long, value_name = "BASE")]
+    pub baseline: Option<String>,
 }
 
 /// `tprof report`: returns the exit status. The last line printed says where the page is.
@@ -44,6 +48,19 @@ pub fn run(a: &ReportCmd) -> i32 {
     data.notes = leading_notes(&inputs.notes, &[], &mut data.notes);
     if let Some(t) = &a.title {
         data.title = t.clone();
+    }
+    if let Some(b) = &a.baseline {
+        // The comparison works on summaries and diagnoses: both sides are decoded for it.
+        let side = |paths: Vec<String>| InputArgs { paths, ..a.input.clone() };
+        let base = match super::diff::load_side("BASE", &side(vec![b.clone()]), true) {
+            Ok(r) => r,
+            Err(code) => return code,
+        };
+        let new = match super::diff::load_side("NEW", &side(a.input.paths.clone()), true) {
+            Ok(r) => r,
+            Err(code) => return code,
+        };
+        data.baseline = Some((b.clone(), crate::compare::compare(&base, &new)));
     }
     if data.summary.ranks.is_empty() {
         return nothing_decoded(&data.notes);

@@ -51,6 +51,7 @@ pub struct FactCollector {
     last_call: Option<(Name, Ns)>,
     last_kernel: Option<(Name, Ns, Ns)>,
     tensor: (f64, u64),
+    health: Vec<super::facts::HealthSample>,
     devices: FastMap<u32, u64>,
     exited: bool,
     api_count: u64,
@@ -85,6 +86,7 @@ impl FactCollector {
             last_call: None,
             last_kernel: None,
             tensor: (0.0, 0),
+            health: Vec::new(),
             devices: FastMap::default(),
             exited: false,
             api_count: 0,
@@ -286,6 +288,9 @@ impl TraceSink for FactCollector {
 
     fn handle_counter(&mut self, c: &CounterSample) {
         self.seen(c.ts, c.ts);
+        if let Some(name) = super::facts::HealthSample::kind(&c.name).filter(|_| self.health.len() < 1 << 20) {
+            self.health.push(super::facts::HealthSample { ts: c.ts, name, value: c.value });
+        }
         let n = c.name.to_ascii_lowercase();
         if n.contains("tensor") {
             // Counters report either a fraction or a percentage.
@@ -390,6 +395,7 @@ impl TraceSink for FactCollector {
             tensor_activity: (self.tensor.1 > 0).then(|| self.tensor.0 / self.tensor.1 as f64),
             device,
             exited: self.exited,
+            health: std::mem::take(&mut self.health),
         });
     }
 }

@@ -31,6 +31,7 @@ pub enum Evidence {
     MemoryPressure(MemoryPressureEvidence),
     AmpOverflow(AmpOverflowEvidence),
     HotspotKernel(HotspotKernelEvidence),
+    Slowdown(super::slowdown::SlowdownEvidence),
 }
 
 impl Evidence {
@@ -51,6 +52,7 @@ impl Evidence {
             Evidence::MemoryPressure(e) => &e.text,
             Evidence::AmpOverflow(e) => &e.text,
             Evidence::HotspotKernel(e) => &e.text,
+            Evidence::Slowdown(e) => &e.text,
         }
     }
 
@@ -404,6 +406,13 @@ mod tests {
                 "hotspot_kernel",
                 (keys(HotspotKernelEvidence::default()), nested(&[("families", keys(FamilyShare::default()))])),
             ),
+            (
+                "slowdown",
+                (
+                    keys(super::super::slowdown::SlowdownEvidence::default()),
+                    nested(&[("counters", keys(super::super::slowdown::CounterShift::default()))]),
+                ),
+            ),
         ])
     }
 
@@ -508,5 +517,10 @@ mod tests {
         assert_key_order(MemoryPressureEvidence::default());
         assert_key_order(AmpOverflowEvidence { skip_interval_steps: Some(2.5), ..Default::default() });
         assert_key_order(HotspotKernelEvidence { families: vec![FamilyShare::default()], ..Default::default() });
+        assert_key_order(super::super::slowdown::SlowdownEvidence {
+            counters: vec![super::super::slowdown::CounterShift::default()],
+            per_step_by_category: BTreeMap::from([("data", super::super::slowdown::BeforeAfter::default())]),
+            ..Default::default()
+        });
     }
 }

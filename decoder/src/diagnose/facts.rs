@@ -343,6 +343,25 @@ pub struct RankFacts {
     pub device: u32,
     /// The process wrote a clean-exit marker.
     pub exited: bool,
+    /// GPU clock / temperature / power samples (`slowdown` compares them before and after).
+    pub health: Vec<HealthSample>,
+}
+
+/// One sample of a GPU health counter.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct HealthSample {
+    pub ts: Ns,
+    /// `tprof_format::counter_names::{SM_CLOCK, TEMP, POWER}`.
+    pub name: &'static str,
+    pub value: f64,
+}
+
+impl HealthSample {
+    /// The health counter `name` is, if any.
+    pub fn kind(name: &str) -> Option<&'static str> {
+        use tprof_format::counter_names::{POWER, SM_CLOCK, TEMP};
+        [SM_CLOCK, TEMP, POWER].into_iter().find(|k| *k == name)
+    }
 }
 
 impl RankFacts {

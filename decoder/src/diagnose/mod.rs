@@ -26,6 +26,7 @@ pub mod hotspot;
 pub mod launch_bound;
 pub mod memory;
 pub mod slow_collective;
+pub mod slowdown;
 pub mod straggler;
 pub mod sync_bound;
 
@@ -60,6 +61,7 @@ pub enum VerdictKind {
     MemoryPressure,
     AmpOverflow,
     HotspotKernel,
+    Slowdown,
 }
 
 impl VerdictKind {
@@ -77,6 +79,7 @@ impl VerdictKind {
             VerdictKind::MemoryPressure => "memory_pressure",
             VerdictKind::AmpOverflow => "amp_overflow",
             VerdictKind::HotspotKernel => "hotspot_kernel",
+            VerdictKind::Slowdown => "slowdown",
         }
     }
 }
@@ -194,6 +197,7 @@ pub fn diagnose_facts(
     verdicts.extend(launch_bound::find(&job));
     verdicts.extend(amp_overflow::find(&job));
     verdicts.extend(hotspot::find(&job));
+    verdicts.extend(slowdown::find(&job));
     hang_after_oom_is_a_consequence(&mut verdicts);
     attribute_straggler_to_cause(&mut verdicts, "launch", VerdictKind::LaunchBound);
     attribute_straggler_to_cause(&mut verdicts, "sync", VerdictKind::SyncBound);

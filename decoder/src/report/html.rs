@@ -65,6 +65,9 @@ pub fn render(d: &ReportData) -> String {
         s.totals.events
     );
     h.push_str("<nav><a href=\"#verdicts\">Verdicts</a><a href=\"#efficiency\">Efficiency</a><a href=\"#steps\">Steps</a><a href=\"#kernels\">Kernels</a><a href=\"#nccl\">NCCL</a><a href=\"#memory\">Memory</a><a href=\"#counters\">Counters</a><a href=\"#flame\">Flame graph</a></nav>\n<main>\n");
+    if let Some((base, c)) = &d.baseline {
+        super::baseline::section(&mut h, c, base);
+    }
     verdicts(&mut h, d);
     efficiency(&mut h, d);
     steps(&mut h, d);

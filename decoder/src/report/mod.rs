@@ -11,6 +11,7 @@
 //! NVTX stacks -> kernels weighted by GPU time). No network, no external fonts; inline SVG and a
 //! little vanilla JS, which writes `id="report-ok"` once it has rendered without an exception.
 
+pub mod baseline;
 pub mod collect;
 pub mod flame;
 pub mod html;
@@ -37,6 +38,8 @@ pub struct ReportData {
     pub diagnosis: Option<DiagnosisView>,
     pub procs: Vec<ProcReport>,
     pub notes: Vec<String>,
+    /// `--baseline BASE`: (what BASE was, the comparison with it).
+    pub baseline: Option<(String, crate::compare::Comparison)>,
 }
 
 /// Decodes `sources` once and gathers the report's data.
@@ -78,7 +81,7 @@ pub fn gather(
         .map(|p| if p.cmdline.is_empty() { "tprof report".to_string() } else { p.cmdline.clone() })
         .unwrap_or_else(|| "tprof report".into());
     notes.extend(summary.notes.iter().cloned());
-    ReportData { title, summary, diagnosis, procs, notes }
+    ReportData { title, summary, diagnosis, procs, notes, baseline: None }
 }
 
 /// What [`write`] produced.

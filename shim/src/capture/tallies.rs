@@ -92,10 +92,23 @@ pub fn collective_unrecorded(op: CollOp, bytes: u64, nranks: u32) {
     add(&TALLY.collective_bus_bytes, (bytes as f64 * bus_factor(op, nranks)) as u64);
 }
 
+/// The last step durations (ticks): step `n` (from 0) in slot `n % RECENT_STEPS`, so the metrics
+/// file's fail-slow watch can take the median of an interval's steps (one relaxed store per step).
+pub const RECENT_STEPS: usize = 64;
+static RECENT: [AtomicU64; RECENT_STEPS] = [const { AtomicU64::new(0) }; RECENT_STEPS];
+
 /// A step ended after `ticks`.
 pub fn note_step(ticks: u64) {
-    add(&TALLY.steps, 1);
+    let n = TALLY.steps.fetch_add(1, Ordering::Relaxed);
+    RECENT[n as usize % RECENT_STEPS].store(ticks, Ordering::Relaxed);
     add(&TALLY.step_ticks, ticks);
+}
+
+/// Durations (ticks) of steps `from..to` still held (the newest [`RECENT_STEPS`]); a step that is
+/// being noted meanwhile may read as its predecessor in that slot (good enough for a median).
+pub fn recent_steps(from: u64, to: u64) -> Vec<u64> {
+    let from = from.max(to.saturating_sub(RECENT_STEPS as u64));
+    (from..to).map(|n| RECENT[n as usize % RECENT_STEPS].load(Ordering::Relaxed)).collect()
 }
 
 /// The tallies now.

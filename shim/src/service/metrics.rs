@@ -10,7 +10,8 @@
 //! `tprof_step_seconds`, `tprof_overhead_ratio`) cover the time since the previous file.
 //! GPU busy is the sum of kernel time over the interval, capped at 1 (overlapping streams count twice
 //! before the cap). The overhead estimate is calls x per-call cost, both costs measured in this process
-//! at the first write (see [`CallCosts`]).
+//! at the first write (see [`CallCosts`]). `tprof_step_slowdown` and its companions are the
+//! fail-slow watch of [`super::step_watch`].
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -49,6 +50,8 @@ static PREVIOUS: Mutex<Option<Previous>> = Mutex::new(None);
 static NEXT_DUE_NS: AtomicU64 = AtomicU64::new(0);
 static START: Mutex<Option<(u64, u64)>> = Mutex::new(None);
 static WARNED: AtomicBool = AtomicBool::new(false);
+/// The fail-slow watch (writer thread only; the mutex is never contended).
+static WATCH: Mutex<super::step_watch::StepWatch> = Mutex::new(super::step_watch::StepWatch::new());
 
 /// At enable time: schedules the first file one interval from now.
 pub fn on_enabled() {
@@ -56,6 +59,7 @@ pub fn on_enabled() {
     let (ticks, mono, _) = ticks::sync_pair();
     *START.lock().unwrap_or_else(|e| e.into_inner()) = Some((ticks, mono));
     *PREVIOUS.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    *WATCH.lock().unwrap_or_else(|e| e.into_inner()) = super::step_watch::StepWatch::new();
     NEXT_DUE_NS.store(mono + config().metrics_interval.as_nanos() as u64, Ordering::Release);
 }
 
@@ -324,7 +328,20 @@ pub fn write_now() {
         events: st.events,
         previous_step_seconds: prev.step_seconds,
     };
-    let (text, step_s) = render(&sample, &labels());
+    let (mut text, step_s) = render(&sample, &labels());
+    let mut watch = WATCH.lock().unwrap_or_else(|e| e.into_inner());
+    if sample.tally.steps > prev.tally.steps {
+        // The median of the interval's steps: a few long steps do not make a slow interval.
+        let mut d = tallies::recent_steps(prev.tally.steps, sample.tally.steps);
+        d.sort_unstable();
+        let median_s = d.get(d.len() / 2).map(|&t| t as f64 / tps.max(1.0)).unwrap_or(step_s);
+        watch.observe(median_s);
+    }
+    let l = labels();
+    for (name, kind, help, value) in watch.families() {
+        family(&mut text, name, kind, help, &l, value);
+    }
+    drop(watch);
     prev.mono_ns = now_mono;
     prev.ticks = now_ticks;
     prev.tally = sample.tally;

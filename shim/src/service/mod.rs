@@ -6,4 +6,5 @@ pub mod control_server;
 pub mod control_socket;
 pub mod metrics;
 pub mod signals;
+pub mod step_watch;
 pub mod writer_thread;

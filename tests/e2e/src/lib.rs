@@ -6,5 +6,6 @@ pub mod gpu_trace;
 pub mod production;
 pub mod programs;
 pub mod report;
+pub mod runs;
 pub mod shim;
 pub mod simgpu;

@@ -97,6 +97,9 @@ static void usage(FILE *f) {
 "                        prints torch.OutOfMemoryError and exits 1\n"
 "  --amp-overflow-every K  every Kth step the AMP non-finite check finds inf/nan (read back\n"
 "                        with a D2H copy each step) and the optimizer kernels are skipped\n"
+"  --slowdown-at STEP    from STEP on, rank --slowdown-rank (default: last) has a GPU --slowdown-pct\n"
+"                        (default 20) percent slower: one more GEMM per step of that share of its\n"
+"                        measured step time (fail-slow: thermal throttling, a degraded GPU)\n"
 "  --workers N           DataLoader-style forked worker processes feed batches over pipes\n"
 "  --graphs              capture forward into a CUDA graph once, replay it with cudaGraphLaunch\n"
 "  --scalable-init N     create the communicator with ncclCommInitRankScalable from N unique ids\n"
@@ -140,7 +143,8 @@ enum {
   O_RANKS = 256, O_STEPS, O_LAYERS, O_BUCKETS, O_BUCKET_MB, O_BATCH_MB, O_BATCH_MS, O_LOG_EVERY,
   O_MAX_INFLIGHT, O_QUIET, O_DATA_STALL, O_LAUNCH_BOUND, O_OP_OVERHEAD, O_SYNC, O_PAGEABLE,
   O_NO_OVERLAP, O_SLOW_LINK, O_STRAGGLER, O_STRAGGLER_MS, O_HANG_AT, O_HANG_RANK, O_DESYNC_AT,
-  O_DESYNC_RANK, O_DESYNC_KIND, O_OOM_AT, O_AMP, O_WORKERS, O_GRAPHS, O_SCALABLE
+  O_DESYNC_RANK, O_DESYNC_KIND, O_OOM_AT, O_AMP, O_WORKERS, O_GRAPHS, O_SCALABLE, O_SLOW_AT,
+  O_SLOW_RANK, O_SLOW_PCT
 };
 
 void parse_options(int argc, char **argv, options *o) {
@@ -159,6 +163,8 @@ void parse_options(int argc, char **argv, options *o) {
   o->hang_at = o->hang_rank = -1;
   o->desync_at = o->desync_rank = -1;
   o->oom_at = -1;
+  o->slowdown_at = o->slowdown_rank = -1;
+  o->slowdown_pct = 20;
   static const struct option longopts[] = {
       {"ranks", required_argument, 0, O_RANKS},
       {"steps", required_argument, 0, O_STEPS},
@@ -186,6 +192,9 @@ void parse_options(int argc, char **argv, options *o) {
       {"desync-kind", required_argument, 0, O_DESYNC_KIND},
       {"oom-at", required_argument, 0, O_OOM_AT},
       {"amp-overflow-every", required_argument, 0, O_AMP},
+      {"slowdown-at", required_argument, 0, O_SLOW_AT},
+      {"slowdown-rank", required_argument, 0, O_SLOW_RANK},
+      {"slowdown-pct", required_argument, 0, O_SLOW_PCT},
       {"workers", required_argument, 0, O_WORKERS},
       {"graphs", no_argument, 0, O_GRAPHS},
       {"scalable-init", required_argument, 0, O_SCALABLE},
@@ -232,6 +241,9 @@ void parse_options(int argc, char **argv, options *o) {
       break;
     case O_OOM_AT: o->oom_at = parse_int(name, optarg); break;
     case O_AMP: o->amp_overflow_every = parse_int(name, optarg); break;
+    case O_SLOW_AT: o->slowdown_at = parse_int(name, optarg); break;
+    case O_SLOW_RANK: o->slowdown_rank = parse_int(name, optarg); break;
+    case O_SLOW_PCT: o->slowdown_pct = parse_num(name, optarg); break;
     case O_WORKERS: o->workers = parse_int(name, optarg); break;
     case O_GRAPHS: o->graphs = 1; break;
     case 'h': usage(stdout); exit(EXIT_OK);
@@ -262,6 +274,8 @@ void parse_options(int argc, char **argv, options *o) {
   REQUIRE(o->scalable_ids >= 0 && o->scalable_ids <= SIMTRAIN_MAX_IDS, "--scalable-init must be 1..8");
   if (o->hang_at >= 0 && o->hang_rank < 0) o->hang_rank = o->ranks - 1;
   if (o->desync_at >= 0 && o->desync_rank < 0) o->desync_rank = o->ranks - 1;
+  if (o->slowdown_at >= 0 && o->slowdown_rank < 0) o->slowdown_rank = o->ranks - 1;
+  REQUIRE(o->slowdown_rank < o->ranks, "--slowdown-rank must be < --ranks");
   REQUIRE(o->hang_at < 0 || (o->ranks >= 2 && o->hang_rank < o->ranks),
           "--hang-at needs --ranks >= 2 and --hang-rank < --ranks");
   REQUIRE(o->desync_at < 0 || (o->ranks >= 2 && o->desync_rank < o->ranks),

@@ -6,6 +6,7 @@
  *                 sequences of forward / backward / optimizer
  *   comm.c        NCCL through dlopen("libnccl.so.2")
  *   dataloader.c  DataLoader-style forked worker processes (--workers N)
+ *   slowdown.c    --slowdown-at: one rank's GPU slows down from a step on
  */
 #ifndef SIMTRAIN_H
 #define SIMTRAIN_H
@@ -64,6 +65,8 @@ typedef struct options {
   int hang_at, hang_rank;     /* hang_at -1: none */
   int desync_at, desync_rank; /* desync_at -1: none */
   int desync_kind;
+  int slowdown_at, slowdown_rank; /* slowdown_at -1: none */
+  double slowdown_pct;
   int oom_at;            /* -1: none */
   int amp_overflow_every;/* 0: never */
   int workers;
@@ -167,6 +170,10 @@ void hex_encode(const unsigned char *in, size_t n, char *out);
 int write_id_file(const char *path, const char *text);
 const char *read_id_file(const char *path, char *buf, size_t cap, double timeout_s);
 int hex_decode(const char *in, unsigned char *out, size_t n);
+
+/* ---- slowdown.c */
+/* Called once per step on the compute stream: from --slowdown-at on, this rank's extra GPU work. */
+void slowdown_step(const options *o, const rank_info *ri, int step, cudaStream_t s);
 
 /* ---- dataloader.c */
 typedef struct dataloader {

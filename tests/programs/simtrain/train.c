@@ -343,6 +343,7 @@ int run_rank(const options *o, const rank_info *ri) {
     if (o->oom_at >= 0) oom_grow(&j, step);
     load_batch(&j, step);
     forward(&j);
+    slowdown_step(o, ri, step, j.compute);
     backward(&j, step);
     optimizer(&j, step);
     if (o->log_every > 0 && (step + 1) % o->log_every == 0) {
