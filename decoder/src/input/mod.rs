@@ -155,6 +155,15 @@ fn special_kind(path: &Path) -> Option<&'static str> {
     })
 }
 
+/// A tprof control socket (`tprof-<pid>.sock`, see `tprof_format::control_protocol`), which lives
+/// in the output directory beside the rings.
+fn is_control_socket(path: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    let named =
+        path.file_name().and_then(|n| n.to_str()).and_then(tprof_format::control_protocol::socket_pid).is_some();
+    named && std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket())
+}
+
 /// Identity of a file or directory on this machine (device, inode), links followed.
 fn file_id(path: &Path) -> Option<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
@@ -219,6 +228,8 @@ impl Walk {
                     Ok(None) => notes.add(Some(&p), "skipped: not a ring file or Kineto trace"),
                     Err(e) => notes.add(Some(&p), format!("skipped: {e}")),
                 }
+            } else if is_control_socket(&p) {
+                // A running (or crashed) process's `tprof ctl` socket beside its ring: expected.
             } else if let Some(kind) = special_kind(&p) {
                 notes.add(Some(&p), format!("skipped: {kind}, not a regular file"));
             }
@@ -230,6 +241,20 @@ impl Walk {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_sockets_beside_the_rings_are_no_news() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("r0.tprof"), b"TPROF....").unwrap();
+        let _own = std::os::unix::net::UnixListener::bind(d.path().join("tprof-42.sock")).unwrap();
+        let _other = std::os::unix::net::UnixListener::bind(d.path().join("other.sock")).unwrap();
+        let mut notes = Notes::default();
+        let s = discover(&[d.path().to_str().unwrap()], &mut notes).unwrap();
+        assert_eq!(s.len(), 1);
+        // Only the foreign socket is noted.
+        assert_eq!(notes.0.len(), 1, "{:?}", notes.0.iter().map(|n| &n.message).collect::<Vec<_>>());
+        assert!(notes.0[0].message.contains("a socket"));
+    }
 
     #[test]
     fn discovers_and_skips() {
