@@ -5,6 +5,7 @@ pub mod ctl;
 pub mod diagnose;
 pub mod export;
 pub mod input;
+pub mod replaced;
 pub mod report;
 pub mod ringfile;
 pub mod run;
