@@ -79,6 +79,11 @@ pub fn run(a: &ExportCmd) -> i32 {
     let report = match export::run(&sources, &opts) {
         Ok(r) => r,
         Err(e) => {
+            if let export::ExportError::Finish { notes, .. } = &e {
+                for n in notes {
+                    eprintln!("tprof: {n}");
+                }
+            }
             eprintln!("tprof: {e}");
             return 1;
         }

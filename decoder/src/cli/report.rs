@@ -50,6 +50,10 @@ pub fn run(a: &ReportCmd) -> i32 {
     if data.summary.ranks.is_empty() {
         return nothing_decoded(&data.notes);
     }
+    // The page shows the notes; damage and files not used are said here too, as export says them.
+    for n in &data.notes {
+        eprintln!("tprof: {n}");
+    }
     match write(&data, &a.output) {
         Ok(w) => {
             let abs = std::fs::canonicalize(&w.path).unwrap_or(w.path.clone());
