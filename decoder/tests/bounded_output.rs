@@ -233,6 +233,26 @@ fn outputs_are_replaced_whole_or_not_at_all() {
 }
 
 #[test]
+fn a_flame_graph_of_an_undecodable_input_names_the_file_and_the_damage() {
+    // Issue #14 item 8: it used to say only "no GPU time to draw".
+    let d = tempfile::tempdir().unwrap();
+    let ring = d.path().join("broken.tprof");
+    ring_with_kernels(&ring, &["_Z4gemmv".to_string()], 65536);
+    let mut bytes = std::fs::read(&ring).unwrap();
+    let chunk = 4096 + 65536;
+    bytes[chunk + 40] ^= 0x10;
+    std::fs::write(&ring, bytes).unwrap();
+    let svg = d.path().join("f.svg");
+    let r = ring.to_str().unwrap();
+    let (code, _, err) = tprof(&["export", r, "--format", "flamegraph", "-o", svg.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("no GPU time to draw"), "{err}");
+    let named = err.lines().any(|l| l.contains(r) && l.contains(&format!("offset {chunk}")));
+    assert!(named, "the file and the damaged chunk's offset are named: {err}");
+    assert!(!svg.exists());
+}
+
+#[test]
 fn an_interrupted_export_keeps_the_old_file_and_leaves_no_temporary() {
     let d = tempfile::tempdir().unwrap();
     let (rings, _, _) = tprof_decoder::testkit::bench_job::generate(&d.path().join("job"), 3_000_000, 2, 2);
