@@ -160,7 +160,7 @@ fn multi_megabyte_kernel_names_are_capped_in_every_output() {
             vec![PathBuf::from(path)]
         };
         let total: u64 = files.iter().map(|f| std::fs::metadata(f).unwrap().len()).sum();
-        assert!(total < 1 << 20, "{what}: {total} bytes for a {} MB input", 3 * huge >> 20);
+        assert!(total < 1 << 20, "{what}: {total} bytes for a {} MB input", (3 * huge) >> 20);
         for f in &files {
             assert!(longest_run(&std::fs::read(f).unwrap(), b'k') < 4096, "{what}: {} holds a whole name", f.display());
         }
