@@ -2,6 +2,7 @@
 //! analyses (summary, steps, correlation) and exporters.
 #![forbid(unsafe_code)]
 
+pub mod bounded_names;
 pub mod cli;
 pub mod clock_alignment;
 pub mod compare;

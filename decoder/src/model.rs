@@ -484,7 +484,10 @@ impl Interner {
         Interner::default()
     }
 
+    /// The interned name of `s`, capped to [`crate::bounded_names::NAME_CAP`] bytes.
     pub fn intern(&mut self, s: &str) -> Name {
+        let s = crate::bounded_names::cap(s);
+        let s: &str = &s;
         if let Some(n) = self.set.get(s) {
             return n.clone();
         }

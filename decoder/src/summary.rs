@@ -426,16 +426,16 @@ pub fn size_bucket(bytes: u64) -> u64 {
     bytes.max(1).next_power_of_two()
 }
 
-/// Demangle a C++ kernel name when it is mangled.
+/// Demangle a C++ kernel name when it is mangled (capped like every name, see `bounded_names`).
 pub fn demangle(name: &str) -> String {
     if name.starts_with("_Z") {
         if let Ok(sym) = cpp_demangle::Symbol::new(name) {
             if let Ok(s) = sym.demangle(&cpp_demangle::DemangleOptions::default()) {
-                return s;
+                return crate::bounded_names::cap(&s).into_owned();
             }
         }
     }
-    name.to_string()
+    crate::bounded_names::cap(name).into_owned()
 }
 
 /// One kernel or API call name, over all ranks.

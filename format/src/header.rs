@@ -145,7 +145,7 @@ impl LiveStats {
 fn le_u16(b: &[u8], o: usize) -> u16 {
     u16::from_le_bytes([b[o], b[o + 1]])
 }
-fn le_u32(b: &[u8], o: usize) -> u32 {
+pub(crate) fn le_u32(b: &[u8], o: usize) -> u32 {
     u32::from_le_bytes(b[o..o + 4].try_into().expect("4 bytes"))
 }
 pub(crate) fn le_u64(b: &[u8], o: usize) -> u64 {
@@ -321,7 +321,7 @@ impl FileHeader {
         Ok((h, live, problems))
     }
 
-    fn parse_meta(&mut self, meta: &[u8]) {
+    pub(crate) fn parse_meta(&mut self, meta: &[u8]) {
         let text = String::from_utf8_lossy(meta);
         for line in text.lines() {
             let Some((k, v)) = line.split_once('=') else { continue };

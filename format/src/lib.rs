@@ -20,6 +20,7 @@ pub mod control_protocol;
 pub mod counter_names;
 pub mod error;
 pub mod header;
+mod header_recovery;
 pub mod reader;
 pub mod record;
 pub mod settings;

@@ -1,6 +1,7 @@
 //! The damage-tolerant ring reader.
 //!
-//! Opening a file validates the header (fatal if unusable), walks the string dictionary and classifies
+//! Opening a file validates the header (a damaged one is recovered from the chunks, see
+//! `header_recovery`; fatal only when no intact chunk is found), walks the string dictionary and classifies
 //! every chunk slot. Everything intact is decoded; everything damaged is reported as a [`Damage`] with
 //! its byte offset. Reading never panics on any input.
 
@@ -13,6 +14,7 @@ use crate::clock::TickConverter;
 use crate::codec::{decode_one, peek_frame, Decoded, DeltaState};
 use crate::error::{FileError, FormatError};
 use crate::header::{FileHeader, LiveStats, HEADER_BYTES};
+use crate::header_recovery::{self, ScannedChunk};
 use crate::record::{type_code, Record, StrId};
 use crate::strings::StringTable;
 
@@ -105,8 +107,18 @@ impl RingReader {
     fn from_bytes_inner(path: PathBuf, bytes: Bytes) -> Result<RingReader, FormatError> {
         let data = bytes.as_slice();
         let file_len = data.len() as u64;
-        let (header, stats, problems) = FileHeader::parse(&data[..data.len().min(HEADER_BYTES)], file_len)?;
-        let mut damage: Vec<Damage> = problems.into_iter().map(|(offset, what)| Damage { offset, what }).collect();
+        let page = &data[..data.len().min(HEADER_BYTES)];
+        let (header, stats, mut damage, scanned) = match FileHeader::parse(page, file_len) {
+            Ok((header, stats, problems)) => {
+                let damage = problems.into_iter().map(|(offset, what)| Damage { offset, what }).collect();
+                (header, stats, damage, None)
+            }
+            Err(e) if header_recovery::worth_recovering(page, &e) => match header_recovery::recover(data, &e) {
+                Some(r) => (r.header, r.stats, r.damage, r.scanned),
+                None => return Err(e),
+            },
+            Err(e) => return Err(e),
+        };
         if file_len < header.file_bytes() {
             damage.push(Damage {
                 offset: file_len,
@@ -119,7 +131,10 @@ impl RingReader {
         }
         let mut strings = StringTable::default();
         read_dictionary(data, &header, &mut strings, &mut damage);
-        let (chunks, empty_slots) = scan_chunks(data, &header, &mut damage);
+        let (chunks, empty_slots) = match scanned {
+            None => scan_chunks(data, &header, &mut damage),
+            Some(found) => (scanned_chunks(&header, &found, &mut damage), 0),
+        };
         Ok(RingReader { path, bytes, header, stats, damage, chunks, strings, empty_slots })
     }
 
@@ -347,6 +362,46 @@ fn scan_chunks(data: &[u8], h: &FileHeader, damage: &mut Vec<Damage>) -> (Vec<Ch
             }
         }
     }
+    let deduped = in_sequence(chunks, damage);
+    // A slot being recycled at the time of the crash is expected; a seq beyond the slot count in a
+    // file whose chunks disagree with their slots is not.
+    for c in &deduped {
+        if c.seq % u64::from(h.chunk_count) != u64::from(c.slot) {
+            damage.push(Damage {
+                offset: c.offset,
+                what: format!(
+                    "chunk seq {} found in slot {} (expected slot {})",
+                    c.seq,
+                    c.slot,
+                    c.seq % u64::from(h.chunk_count)
+                ),
+            });
+        }
+    }
+    (deduped, empty)
+}
+
+/// The chunks a scan found in a file whose geometry is not known (see [`header_recovery`]): the intact
+/// ones are taken where they lie, the damaged ones reported.
+fn scanned_chunks(h: &FileHeader, found: &[ScannedChunk], damage: &mut Vec<Damage>) -> Vec<ChunkRef> {
+    let mut chunks = Vec::new();
+    for c in found {
+        let slot = ((c.offset - h.ring_offset) / u64::from(h.chunk_bytes.max(1))) as u32;
+        match c.state {
+            ChunkState::Valid { seq, base_ticks, len } => {
+                chunks.push(ChunkRef { seq, slot, offset: c.offset, base_ticks, len })
+            }
+            ChunkState::Damaged { reason, .. } => {
+                damage.push(Damage { offset: c.offset, what: format!("chunk: {reason}; skipped") })
+            }
+            ChunkState::Empty => {}
+        }
+    }
+    in_sequence(chunks, damage)
+}
+
+/// Sorts chunks by sequence number, drops duplicates and reports gaps.
+fn in_sequence(mut chunks: Vec<ChunkRef>, damage: &mut Vec<Damage>) -> Vec<ChunkRef> {
     chunks.sort_by_key(|c| c.seq);
     let mut deduped: Vec<ChunkRef> = Vec::with_capacity(chunks.len());
     for c in chunks {
@@ -371,20 +426,5 @@ fn scan_chunks(data: &[u8], h: &FileHeader, damage: &mut Vec<Damage>) -> (Vec<Ch
         }
         deduped.push(c);
     }
-    // A slot being recycled at the time of the crash is expected; a seq beyond the slot count in a
-    // file whose chunks disagree with their slots is not.
-    for c in &deduped {
-        if c.seq % u64::from(h.chunk_count) != u64::from(c.slot) {
-            damage.push(Damage {
-                offset: c.offset,
-                what: format!(
-                    "chunk seq {} found in slot {} (expected slot {})",
-                    c.seq,
-                    c.slot,
-                    c.seq % u64::from(h.chunk_count)
-                ),
-            });
-        }
-    }
-    (deduped, empty)
+    deduped
 }

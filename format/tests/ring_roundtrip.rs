@@ -255,7 +255,11 @@ fn bad_inputs_get_clear_errors() {
     let e = RingReader::open(&junk).err().unwrap().to_string();
     assert!(e.contains("bad magic at offset 0"), "{e}");
     let (p, mut image) = sample_file(dir.path());
+    // A newer writer's header (its checksum intact); with a stale checksum it is header damage,
+    // recovered from the chunks (tests/header_damage.rs).
     image[8] = 99;
+    let crc = crc32fast::hash(&image[..56]);
+    image[56..60].copy_from_slice(&crc.to_le_bytes());
     let e = RingReader::from_bytes(&p, image).err().unwrap().to_string();
     assert!(e.contains("format version 99"), "{e}");
 }

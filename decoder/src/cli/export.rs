@@ -67,6 +67,8 @@ pub fn run(a: &ExportCmd) -> i32 {
     if let Err(code) = super::input::refuse_output_among_inputs(&output, &sources) {
         return code;
     }
+    crate::output::replace::remove_on_interrupt();
+    let before = super::replaced::existing(&output);
     let opts = ExportOptions {
         format: a.format,
         output,
@@ -77,6 +79,11 @@ pub fn run(a: &ExportCmd) -> i32 {
     let report = match export::run(&sources, &opts) {
         Ok(r) => r,
         Err(e) => {
+            if let export::ExportError::Finish { notes, .. } = &e {
+                for n in notes {
+                    eprintln!("tprof: {n}");
+                }
+            }
             eprintln!("tprof: {e}");
             return 1;
         }
@@ -99,13 +106,14 @@ pub fn run(a: &ExportCmd) -> i32 {
     } else {
         format!("{} files in {}", w.files.len(), opts.output.display())
     };
+    let replaced = super::replaced::note(&before, &w.files);
     let filtered = if report.filtered_out > 0 {
         format!(", {} outside the window left out", report.filtered_out)
     } else {
         String::new()
     };
     let done = format!(
-        "tprof: wrote {} events from {} process{} to {place} ({}) in {secs:.2} s ({:.1} M events/s{filtered}); {}",
+        "tprof: wrote {} events from {} process{} to {place} ({}) in {secs:.2} s ({:.1} M events/s{filtered}){replaced}; {}",
         w.events,
         report.decode.processes.len(),
         if report.decode.processes.len() == 1 { "" } else { "es" },

@@ -6,6 +6,7 @@ pub mod diagnose;
 pub mod diff;
 pub mod export;
 pub mod input;
+pub mod replaced;
 pub mod report;
 pub mod ringfile;
 pub mod run;

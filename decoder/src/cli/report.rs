@@ -42,6 +42,8 @@ pub fn run(a: &ReportCmd) -> i32 {
     if let Err(code) = super::input::refuse_output_among_inputs(&a.output, &inputs.sources) {
         return code;
     }
+    crate::output::replace::remove_on_interrupt();
+    let before = super::replaced::existing(&a.output);
     let t0 = Instant::now();
     let convert = a.input.convert(true, true);
     let mut data = gather(&inputs.sources, &inputs.step_pattern, a.peak_busbw, &convert);
@@ -65,6 +67,10 @@ pub fn run(a: &ReportCmd) -> i32 {
     if data.summary.ranks.is_empty() {
         return nothing_decoded(&data.notes);
     }
+    // The page shows the notes; damage and files not used are said here too, as export says them.
+    for n in &data.notes {
+        eprintln!("tprof: {n}");
+    }
     match write(&data, &a.output) {
         Ok(w) => {
             let abs = std::fs::canonicalize(&w.path).unwrap_or(w.path.clone());
@@ -76,7 +82,11 @@ pub fn run(a: &ReportCmd) -> i32 {
                 t0.elapsed().as_secs_f64(),
                 w.bytes as f64 / 1e6
             );
-            let done = format!("tprof: report written to {} (open it in a browser; it works offline)", abs.display());
+            let replaced = super::replaced::note(&before, std::slice::from_ref(&w.path));
+            let done = format!(
+                "tprof: report written to {}{replaced} (open it in a browser; it works offline)",
+                abs.display()
+            );
             super::stdout::status(super::stdout::println(&done), 0)
         }
         Err(e) => {

@@ -35,7 +35,7 @@ fn resolve(text: &str, r: &RingReader, inline: &BTreeMap<u32, String>) -> String
         match after.find(')').and_then(|j| after[..j].parse::<u32>().ok().map(|n| (j, n))) {
             Some((j, n)) => {
                 let name = inline.get(&n).cloned().unwrap_or_else(|| r.name(tprof_format::StrId(n)).into_owned());
-                out.push_str(&format!("{name:?}"));
+                out.push_str(&format!("{:?}", crate::bounded_names::cap(&name)));
                 rest = &after[j + 1..];
             }
             None => {
@@ -161,7 +161,7 @@ fn record_json(
                         let id = n.as_u64().unwrap_or(0) as u32;
                         let text =
                             inline.get(&id).cloned().unwrap_or_else(|| r.name(tprof_format::StrId(id)).into_owned());
-                        serde_json::Value::String(text)
+                        serde_json::Value::String(crate::bounded_names::cap(&text).into_owned())
                     }
                     _ => v,
                 };

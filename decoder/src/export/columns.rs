@@ -2,7 +2,7 @@
 //! (no Arrow): rows are buffered per column and flushed every [`ROW_GROUP_ROWS`] rows, so memory
 //! is bounded by one row group per table.
 
-use std::fs::File;
+use crate::output::OutputFile;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -38,7 +38,7 @@ enum Col {
 /// One Parquet file being written.
 pub struct Table {
     pub path: PathBuf,
-    writer: Option<SerializedFileWriter<File>>,
+    writer: Option<SerializedFileWriter<OutputFile>>,
     cols: Vec<Col>,
     buffered: usize,
     pub rows: u64,
@@ -130,7 +130,7 @@ impl Table {
     pub fn close(&mut self) -> Result<(), ParquetError> {
         self.flush()?;
         if let Some(w) = self.writer.take() {
-            w.close()?;
+            w.into_inner()?.commit()?;
         }
         Ok(())
     }

@@ -128,7 +128,8 @@ impl FoldedExporter {
                     .map_err(io::Error::other)?;
             }
         }
-        out.flush()
+        out.flush()?;
+        out.get_mut().commit()
     }
 }
 

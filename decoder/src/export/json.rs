@@ -5,6 +5,7 @@ use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use crate::model::Ns;
+use crate::output::OutputFile;
 
 /// Write `s` as a JSON string literal.
 pub fn write_str<W: Write + ?Sized>(w: &mut W, s: &str) -> io::Result<()> {
@@ -163,8 +164,8 @@ impl EventStream {
 
 /// An output file, plain or gzipped.
 pub enum OutFile {
-    Plain(std::fs::File),
-    Gz(flate2::write::GzEncoder<std::fs::File>),
+    Plain(OutputFile),
+    Gz(flate2::write::GzEncoder<OutputFile>),
 }
 
 impl Write for OutFile {
@@ -182,12 +183,13 @@ impl Write for OutFile {
     }
 }
 
-/// Flush the file (and write the gzip trailer).
+/// Write the gzip trailer, then replace the target with the complete file.
 fn finish_box(w: OutFile) -> io::Result<()> {
-    match w {
-        OutFile::Plain(mut f) => f.flush(),
-        OutFile::Gz(g) => g.finish().map(drop),
-    }
+    let mut f = match w {
+        OutFile::Plain(f) => f,
+        OutFile::Gz(g) => g.finish()?,
+    };
+    f.commit()
 }
 
 #[cfg(test)]

@@ -113,6 +113,10 @@ pub enum ExportError {
     Create { path: PathBuf, source: std::io::Error },
     #[error("writing the export failed: {0}")]
     Sink(#[from] SinkError),
+    /// Finishing the output failed ("no GPU time to draw"); `notes` say what the inputs held
+    /// (damage, files not used), which is often why.
+    #[error("writing the export failed: {source}")]
+    Finish { source: SinkError, notes: Vec<String> },
 }
 
 /// Make the exporter for `format` writing to `out`. `origin` is the global time that JSON
@@ -172,7 +176,11 @@ pub fn run(sources: &[Source], opts: &ExportOptions) -> Result<ExportReport, Exp
     }
     report.clock = plan.clock;
     let filtered_out = filter.dropped;
-    filter.finish()?;
+    if let Err(source) = filter.finish() {
+        let mut notes: Vec<String> = report.notes.iter().map(|n| n.to_string()).collect();
+        notes.extend(report.errors.iter().map(|e| format!("not used: {e}")));
+        return Err(ExportError::Finish { source, notes });
+    }
     drop(filter);
     Ok(ExportReport { written: exporter.written(), decode: report, filtered_out, elapsed: t0.elapsed() })
 }

@@ -13,8 +13,8 @@
 //! complete), so each thread's ranges are held until the enclosing top-level range completes and
 //! then written in nesting order (memory: the open top-level range's subtree).
 
+use crate::output::OutputFile;
 use std::collections::HashMap;
-use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
@@ -110,7 +110,7 @@ struct HeldRange {
 }
 
 pub struct PerfettoExporter {
-    out: BufWriter<File>,
+    out: BufWriter<OutputFile>,
     path: PathBuf,
     error: Option<io::Error>,
     events: u64,
@@ -572,6 +572,7 @@ impl TraceSink for PerfettoExporter {
             return Err(e.into());
         }
         self.out.flush()?;
+        self.out.get_mut().commit()?;
         Ok(())
     }
 }

@@ -89,7 +89,7 @@ impl Names<'_> {
         (id.0 != 0).then(|| self.get(id))
     }
     fn define(&mut self, id: StrId, text: &[u8]) {
-        let n = self.interner.intern(&String::from_utf8_lossy(text));
+        let n = self.interner.intern(&crate::bounded_names::cap_bytes(text));
         self.cache.insert(id.0, n);
     }
 }

@@ -1,30 +1,20 @@
 //! Creating output files and folders: owner-only (files 0600, folders 0700), never through a
-//! symlink at the output path. Traces name kernels, hosts and command lines: they stay private.
+//! symlink at the output path; files replace their target atomically ([`replace`]). Traces name
+//! kernels, hosts and command lines: they stay private.
 
-use std::fs::{DirBuilder, File, OpenOptions, Permissions};
+use std::fs::DirBuilder;
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 
-/// Creates or truncates `path` for writing, owner-only, refusing a symlink at `path` (ELOOP).
-pub fn create_file(path: &Path) -> io::Result<File> {
-    let f = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| {
-            if e.raw_os_error() == Some(libc::ELOOP) {
-                io::Error::new(e.kind(), format!("{} is a symbolic link; refusing to write through it", path.display()))
-            } else {
-                e
-            }
-        })?;
-    // An existing file keeps its mode on truncation: make it private too.
-    f.set_permissions(Permissions::from_mode(0o600))?;
-    Ok(f)
+pub mod replace;
+
+pub use replace::OutputFile;
+
+/// Starts writing `path` owner-only: an [`OutputFile`] that replaces `path` atomically when
+/// committed; a symlink at `path` is refused.
+pub fn create_file(path: &Path) -> io::Result<OutputFile> {
+    OutputFile::create(path)
 }
 
 /// Creates a folder (and its parents) owner-only; an existing folder is left as it is.
@@ -35,16 +25,19 @@ pub fn create_dir(dir: &Path) -> io::Result<()> {
     DirBuilder::new().recursive(true).mode(0o700).create(dir)
 }
 
-/// Writes `bytes` to `path` owner-only (see [`create_file`]).
+/// Writes `bytes` to `path` owner-only, replacing it atomically (see [`OutputFile`]).
 pub fn write_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
     use std::io::Write;
     let mut f = create_file(path)?;
-    f.write_all(bytes)
+    f.write_all(bytes)?;
+    f.commit()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::Permissions;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn files_are_private_and_symlinks_refused() {
