@@ -13,6 +13,7 @@ pub mod gpu_counters;
 pub mod input;
 pub mod intervals;
 pub mod model;
+pub mod nccl_plugin;
 pub mod output;
 pub mod progress;
 pub mod report;

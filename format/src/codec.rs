@@ -114,6 +114,18 @@ record_codec! {
             tid: u32, domain: byte(ApiDomain), name: str, start: tick, end: since(start), result: i32,
             stream: u64, calls: u64, busy: u64,
         }
+        NcclCommInfo = NCCL_COMM_INFO {
+            comm: u64, name: str, nnodes: u32, nranks: u32, rank: u32, plugin_version: u8, ts: tick,
+        }
+        NcclTask = NCCL_TASK {
+            comm: u64, seq: u64, op: byte(CollOp), count: u64, datatype: str, algo: str, proto: str,
+            nchannels: u8, nwarps: u8, peer: i32, graph_captured: u8, start: tick, end: since(start),
+            gpu_start: u64, gpu_end: since(gpu_start), channels_seen: u8, correlation: corr,
+        }
+        NcclProxy = NCCL_PROXY {
+            comm: u64, seq: u64, channel: u8, peer: i32, is_send: u8, steps: u32, bytes: u64, start: tick,
+            end: since(start), wire: u64, wait: u64,
+        }
     }
     encode_only {
         // The string id alone; decoders read type STRING as `Decoded::String` (see `encode_string_into`).
