@@ -4,6 +4,7 @@
 //! [`model`] holds the decoded events, [`table`] the per-communicator view the summary prints.
 
 pub mod model;
+pub mod render;
 pub mod table;
 
 pub use model::{NcclComm, NcclPluginEvent, NcclProxyOp, NcclTask};
