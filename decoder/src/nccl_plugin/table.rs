@@ -272,7 +272,7 @@ pub fn merge<'a>(ranks: impl Iterator<Item = &'a RankNccl>) -> Option<NcclPlugin
     let (mut inter_ns, mut all_ns) = (0u64, 0u64);
     for ((comm, op, bucket), t) in tasks {
         let c = comms.get(&comm).map(|(c, _)| c.clone()).unwrap_or_default();
-        let mean_gpu_ns = if t.gpu_timed > 0 { t.gpu_ns / t.gpu_timed } else { 0 };
+        let mean_gpu_ns = t.gpu_ns.checked_div(t.gpu_timed).unwrap_or(0);
         let mean_bytes = t.bytes as f64 / t.calls.max(1) as f64;
         let algbw = if mean_gpu_ns > 0 { mean_bytes / mean_gpu_ns as f64 } else { 0.0 };
         all_ns += t.gpu_ns;
