@@ -40,6 +40,16 @@ Configuration (environment variables the mocks read):
                               else 400
   SIMGPU_LINK_GBPS=X          collective link bandwidth per rank in GB/s (1e9 B/s, default 100)
   SIMGPU_LINK_LATENCY_US=X    collective latency in microseconds (default 5)
+  SIMGPU_NODES=N              ranks live on N nodes of SIMGPU_RANKS_PER_NODE ranks (default
+                              WORLD_SIZE / N, rounded up; node = RANK / ranks per node); a
+                              communicator spanning nodes runs at min(link, NIC) bandwidth
+  SIMGPU_RANKS_PER_NODE=N     see SIMGPU_NODES
+  SIMGPU_NIC_GBPS=X           NIC bandwidth per rank in GB/s (default 25)
+  SIMGPU_NIC_GBPS_NODE<k>=X   NIC bandwidth of node k (a slow or degraded link)
+  SIMGPU_NIC_LATENCY_US=X     added once to a collective that crosses nodes (default 10)
+  SIMGPU_NCCL_CHANNELS=N      channels NCCL uses for messages of 256 KiB and more (default 8)
+  SIMGPU_NCCL_PROFILER_MAX_VERSION=N  NCCL looks up ncclProfiler_vN and older only (default 6)
+  NCCL_PROFILER_PLUGIN=LIB    as with NCCL >= 2.23: the profiler plugin (none: no plugin)
   SIMGPU_TRUTH=DIR            write the ground truth: DIR/truth-<pid>.jsonl, one JSON object per
                               kernel, memcpy, memset, collective and process (docs/DESIGN.md)
   SIMGPU_SESSION=NAME         name of the shared-memory segment /simgpu-NAME holding the device
@@ -61,7 +71,7 @@ Configuration (environment variables the mocks read):
 EOF
   # Variables the mock sources read that the list above does not describe yet.
   if [ -d "$SRC" ]; then
-    local known=" SIMGPU_LAUNCH_NS SIMGPU_CUPTI_VERSION SIMGPU_DEVICES SIMGPU_MEM_GB SIMGPU_KERNEL_NS SIMGPU_LINK_GBPS SIMGPU_LINK_LATENCY_US SIMGPU_TRUTH SIMGPU_SESSION SIMGPU_CUPTI SIMGPU_CUPTI_BUSY SIMGPU_CUPTI_DROP_EVERY SIMGPU_CUPTI_REFUSE_KIND SIMGPU_NO_DRIVER SIMGPU_LIB_DIR SIMGPU_NO_BUILD "
+    local known=" SIMGPU_LAUNCH_NS SIMGPU_CUPTI_VERSION SIMGPU_DEVICES SIMGPU_MEM_GB SIMGPU_KERNEL_NS SIMGPU_LINK_GBPS SIMGPU_LINK_LATENCY_US SIMGPU_TRUTH SIMGPU_SESSION SIMGPU_CUPTI SIMGPU_CUPTI_BUSY SIMGPU_CUPTI_DROP_EVERY SIMGPU_CUPTI_REFUSE_KIND SIMGPU_NO_DRIVER SIMGPU_LIB_DIR SIMGPU_NO_BUILD SIMGPU_NODES SIMGPU_RANKS_PER_NODE SIMGPU_NIC_GBPS SIMGPU_NIC_LATENCY_US SIMGPU_NCCL_CHANNELS SIMGPU_NCCL_PROFILER_MAX_VERSION "
     local extra=""
     local v
     for v in $(grep -rhoE 'getenv\("SIMGPU_[A-Z0-9_]+"\)|env_[a-z0-9]+\("SIMGPU_[A-Z0-9_]+"' "$SRC" 2>/dev/null \

@@ -16,6 +16,7 @@ pub mod input;
 pub mod intervals;
 pub mod live;
 pub mod model;
+pub mod nccl_plugin;
 pub mod output;
 pub mod progress;
 pub mod report;

@@ -349,6 +349,8 @@ pub trait TraceSink {
     fn handle_nvtx_mark(&mut self, _m: &NvtxMark) {}
     fn handle_counter(&mut self, _c: &CounterSample) {}
     fn handle_marker(&mut self, _m: &Marker) {}
+    /// A record of the NCCL profiler plugin (communicator, task, proxy operation).
+    fn handle_nccl_plugin(&mut self, _e: &crate::nccl_plugin::NcclPluginEvent) {}
     /// All events of this process have been delivered.
     fn handle_process_end(&mut self, _proc: ProcId) {}
     /// No more events. Exporters flush here.
@@ -396,6 +398,10 @@ impl<A: TraceSink, B: TraceSink> TraceSink for Tee<A, B> {
     fn handle_collective(&mut self, c: &Collective) {
         self.0.handle_collective(c);
         self.1.handle_collective(c);
+    }
+    fn handle_nccl_plugin(&mut self, e: &crate::nccl_plugin::NcclPluginEvent) {
+        self.0.handle_nccl_plugin(e);
+        self.1.handle_nccl_plugin(e);
     }
     fn handle_nvtx_range(&mut self, r: &NvtxRange) {
         self.0.handle_nvtx_range(r);
@@ -451,6 +457,9 @@ impl<S: TraceSink + ?Sized> TraceSink for &mut S {
     }
     fn handle_collective(&mut self, c: &Collective) {
         (**self).handle_collective(c)
+    }
+    fn handle_nccl_plugin(&mut self, e: &crate::nccl_plugin::NcclPluginEvent) {
+        (**self).handle_nccl_plugin(e)
     }
     fn handle_nvtx_range(&mut self, r: &NvtxRange) {
         (**self).handle_nvtx_range(r)

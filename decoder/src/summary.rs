@@ -108,6 +108,8 @@ pub struct RankSummary {
     /// GPU counters this process sampled (run stats; per-step means in `Summary::counters`).
     pub counters: crate::gpu_counters::RankCounters,
     #[serde(skip)]
+    nccl: crate::nccl_plugin::table::RankNccl,
+    #[serde(skip)]
     kernels: HashMap<Name, Stat>,
     #[serde(skip)]
     apis: HashMap<Name, Stat>,
@@ -172,6 +174,7 @@ pub struct RankAnalysis {
     counters: crate::gpu_counters::CounterSet,
     /// Collective ends for clock alignment.
     pub clock: CollectiveEnds,
+    nccl: crate::nccl_plugin::table::RankNccl,
     pub result: Option<RankSummary>,
 }
 
@@ -192,6 +195,7 @@ impl RankAnalysis {
             steps: Some(StepFinder::new(step_pattern)),
             counters: Default::default(),
             clock: CollectiveEnds::default(),
+            nccl: Default::default(),
             result: None,
         }
     }
@@ -284,8 +288,12 @@ impl TraceSink for RankAnalysis {
             s.marker(m);
         }
     }
+    fn handle_nccl_plugin(&mut self, e: &crate::nccl_plugin::NcclPluginEvent) {
+        self.nccl.handle(e);
+    }
     fn handle_process_end(&mut self, p: ProcId) {
         self.clock.handle_process_end(p);
+        self.nccl.finish();
         self.colls.finish();
         let info = self.info.take();
         let span = if self.span.0 == u64::MAX { (0, 0) } else { self.span };
@@ -335,6 +343,7 @@ impl TraceSink for RankAnalysis {
             collectives: std::mem::take(&mut self.colls.done),
             // Taken, not cleared: a finished rank keeps none of its correlation tables' memory.
             nvtx: std::mem::take(&mut self.proj).finish(),
+            nccl: std::mem::take(&mut self.nccl),
         });
     }
 }
@@ -518,6 +527,9 @@ pub struct Summary {
     /// GPU counters: per rank over the run, and per-step means across ranks.
     pub counters: crate::gpu_counters::CountersSummary,
     pub clock: Option<ClockPlan>,
+    /// What NCCL's profiler plugin recorded (absent without plugin records).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nccl_plugin: Option<crate::nccl_plugin::table::NcclPluginSummary>,
     pub notes: Vec<String>,
 }
 
@@ -546,6 +558,7 @@ impl Summary {
         s.nvtx.sort_by(|a, b| b.gpu_ns.cmp(&a.gpu_ns).then(b.range_ns.cmp(&a.range_ns)));
         s.counters =
             crate::gpu_counters::CountersSummary::merge(ranks.iter().map(|r| (r.rank, r.label.as_str(), &r.counters)));
+        s.nccl_plugin = crate::nccl_plugin::table::merge(ranks.iter().map(|r| &r.nccl));
         s.ranks = ranks;
         s
     }

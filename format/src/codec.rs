@@ -114,6 +114,18 @@ record_codec! {
             tid: u32, domain: byte(ApiDomain), name: str, start: tick, end: since(start), result: i32,
             stream: u64, calls: u64, busy: u64,
         }
+        NcclCommInfo = NCCL_COMM_INFO {
+            comm: u64, name: str, nnodes: u32, nranks: u32, rank: u32, plugin_version: u8, ts: tick,
+        }
+        NcclTask = NCCL_TASK {
+            comm: u64, seq: u64, op: byte(CollOp), count: u64, datatype: str, algo: str, proto: str,
+            nchannels: u8, nwarps: u8, peer: i32, graph_captured: u8, start: tick, end: since(start),
+            gpu_start: u64, gpu_end: since(gpu_start), channels_seen: u8, correlation: corr,
+        }
+        NcclProxy = NCCL_PROXY {
+            comm: u64, seq: u64, channel: u8, peer: i32, is_send: u8, steps: u32, bytes: u64, start: tick,
+            end: since(start), wire: u64, wait: u64,
+        }
     }
     encode_only {
         // The string id alone; decoders read type STRING as `Decoded::String` (see `encode_string_into`).
@@ -258,7 +270,10 @@ pub fn decode_one<'a>(buf: &'a [u8], st: &mut DeltaState) -> Result<(Decoded<'a>
             .ok_or(CodecError::BadPayload { code, what: "string id missing" })?;
         return Ok((Decoded::String { id: StrId(id), bytes: &payload[pos..] }, total));
     }
-    if !(type_code::CLOCK_SYNC..=type_code::OVERHEAD).contains(&code) && code != type_code::API_REPEAT {
+    let known = (type_code::CLOCK_SYNC..=type_code::OVERHEAD).contains(&code)
+        || code == type_code::API_REPEAT
+        || (type_code::NCCL_COMM_INFO..=type_code::NCCL_PROXY).contains(&code);
+    if !known {
         return Ok((Decoded::Unknown { code, payload }, total));
     }
     let mut next = *st;
@@ -379,6 +394,47 @@ mod tests {
             Record::Counter { name: StrId(10), device: 0, ts: 1_600_000, value: 87.5 },
             Record::Marker { kind: MarkerKind::HangSuspected, ts: 1_700_000, value: 300_000_000_000, name: StrId(11) },
             Record::Overhead { kind: 1, start: 1_800_000, end: 1_800_500, tid: 3 },
+            Record::NcclCommInfo {
+                comm: 0xfeed_0000_0001,
+                name: StrId(12),
+                nnodes: 2,
+                nranks: 8,
+                rank: 5,
+                plugin_version: 6,
+                ts: 1_900_000,
+            },
+            Record::NcclTask {
+                comm: 0xfeed_0000_0001,
+                seq: 17,
+                op: CollOp::AllReduce,
+                count: 1 << 21,
+                datatype: StrId(13),
+                algo: StrId(14),
+                proto: StrId(15),
+                nchannels: 8,
+                nwarps: 16,
+                peer: -1,
+                graph_captured: 1,
+                start: 1_900_100,
+                end: 1_900_200,
+                gpu_start: 1_700_000_000_000_000_000,
+                gpu_end: 1_700_000_000_001_500_000,
+                channels_seen: 8,
+                correlation: 23,
+            },
+            Record::NcclProxy {
+                comm: 0xfeed_0000_0001,
+                seq: 17,
+                channel: 3,
+                peer: 4,
+                is_send: 1,
+                steps: 4,
+                bytes: 1 << 20,
+                start: 1_900_300,
+                end: 1_950_000,
+                wire: 40_000,
+                wait: 9_000,
+            },
         ]
     }
 

@@ -337,6 +337,52 @@ pub enum Record {
         calls: u64,
         busy: u64,
     },
+    /// NCCL profiler plugin: NCCL initialised the plugin for a communicator (`init`). `comm` is NCCL's
+    /// own communicator hash (the same on every rank; not the interposers' `Collective::comm`).
+    NcclCommInfo { comm: u64, name: StrId, nnodes: u32, nranks: u32, rank: u32, plugin_version: u8, ts: u64 },
+    /// NCCL profiler plugin: one collective or point-to-point task as NCCL scheduled it, written when
+    /// the task and all its proxy and kernel-channel events have ended. `start`/`end`: the task event
+    /// on the host (ticks); `gpu_start`/`gpu_end`: first channel start and last channel stop of its
+    /// kernel (GPU global timer ns, 0 when not offered); `channels_seen`: kernel channels reported.
+    /// `seq`: NCCL's per-function sequence number (collectives; 0 for p2p). `peer`: root or peer.
+    /// `graph_captured`: 1 captured in a CUDA graph, 0 not, 2 unknown (plugin versions before v5).
+    /// `correlation`: the interposed NCCL call's shim id when the task started inside one, else 0.
+    NcclTask {
+        comm: u64,
+        seq: u64,
+        op: CollOp,
+        count: u64,
+        datatype: StrId,
+        algo: StrId,
+        proto: StrId,
+        nchannels: u8,
+        nwarps: u8,
+        peer: i32,
+        graph_captured: u8,
+        start: u64,
+        end: u64,
+        gpu_start: u64,
+        gpu_end: u64,
+        channels_seen: u8,
+        correlation: u32,
+    },
+    /// NCCL profiler plugin: one proxy operation (network send or receive on one channel with one
+    /// peer) summarised over its steps. `start`/`end`: the operation (ticks); `wire` ticks the steps
+    /// spent on the network (send: posted until done; receive: posted until data arrived), `wait`
+    /// ticks waiting for the GPU, peer credits or flushes; `bytes`: the steps' transfer sizes summed.
+    NcclProxy {
+        comm: u64,
+        seq: u64,
+        channel: u8,
+        peer: i32,
+        is_send: u8,
+        steps: u32,
+        bytes: u64,
+        start: u64,
+        end: u64,
+        wire: u64,
+        wait: u64,
+    },
     /// A string-table entry carried in the ring (used when the dictionary region is full).
     /// The bytes live in the record payload; decoders see it through [`crate::Decoded::String`].
     StringRef { id: StrId },
@@ -368,6 +414,10 @@ pub mod type_code {
     /// A thread-context switch: subsequent records without their own tid use it (reserved).
     pub const RESERVED_20: u8 = 20;
     pub const API_REPEAT: u8 = 21;
+    /// 22-27: the NCCL profiler plugin and topology.
+    pub const NCCL_COMM_INFO: u8 = 22;
+    pub const NCCL_TASK: u8 = 23;
+    pub const NCCL_PROXY: u8 = 24;
 }
 
 impl Record {
@@ -387,7 +437,9 @@ impl Record {
             | Record::Sync { start, .. }
             | Record::Collective { start, .. }
             | Record::Overhead { start, .. }
-            | Record::ApiRepeat { start, .. } => Some(start),
+            | Record::ApiRepeat { start, .. }
+            | Record::NcclTask { start, .. }
+            | Record::NcclProxy { start, .. } => Some(start),
             Record::Memory { ts, .. }
             | Record::NvtxPush { ts, .. }
             | Record::NvtxPop { ts, .. }
@@ -395,7 +447,8 @@ impl Record {
             | Record::NvtxEnd { ts, .. }
             | Record::NvtxMark { ts, .. }
             | Record::Counter { ts, .. }
-            | Record::Marker { ts, .. } => Some(ts),
+            | Record::Marker { ts, .. }
+            | Record::NcclCommInfo { ts, .. } => Some(ts),
             Record::ExternalCorrelation { .. } | Record::ThreadName { .. } | Record::StringRef { .. } => None,
         }
     }
@@ -425,6 +478,9 @@ pub fn type_name(code: u8) -> &'static str {
         OVERHEAD => "overhead",
         API_REPEAT => "api_repeat",
         STRING => "string",
+        NCCL_COMM_INFO => "nccl_comm_info",
+        NCCL_TASK => "nccl_task",
+        NCCL_PROXY => "nccl_proxy",
         _ => "unknown",
     }
 }

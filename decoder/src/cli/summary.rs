@@ -137,6 +137,10 @@ pub fn render(s: &Summary, top: usize) -> String {
         out.push_str(&tb.render());
     }
 
+    if let Some(p) = &s.nccl_plugin {
+        out.push_str(&crate::nccl_plugin::render::render(p, top));
+    }
+
     if !s.steps.is_empty() {
         let shown = s.steps.len().min(top.max(1) * 2);
         out.push_str(&format!("\n== Steps ({} of {}; time = slowest rank)\n", shown, s.steps.len()));

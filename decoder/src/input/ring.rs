@@ -14,6 +14,7 @@ use super::nvtx_pairing::{OpenRange, PairingLosses, RangeTracker};
 use super::Notes;
 use crate::error::InputError;
 use crate::model::*;
+use crate::nccl_plugin::{NcclComm, NcclPluginEvent, NcclProxyOp, NcclTask};
 
 /// Open a ring file, as an input error naming the file.
 pub fn open(path: &Path) -> Result<RingReader, InputError> {
@@ -250,6 +251,9 @@ impl RingConverter<'_, '_> {
             | Record::ExternalCorrelation { .. }
             | Record::Overhead { .. }
             | Record::StringRef { .. } => {}
+            Record::NcclCommInfo { .. } | Record::NcclTask { .. } | Record::NcclProxy { .. } => {
+                self.on_nccl_plugin(rec)
+            }
             Record::Api { .. } => self.on_api(rec),
             Record::ApiRepeat { .. } => self.on_api_repeat(rec),
             Record::Kernel { .. } => self.on_kernel(rec),
@@ -514,6 +518,85 @@ impl RingConverter<'_, '_> {
 
     /// An NCCL call, with the innermost range open on its thread.
     #[inline]
+    /// A record of the NCCL profiler plugin: times to ns, names resolved.
+    fn on_nccl_plugin(&mut self, rec: Record) {
+        let proc = self.proc;
+        let ev = match rec {
+            Record::NcclCommInfo { comm, name, nnodes, nranks, rank, plugin_version, ts } => {
+                NcclPluginEvent::Comm(NcclComm {
+                    proc,
+                    comm,
+                    name: self.names.get(name),
+                    nnodes,
+                    nranks,
+                    rank,
+                    plugin_version,
+                    ts: self.clock.ns(ts),
+                })
+            }
+            Record::NcclTask {
+                comm,
+                seq,
+                op,
+                count,
+                datatype,
+                algo,
+                proto,
+                nchannels,
+                nwarps,
+                peer,
+                graph_captured,
+                start,
+                end,
+                gpu_start,
+                gpu_end,
+                channels_seen,
+                correlation,
+            } => NcclPluginEvent::Task(NcclTask {
+                proc,
+                comm,
+                seq,
+                op,
+                count,
+                datatype: self.names.get(datatype),
+                algo: self.names.get(algo),
+                proto: self.names.get(proto),
+                nchannels,
+                nwarps,
+                peer,
+                graph_captured: match graph_captured {
+                    0 => Some(false),
+                    1 => Some(true),
+                    _ => None,
+                },
+                start: self.clock.ns(start),
+                end: self.clock.ns(end),
+                gpu_start,
+                gpu_end,
+                channels_seen,
+                correlation: correlation as u64,
+            }),
+            Record::NcclProxy { comm, seq, channel, peer, is_send, steps, bytes, start, end, wire, wait } => {
+                NcclPluginEvent::Proxy(NcclProxyOp {
+                    proc,
+                    comm,
+                    seq,
+                    channel,
+                    peer,
+                    is_send: is_send != 0,
+                    steps,
+                    bytes,
+                    start: self.clock.ns(start),
+                    end: self.clock.ns(end),
+                    wire_ns: self.clock.ns(start.saturating_add(wire)).saturating_sub(self.clock.ns(start)),
+                    wait_ns: self.clock.ns(start.saturating_add(wait)).saturating_sub(self.clock.ns(start)),
+                })
+            }
+            _ => return,
+        };
+        self.sink.handle_nccl_plugin(&ev);
+    }
+
     fn on_collective(&mut self, rec: Record) {
         let Record::Collective {
             tid,

@@ -25,6 +25,7 @@ pub mod injection;
 pub mod kernel_names;
 pub mod memtrack;
 pub mod nccl;
+pub mod nccl_profiler;
 pub mod proc_address;
 #[cfg(test)]
 mod proc_address_typedefs;

@@ -32,6 +32,7 @@
  */
 #define _GNU_SOURCE
 #include "nccl_internal.h"
+#include "nccl_profiler.h"
 #include "core_internal.h"
 #include "simgpu_core.h"
 
@@ -147,8 +148,12 @@ struct ncclComm {
     uint64_t children;               /* split / shrink / grow children made (NCCL's childCount) */
     uint64_t grow_key;               /* key of the unconsumed ncclCommGetUniqueId, 0 when none */
     uint64_t one_sided;              /* one-sided calls (their ground-truth seq) */
+    uint64_t coll_seq[OP_RECV + 1];  /* NCCL's per-function sequence numbers (the plugin's seqNumber) */
     int gone;
     int64_t async_error_at;
+    sgp_comm prof;               /* the profiler plugin's context (nccl_profiler.c) */
+    int node, nnodes;            /* this rank's node; nodes the communicator spans */
+    int ring_send, ring_recv;    /* ring neighbours on other nodes (-1: same node) */
     struct ncclComm *next;
 };
 static struct ncclComm *g_comms;
@@ -260,6 +265,7 @@ static ncclResult_t comm_join(struct ncclComm **out, const sgn_id *id, uint64_t 
     }
     slots[rank].pid = (int32_t)getpid();
     slots[rank].device = device;
+    slots[rank].pad = (uint32_t)(sgp_node() + 1); /* the node, for the other ranks */
     slots[rank].joined_ns = sg_now_ns();
     __atomic_store_n(&slots[rank].state, SGN_SLOT_JOINED, __ATOMIC_RELEASE);
     uint64_t gen = h->generation;
@@ -316,6 +322,24 @@ static void comm_leave(struct ncclComm *c)
     shm_unlock(h);
 }
 
+/* Every rank is there: the nodes it spans, its ring neighbours across nodes, the profiler plugin. */
+static void comm_ready(struct ncclComm *c)
+{
+    sgn_rank_slot *slots = shm_ranks(c->hdr);
+    int n = c->nranks, nnodes = 0;
+    c->node = sgp_node();
+    for (int r = 0; r < n; r++) {
+        int seen = 0;
+        for (int q = 0; q < r; q++) seen |= slots[q].pad == slots[r].pad;
+        nnodes += !seen;
+    }
+    c->nnodes = nnodes ? nnodes : 1;
+    int next = (c->rank + 1) % n, prev = (c->rank + n - 1) % n;
+    c->ring_send = slots[next].pad != slots[c->rank].pad ? next : -1;
+    c->ring_recv = slots[prev].pad != slots[c->rank].pad ? prev : -1;
+    sgp_comm_init(&c->prof, c->key, NULL, c->nnodes, n, c->rank);
+}
+
 /* Waits until every rank joined; SIMGPU_NCCL_INIT_TIMEOUT_S (default 60). */
 static ncclResult_t comm_barrier(struct ncclComm *c)
 {
@@ -326,7 +350,10 @@ static ncclResult_t comm_barrier(struct ncclComm *c)
         int n = 0;
         for (int r = 0; r < c->nranks; r++)
             if (__atomic_load_n(&slots[r].state, __ATOMIC_ACQUIRE) != SGN_SLOT_EMPTY) n++;
-        if (n == c->nranks) return ncclSuccess;
+        if (n == c->nranks) {
+            comm_ready(c);
+            return ncclSuccess;
+        }
         if (sg_now_ns() >= deadline) {
             set_error("ncclCommInitRank: %d of %d ranks arrived within SIMGPU_NCCL_INIT_TIMEOUT_S=%g s", n,
                       c->nranks, tmo);
@@ -415,6 +442,7 @@ typedef struct coll_arg {
     pid_t pid;
     int env_rank;
     char hex[17];
+    sgp_job prof; /* for the profiler plugin's proxy thread: times filled in at resolution */
 } coll_arg;
 
 static int coll_poll(void *varg, uint64_t start_ns, uint64_t *end_ns)
@@ -440,6 +468,10 @@ static int coll_poll(void *varg, uint64_t start_ns, uint64_t *end_ns)
         if (e->sig != a->sig || e->count != a->count) mismatch = 1;
     }
     *end_ns = max_arr + max_dur;
+    a->prof.start_ns = start_ns;
+    a->prof.xfer_ns = max_arr;
+    a->prof.end_ns = *end_ns;
+    sgp_complete(&a->prof);
     if (a->ctr) {
         __atomic_add_fetch(&a->ctr->nvlink_tx_bytes, a->bus_bytes, __ATOMIC_RELAXED);
         __atomic_add_fetch(&a->ctr->nvlink_rx_bytes, a->bus_bytes, __ATOMIC_RELAXED);
@@ -471,6 +503,7 @@ static int coll_poll(void *varg, uint64_t start_ns, uint64_t *end_ns)
 typedef struct p2p_item {
     int peer, is_send;
     uint64_t k, dur_ns, bytes;
+    sgp_job prof;
 } p2p_item;
 typedef struct p2p_arg {
     sgn_shm *hdr;
@@ -507,6 +540,13 @@ static int p2p_poll(void *varg, uint64_t start_ns, uint64_t *end_ns)
         if (arr + dur > end) end = arr + dur;
     }
     *end_ns = end;
+    for (int i = 0; i < a->n; i++) {
+        sgp_job *j = &a->items[i].prof;
+        j->start_ns = start_ns;
+        j->xfer_ns = end - a->items[i].dur_ns > start_ns ? end - a->items[i].dur_ns : start_ns;
+        j->end_ns = end;
+        sgp_complete(j);
+    }
     for (int i = 0; i < a->n && a->ctr; i++)
         __atomic_add_fetch(a->items[i].is_send ? &a->ctr->nvlink_tx_bytes : &a->ctr->nvlink_rx_bytes,
                            a->items[i].bytes, __ATOMIC_RELAXED);
@@ -528,6 +568,40 @@ static sg_stream *comm_stream(struct ncclComm *c, void *stream)
     sg_stream *s = sg_stream_resolve(stream, 0);
     if (prev != c->device) sg_set_current_device(prev);
     return s;
+}
+
+/* A collective's time on a communicator spanning nodes: bounded by this rank's NIC. */
+static uint64_t net_ns(const struct ncclComm *c, double bus_bytes)
+{
+    double gbps = sg_link_gbps(), nic = sgp_nic_gbps(c->node);
+    if (nic < gbps) gbps = nic;
+    if (gbps <= 0) gbps = 1e-9;
+    return (uint64_t)(sg_link_latency_us() * 1000.0 + sgp_nic_latency_ns() + bus_bytes / gbps + 0.5);
+}
+
+/* What NCCL's tuner would pick: protocol by size, tree for small collectives across nodes, fewer
+ * channels for small messages (SIMGPU_NCCL_CHANNELS, default 8, for 256 KiB and more). */
+static void choose(const struct ncclComm *c, int op, double bytes, sgp_task *t)
+{
+    t->proto = bytes <= 65536 ? "LL" : bytes <= 524288 ? "LL128" : "SIMPLE";
+    t->algo = c->nnodes > 1 && op == OP_ALLREDUCE && bytes <= 262144 ? "TREE" : "RING";
+    const char *ch = getenv("SIMGPU_NCCL_CHANNELS");
+    int nch = ch && atoi(ch) > 0 ? atoi(ch) : 8;
+    t->nchannels = bytes < 262144 ? (nch < 2 ? nch : 2) : nch;
+    t->nwarps = bytes <= 524288 ? 8 : 16;
+}
+
+static const char *nccl_func_name(int op)
+{
+    static const char *n[] = {"?", "AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce", "AlltoAll", "Send", "Recv"};
+    return op >= 1 && op <= OP_RECV ? n[op] : "?";
+}
+static const char *nccl_dtype_name(int dt)
+{
+    static const char *n[] = {"ncclInt8", "ncclUint8", "ncclInt32", "ncclUint32", "ncclInt64", "ncclUint64",
+                              "ncclFloat16", "ncclFloat32", "ncclFloat64", "ncclBfloat16", "ncclFloat8e4m3",
+                              "ncclFloat8e5m2"};
+    return dt >= 0 && dt < ncclNumTypes ? n[dt] : "?";
 }
 
 static uint64_t link_ns(double bus_bytes)
@@ -569,6 +643,7 @@ typedef struct qop {
     int op, dtype, redop, root, peer;
     size_t count;
     uint64_t seq, idx; /* idx: collective index or p2p pair counter */
+    void *api;         /* the profiler plugin's API event (stopped when the call returns) */
 } qop;
 
 static void launch_coll(const qop *q)
@@ -607,7 +682,7 @@ static void launch_coll(const qop *q)
     a->gen = c->gen;
     a->idx = q->idx;
     a->seq = q->seq;
-    a->dur_ns = link_ns(bus);
+    a->dur_ns = c->nnodes > 1 ? net_ns(c, bus) : link_ns(bus);
     a->sig = (uint64_t)q->op | ((uint64_t)(q->dtype & 0xff) << 8) | ((uint64_t)(q->redop & 0xff) << 16) |
              ((uint64_t)((q->root + 1) & 0xffff) << 24);
     a->count = q->count;
@@ -617,7 +692,17 @@ static void launch_coll(const qop *q)
     a->env_rank = sg_rank();
     memcpy(a->hex, c->hex, sizeof a->hex);
     sg_collective_desc cd = {op_truth_name(q->op), c->hex, q->seq, (uint64_t)bytes, n};
+    sgp_task t = {0, c->coll_seq[q->op]++, nccl_func_name(q->op), nccl_dtype_name(q->dtype), NULL, NULL, q->count,
+                  q->root, 0, 0};
+    choose(c, q->op, (double)q->count * (double)dtype_size(q->dtype), &t);
+    void *group = sgp_group_start(&c->prof);
+    void *task = sgp_task_start(&c->prof, q->api, group, c->rank, &t);
+    sgp_job j = {c->prof.ctx, task, c->prof.mask, t.nchannels, 0, 0, 0, c->ring_send, c->ring_recv,
+                 (uint64_t)(bus / t.nchannels), NULL};
+    a->prof = j;
     launch(c, q->stream, kname, 16, coll_poll, a, &cd);
+    sgp_stop(&c->prof, task);
+    sgp_stop(&c->prof, group);
 }
 
 /* Send/recv ops q[0..n) of one communicator and stream, fused into one kernel. */
@@ -640,13 +725,27 @@ static void launch_p2p(const qop *q, int n)
         a->items[i].is_send = q[i].op == OP_SEND;
         a->items[i].k = q[i].idx;
         a->items[i].bytes = b;
-        a->items[i].dur_ns = link_ns((double)b);
+        int cross = c->nnodes > 1 && shm_ranks(c->hdr)[q[i].peer].pad != shm_ranks(c->hdr)[c->rank].pad;
+        a->items[i].dur_ns = cross ? net_ns(c, (double)b) : link_ns((double)b);
         total += b;
         sends += q[i].op == OP_SEND;
     }
     const char *opn = sends == n ? "Send" : sends == 0 ? "Recv" : "SendRecv";
     sg_collective_desc cd = {opn, c->hex, q[0].seq, total, c->nranks};
+    void *group = sgp_group_start(&c->prof);
+    void *tasks[n > 0 ? n : 1];
+    for (int i = 0; i < n; i++) {
+        sgp_task t = {1, 0, nccl_func_name(q[i].op), nccl_dtype_name(q[i].dtype), NULL, NULL, q[i].count, q[i].peer, 1, 0};
+        tasks[i] = sgp_task_start(&c->prof, q[i].api, group, c->rank, &t);
+        int cross = c->nnodes > 1 && shm_ranks(c->hdr)[q[i].peer].pad != shm_ranks(c->hdr)[c->rank].pad;
+        int send = q[i].op == OP_SEND;
+        sgp_job j = {c->prof.ctx, tasks[i], c->prof.mask, 1, 0, 0, 0, cross && send ? q[i].peer : -1,
+                     cross && !send ? q[i].peer : -1, a->items[i].bytes, NULL};
+        a->items[i].prof = j;
+    }
     launch(c, q[0].stream, "ncclDevKernel_SendRecv", 8, p2p_poll, a, &cd);
+    for (int i = 0; i < n; i++) sgp_stop(&c->prof, tasks[i]);
+    sgp_stop(&c->prof, group);
 }
 
 /* thread-local group state */
@@ -744,11 +843,16 @@ static ncclResult_t enqueue(const char *api, struct ncclComm *c, int op, size_t 
         q.idx = __atomic_fetch_add(&c->recv_cnt[peer], 1, __ATOMIC_RELAXED);
     else
         q.idx = __atomic_fetch_add(&c->coll_idx, 1, __ATOMIC_RELAXED);
+    sgp_task call_task = {op == OP_SEND || op == OP_RECV, 0, nccl_func_name(op), nccl_dtype_name(dtype), NULL, NULL,
+                    count, op == OP_SEND || op == OP_RECV ? peer : root, 0, 0};
+    q.api = sgp_api_start(&c->prof, &call_task, stream);
     if (t_group_depth > 0) {
-        if (q_push(&q) != 0) return ncclSystemError;
-        return ncclSuccess;
+        int pushed = q_push(&q);
+        sgp_stop(&c->prof, q.api);
+        return pushed != 0 ? ncclSystemError : ncclSuccess;
     }
     flush_ops(&q, 1);
+    sgp_stop(&c->prof, q.api);
     return ncclSuccess;
 }
 
@@ -1282,6 +1386,7 @@ static ncclResult_t comm_end(ncclComm_t comm)
 {
     if (!comm) return ncclSuccess;
     if (!comm_ok(comm)) return ncclInvalidArgument;
+    sgp_comm_fini(&comm->prof);
     comm_leave(comm);
     comm_free(comm);
     return ncclSuccess;

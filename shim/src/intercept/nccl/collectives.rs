@@ -95,7 +95,10 @@ fn record(describe: impl FnOnce() -> Described, real: impl FnOnce() -> R) -> R {
         Some(call)
     });
     let Some(call) = call else { return forward(real) };
-    let result = forward(real);
+    let result = {
+        let _link = crate::intercept::nccl_profiler::call_link::enter(call.correlation);
+        forward(real)
+    };
     ffi_guard((), || {
         recorder::clear_pending();
         cupti::pop_external();

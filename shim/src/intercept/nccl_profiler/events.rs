@@ -1,0 +1,490 @@
+//! The plugin's events, whatever the interface version: a fixed pool of event slots (no allocation,
+//! no lock: NCCL calls the plugin on its hot path, from the application and the proxy threads),
+//! handles that are pointers into the pool (checked before use, so a stale or foreign handle is
+//! ignored, never dereferenced), and the records written when an event ends:
+//!
+//! - a task (collective or p2p) ends when NCCL stopped it (enqueued) and each of its kernel channels
+//!   reported its stop: then `Record::NcclTask`, with the channels' first GPU start and last stop;
+//! - a proxy operation ends at its stop: `Record::NcclProxy`, its steps' time on the wire, waiting and
+//!   bytes summed into it as each step stops (one record per channel and peer, not per step).
+//!
+//! A stale parent is told by the slot's generation: a child keeps `index | generation << 32`.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::*};
+
+use tprof_format::{CollOp, Record, StrId};
+
+use super::abi::state;
+use crate::base::ticks;
+use crate::record::recorder;
+
+/// Event slots in the pool: tasks waiting for their kernel channels, proxy operations and steps in
+/// flight. A start that finds none free returns no handle (NCCL then skips the event's children).
+pub const SLOTS: usize = 4096;
+/// Communicators the plugin can be initialised for at once.
+pub const CONTEXTS: usize = 256;
+
+const FIELDS: usize = 12;
+
+/// What a slot holds.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
+pub enum Kind {
+    Free = 0,
+    Task = 1,
+    Api = 2,
+    ProxyOp = 3,
+    ProxyStep = 4,
+    KernelCh = 5,
+}
+
+// Field indices. Task:
+const T_COMM: usize = 0;
+const T_SEQ: usize = 1;
+const T_COUNT: usize = 2;
+const T_NAMES: usize = 3; // datatype | algo << 32
+const T_PROTO: usize = 4; // proto | nchannels << 32 | nwarps << 40 | op << 48 | graph << 56
+const T_PEER: usize = 5;
+const T_START: usize = 6;
+const T_END: usize = 7;
+const T_GPU_START: usize = 8;
+const T_GPU_END: usize = 9;
+const T_CHANNELS: usize = 10;
+const T_CORR: usize = 11;
+// Api:
+const A_GRAPH: usize = 0;
+// ProxyOp:
+const P_COMM: usize = 0;
+const P_SEQ: usize = 1;
+const P_WHO: usize = 2; // channel | is_send << 8 | (peer as u32) << 32
+const P_STEPS: usize = 3;
+const P_BYTES: usize = 4;
+const P_START: usize = 5;
+const P_WIRE: usize = 6;
+const P_WAIT: usize = 7;
+// ProxyStep:
+const S_LAST_TS: usize = 0;
+const S_LAST_STATE: usize = 1;
+const S_WIRE: usize = 2;
+const S_WAIT: usize = 3;
+const S_BYTES: usize = 4;
+// KernelCh: the parent link only.
+
+/// No state yet (a step that has not reported one).
+const NO_STATE: u64 = u64::MAX;
+
+struct Slot {
+    kind: AtomicU8,
+    generation: AtomicU32,
+    /// Task: 1 until stopped + kernel channels not yet stopped. Others: 1 until stopped.
+    pending: AtomicU32,
+    /// `index | generation << 32` of the parent slot (u64::MAX: none).
+    parent: AtomicU64,
+    f: [AtomicU64; FIELDS],
+}
+
+impl Slot {
+    const fn new() -> Slot {
+        Slot {
+            kind: AtomicU8::new(Kind::Free as u8),
+            generation: AtomicU32::new(0),
+            pending: AtomicU32::new(0),
+            parent: AtomicU64::new(u64::MAX),
+            f: [const { AtomicU64::new(0) }; FIELDS],
+        }
+    }
+    fn kind(&self) -> Kind {
+        match self.kind.load(Acquire) {
+            1 => Kind::Task,
+            2 => Kind::Api,
+            3 => Kind::ProxyOp,
+            4 => Kind::ProxyStep,
+            5 => Kind::KernelCh,
+            _ => Kind::Free,
+        }
+    }
+    fn get(&self, i: usize) -> u64 {
+        self.f[i].load(Relaxed)
+    }
+    fn set(&self, i: usize, v: u64) {
+        self.f[i].store(v, Relaxed)
+    }
+}
+
+/// One communicator NCCL initialised the plugin for.
+pub struct Context {
+    used: AtomicBool,
+    comm: AtomicU64,
+    pid: AtomicU32,
+    /// Kernel channels report GPU timers (versions 4 and later, with kernel-channel events enabled).
+    kernel_timers: AtomicBool,
+}
+
+static POOL: [Slot; SLOTS] = [const { Slot::new() }; SLOTS];
+static CONTEXT_POOL: [Context; CONTEXTS] = [const {
+    Context {
+        used: AtomicBool::new(false),
+        comm: AtomicU64::new(0),
+        pid: AtomicU32::new(0),
+        kernel_timers: AtomicBool::new(false),
+    }
+}; CONTEXTS];
+static CURSOR: AtomicU32 = AtomicU32::new(0);
+/// Starts refused because the pool was full (reported by tests and `tprof info` later).
+pub static POOL_FULL: AtomicU64 = AtomicU64::new(0);
+
+/// The index of the pool element `p` points at, if it points at the start of one.
+fn index_in<T>(pool: &'static [T], p: usize) -> Option<usize> {
+    let base = pool.as_ptr() as usize;
+    let size = std::mem::size_of::<T>();
+    let off = p.checked_sub(base)?;
+    (off % size == 0 && off / size < pool.len()).then_some(off / size)
+}
+
+/// A handle for NCCL: the slot's address.
+pub fn handle_of(i: usize) -> usize {
+    &POOL[i] as *const Slot as usize
+}
+
+fn slot_at(handle: usize) -> Option<(usize, &'static Slot)> {
+    let i = index_in(&POOL, handle)?;
+    Some((i, &POOL[i]))
+}
+
+fn link(i: usize) -> u64 {
+    i as u64 | (POOL[i].generation.load(Acquire) as u64) << 32
+}
+
+/// The slot a link names, if it still holds the same event.
+fn linked(l: u64) -> Option<&'static Slot> {
+    let s = POOL.get((l & 0xffff_ffff) as usize)?;
+    (s.kind() != Kind::Free && s.generation.load(Acquire) as u64 == l >> 32).then_some(s)
+}
+
+fn alloc(kind: Kind) -> Option<usize> {
+    let start = CURSOR.fetch_add(1, Relaxed) as usize;
+    for k in 0..SLOTS {
+        let i = (start + k) % SLOTS;
+        let s = &POOL[i];
+        if s.kind.load(Relaxed) == Kind::Free as u8
+            && s.kind.compare_exchange(Kind::Free as u8, kind as u8, Acquire, Relaxed).is_ok()
+        {
+            s.generation.fetch_add(1, Release);
+            s.parent.store(u64::MAX, Relaxed);
+            s.pending.store(1, Relaxed);
+            return Some(i);
+        }
+    }
+    POOL_FULL.fetch_add(1, Relaxed);
+    None
+}
+
+fn free(s: &Slot) {
+    s.generation.fetch_add(1, Release);
+    s.kind.store(Kind::Free as u8, Release);
+}
+
+// ---------------------------------------------------------------- contexts
+
+/// A context for a communicator `init` named; its handle (address) or None when all are in use.
+pub fn context_new(comm: u64, kernel_timers: bool) -> Option<usize> {
+    let (i, c) = CONTEXT_POOL
+        .iter()
+        .enumerate()
+        .find(|(_, c)| c.used.compare_exchange(false, true, Acquire, Relaxed).is_ok())?;
+    c.comm.store(comm, Relaxed);
+    c.pid.store(std::process::id(), Relaxed);
+    c.kernel_timers.store(kernel_timers, Relaxed);
+    Some(&CONTEXT_POOL[i] as *const Context as usize)
+}
+
+pub fn context_at(handle: usize) -> Option<&'static Context> {
+    index_in(&CONTEXT_POOL, handle).map(|i| &CONTEXT_POOL[i])
+}
+
+/// `finalize`: the context's tasks still waiting for kernel channels are written as they are.
+pub fn context_end(ctx: &'static Context) {
+    let comm = ctx.comm.load(Relaxed);
+    for s in POOL.iter().filter(|s| s.kind() == Kind::Task && s.get(T_COMM) == comm) {
+        if s.pending.swap(0, AcqRel) != 0 {
+            emit_task(s);
+            free(s);
+        }
+    }
+    ctx.used.store(false, Release);
+}
+
+// ---------------------------------------------------------------- starts
+
+/// A collective or point-to-point task as NCCL describes it.
+pub struct TaskDescr {
+    /// The communicator hash (versions 1-3 carry it here; 0: the context's).
+    pub comm: u64,
+    pub op: CollOp,
+    pub seq: u64,
+    pub count: u64,
+    pub datatype: StrId,
+    pub algo: StrId,
+    pub proto: StrId,
+    pub nchannels: u8,
+    pub nwarps: u8,
+    pub peer: i32,
+}
+
+/// The graph-captured flag of the API event `parent` (2: unknown).
+fn graph_flag(parent: usize) -> u64 {
+    match slot_at(parent) {
+        Some((_, s)) if s.kind() == Kind::Api => s.get(A_GRAPH),
+        _ => 2,
+    }
+}
+
+pub fn start_task(ctx: &Context, parent: usize, d: &TaskDescr, correlation: u32) -> Option<usize> {
+    let i = alloc(Kind::Task)?;
+    let s = &POOL[i];
+    s.set(T_COMM, if d.comm != 0 { d.comm } else { ctx.comm.load(Relaxed) });
+    s.set(T_SEQ, d.seq);
+    s.set(T_COUNT, d.count);
+    s.set(T_NAMES, d.datatype.0 as u64 | (d.algo.0 as u64) << 32);
+    let misc = d.proto.0 as u64
+        | (d.nchannels as u64) << 32
+        | (d.nwarps as u64) << 40
+        | (d.op as u64) << 48
+        | graph_flag(parent) << 56;
+    s.set(T_PROTO, misc);
+    s.set(T_PEER, d.peer as u32 as u64);
+    s.set(T_START, ticks::now());
+    s.set(T_END, 0);
+    s.set(T_GPU_START, u64::MAX);
+    s.set(T_GPU_END, 0);
+    s.set(T_CHANNELS, 0);
+    s.set(T_CORR, correlation as u64);
+    let channels = if ctx.kernel_timers.load(Relaxed) { d.nchannels as u32 } else { 0 };
+    s.pending.store(1 + channels, Release);
+    Some(handle_of(i))
+}
+
+pub fn start_api(graph_captured: bool) -> Option<usize> {
+    let i = alloc(Kind::Api)?;
+    POOL[i].set(A_GRAPH, graph_captured as u64);
+    Some(handle_of(i))
+}
+
+/// A proxy operation of the task `parent` (None when the parent is unknown, stale or in another
+/// process: its records would name no collective).
+pub fn start_proxy_op(ctx: &Context, parent: usize, pid: i32, channel: u8, peer: i32, is_send: bool) -> Option<usize> {
+    if pid as u32 != ctx.pid.load(Relaxed) {
+        return None;
+    }
+    let (pi, p) = slot_at(parent)?;
+    if p.kind() != Kind::Task {
+        return None;
+    }
+    let i = alloc(Kind::ProxyOp)?;
+    let s = &POOL[i];
+    s.parent.store(link(pi), Relaxed);
+    s.set(P_COMM, p.get(T_COMM));
+    s.set(P_SEQ, p.get(T_SEQ));
+    s.set(P_WHO, channel as u64 | (is_send as u64) << 8 | (peer as u32 as u64) << 32);
+    s.set(P_STEPS, 0);
+    s.set(P_BYTES, 0);
+    s.set(P_START, ticks::now());
+    s.set(P_WIRE, 0);
+    s.set(P_WAIT, 0);
+    Some(handle_of(i))
+}
+
+pub fn start_proxy_step(parent: usize) -> Option<usize> {
+    let (pi, p) = slot_at(parent)?;
+    if p.kind() != Kind::ProxyOp {
+        return None;
+    }
+    let i = alloc(Kind::ProxyStep)?;
+    let s = &POOL[i];
+    s.parent.store(link(pi), Relaxed);
+    s.set(S_LAST_TS, ticks::now());
+    s.set(S_LAST_STATE, NO_STATE);
+    s.set(S_WIRE, 0);
+    s.set(S_WAIT, 0);
+    s.set(S_BYTES, 0);
+    Some(handle_of(i))
+}
+
+/// A kernel channel of the task `parent`; `p_timer`: its start on the GPU's global timer (0: none).
+pub fn start_kernel_ch(parent: usize, p_timer: u64) -> Option<usize> {
+    let (pi, p) = slot_at(parent)?;
+    if p.kind() != Kind::Task {
+        return None;
+    }
+    if p_timer != 0 {
+        p.f[T_GPU_START].fetch_min(p_timer, Relaxed);
+    }
+    p.f[T_CHANNELS].fetch_add(1, Relaxed);
+    let i = alloc(Kind::KernelCh)?;
+    POOL[i].parent.store(link(pi), Relaxed);
+    Some(handle_of(i))
+}
+
+// ---------------------------------------------------------------- state and stops
+
+/// Time in `state` counts as on the wire (true) or waiting (false).
+fn on_wire(state: i32) -> bool {
+    matches!(
+        state,
+        state::PROXY_STEP_SEND_WAIT
+            | state::PROXY_STEP_RECV_WAIT
+            | state::PROXY_OP_SEND_TRANSMITTED
+            | state::PROXY_OP_RECV_POSTED
+    )
+}
+
+/// Attributes the time since the step's last state change to that state.
+fn close_state(s: &Slot, now: u64) {
+    let last = s.get(S_LAST_STATE);
+    let dt = now.saturating_sub(s.get(S_LAST_TS));
+    if last != NO_STATE {
+        let field = if on_wire(last as i32) { S_WIRE } else { S_WAIT };
+        s.f[field].fetch_add(dt, Relaxed);
+    }
+    s.set(S_LAST_TS, now);
+}
+
+/// `recordEventState`: `trans_size` is the state's transfer size when it carries one,
+/// `p_timer` the kernel channel's stop on the GPU timer.
+pub fn record_state(handle: usize, st: i32, trans_size: Option<u64>, p_timer: Option<u64>) {
+    let Some((_, s)) = slot_at(handle) else { return };
+    match s.kind() {
+        Kind::ProxyStep => {
+            close_state(s, ticks::now());
+            s.set(S_LAST_STATE, st as u32 as u64);
+            if let Some(b) = trans_size {
+                s.f[S_BYTES].fetch_max(b, Relaxed);
+            }
+        }
+        Kind::ProxyOp => {
+            // Versions 1-3 report transfer sizes on the operation's own states.
+            if let Some(b) = trans_size {
+                s.f[P_BYTES].fetch_max(b, Relaxed);
+            }
+        }
+        Kind::KernelCh if st == state::KERNEL_CH_STOP => {
+            if let (Some(t), Some(p)) = (p_timer, linked(s.parent.load(Relaxed))) {
+                if t != 0 && p.kind() == Kind::Task {
+                    p.f[T_GPU_END].fetch_max(t, Relaxed);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `stopEvent`.
+pub fn stop(handle: usize) {
+    let Some((_, s)) = slot_at(handle) else { return };
+    match s.kind() {
+        Kind::Task => {
+            s.set(T_END, ticks::now());
+            finish_task(s);
+        }
+        Kind::Api => free(s),
+        Kind::ProxyStep => {
+            close_state(s, ticks::now());
+            if let Some(p) = linked(s.parent.load(Relaxed)).filter(|p| p.kind() == Kind::ProxyOp) {
+                p.f[P_WIRE].fetch_add(s.get(S_WIRE), Relaxed);
+                p.f[P_WAIT].fetch_add(s.get(S_WAIT), Relaxed);
+                p.f[P_BYTES].fetch_add(s.get(S_BYTES), Relaxed);
+                p.f[P_STEPS].fetch_add(1, Relaxed);
+            }
+            free(s);
+        }
+        Kind::ProxyOp => {
+            emit_proxy(s, ticks::now());
+            free(s);
+        }
+        Kind::KernelCh => {
+            if let Some(p) = linked(s.parent.load(Relaxed)).filter(|p| p.kind() == Kind::Task) {
+                finish_task(p);
+            }
+            free(s);
+        }
+        Kind::Free => {}
+    }
+}
+
+/// One of the task's pending parts ended; the last one writes the record.
+fn finish_task(s: &Slot) {
+    if s.pending.fetch_sub(1, AcqRel) == 1 {
+        emit_task(s);
+        free(s);
+    }
+}
+
+fn emit_task(s: &Slot) {
+    let names = s.get(T_NAMES);
+    let misc = s.get(T_PROTO);
+    let gpu_start = s.get(T_GPU_START);
+    let gpu_end = s.get(T_GPU_END);
+    let (gpu_start, gpu_end) = if gpu_start == u64::MAX || gpu_end < gpu_start { (0, 0) } else { (gpu_start, gpu_end) };
+    let start = s.get(T_START);
+    recorder::emit(Record::NcclTask {
+        comm: s.get(T_COMM),
+        seq: s.get(T_SEQ),
+        op: CollOp::from_u8((misc >> 48) as u8),
+        count: s.get(T_COUNT),
+        datatype: StrId(names as u32),
+        algo: StrId((names >> 32) as u32),
+        proto: StrId(misc as u32),
+        nchannels: (misc >> 32) as u8,
+        nwarps: (misc >> 40) as u8,
+        peer: s.get(T_PEER) as u32 as i32,
+        graph_captured: (misc >> 56) as u8,
+        start,
+        end: s.get(T_END).max(start),
+        gpu_start,
+        gpu_end,
+        channels_seen: s.get(T_CHANNELS).min(255) as u8,
+        correlation: s.get(T_CORR) as u32,
+    });
+}
+
+fn emit_proxy(s: &Slot, now: u64) {
+    let who = s.get(P_WHO);
+    let start = s.get(P_START);
+    recorder::emit(Record::NcclProxy {
+        comm: s.get(P_COMM),
+        seq: s.get(P_SEQ),
+        channel: who as u8,
+        peer: (who >> 32) as u32 as i32,
+        is_send: (who >> 8) as u8 & 1,
+        steps: s.get(P_STEPS).min(u32::MAX as u64) as u32,
+        bytes: s.get(P_BYTES),
+        start,
+        end: now.max(start),
+        wire: s.get(P_WIRE),
+        wait: s.get(P_WAIT),
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn foreign_and_misaligned_handles_are_refused() {
+        let h = handle_of(7);
+        assert_eq!(slot_at(h).map(|(i, _)| i), Some(7));
+        assert!(slot_at(h + 1).is_none());
+        assert!(slot_at(0).is_none());
+        assert!(slot_at(handle_of(SLOTS - 1) + std::mem::size_of::<Slot>()).is_none());
+        assert!(context_at(h).is_none());
+    }
+
+    #[test]
+    fn a_stale_link_names_nothing() {
+        let i = alloc(Kind::Api).unwrap();
+        let l = link(i);
+        assert!(linked(l).is_some());
+        free(&POOL[i]);
+        assert!(linked(l).is_none());
+    }
+}

@@ -1,0 +1,164 @@
+/* nccl_nodes: all-reduce loops on communicators laid out over nodes, for the NCCL profiler plugin
+ * and topology tests (the simulated NCCL models nodes: SIMGPU_NODES, SIMGPU_NIC_GBPS...).
+ *
+ *   nccl_nodes [--ranks N] [--iters K] [--bytes B] [--group G [--interleaved]]
+ *
+ * The launcher re-executes itself as N ranks (RANK, LOCAL_RANK, WORLD_SIZE set; rank 0 leaves the
+ * unique id in $NCCL_NODES_ID_FILE). Each rank joins the world communicator; with --group G the
+ * ranks split into groups of G, contiguous (ranks 0..G-1, ...) or --interleaved (ranks r, r+N/G,
+ * ...), and the loop runs on the group's communicator, else on the world's: K all-reduces of B bytes
+ * of fp32 (default 8 MiB), then a stream synchronisation. Prints "nccl_nodes rank=R comm_ranks=C". */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "nccl_api.h"
+
+static const char *prog_name = "nccl_nodes";
+#include "check.h"
+
+#define EXIT_NCCL 5
+
+static void *lib;
+static void *sym(const char *name)
+{
+  void *p = dlsym(lib, name);
+  if (!p) {
+    fprintf(stderr, "%s: libnccl.so.2 lacks %s\n", prog_name, name);
+    exit(EXIT_NCCL);
+  }
+  return p;
+}
+#define NCK(call)                                                                \
+  do {                                                                           \
+    ncclResult_t r_ = (call);                                                    \
+    if (r_ != ncclSuccess) {                                                     \
+      fprintf(stderr, "%s: %s failed: %d\n", prog_name, #call, (int)r_);         \
+      exit(EXIT_NCCL);                                                           \
+    }                                                                            \
+  } while (0)
+
+static int get_id(int rank, const char *path, ncclUniqueId *id)
+{
+  if (rank == 0) {
+    NCK(((ncclGetUniqueId_fn)sym("ncclGetUniqueId"))(id));
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f || fwrite(id, sizeof *id, 1, f) != 1 || fclose(f) != 0) return -1;
+    return rename(tmp, path);
+  }
+  for (int i = 0; i < 20000; i++) { /* up to 20 s */
+    FILE *f = fopen(path, "rb");
+    if (f) {
+      size_t n = fread(id, sizeof *id, 1, f);
+      fclose(f);
+      if (n == 1) return 0;
+    }
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  return -1;
+}
+
+struct opts {
+  int ranks, iters, group, interleaved;
+  size_t bytes;
+};
+
+static int run_rank(int rank, const struct opts *o, const char *id_path)
+{
+  ncclUniqueId id;
+  if (get_id(rank, id_path, &id) != 0) {
+    fprintf(stderr, "%s rank %d: no unique id in %s\n", prog_name, rank, id_path);
+    return EXIT_NCCL;
+  }
+  CK(cudaSetDevice(rank % 8));
+  cudaStream_t s;
+  CK(cudaStreamCreate(&s));
+  size_t count = o->bytes / sizeof(float);
+  float *buf;
+  CK(cudaMalloc((void **)&buf, count * sizeof(float) + 4));
+  ncclComm_t world, comm;
+  NCK(((ncclCommInitRank_fn)sym("ncclCommInitRank"))(&world, o->ranks, id, rank));
+  comm = world;
+  if (o->group > 0) {
+    int groups = o->ranks / o->group;
+    int color = o->interleaved ? rank % groups : rank / o->group;
+    NCK(((ncclCommSplit_fn)sym("ncclCommSplit"))(world, color, rank, &comm, NULL));
+  }
+  ncclAllReduce_fn all_reduce = (ncclAllReduce_fn)sym("ncclAllReduce");
+  for (int i = 0; i < o->iters; i++) NCK(all_reduce(buf, buf, count, ncclFloat32, ncclSum, comm, s));
+  CK(cudaStreamSynchronize(s));
+  if (comm != world) NCK(((ncclCommDestroy_fn)sym("ncclCommDestroy"))(comm));
+  NCK(((ncclCommDestroy_fn)sym("ncclCommDestroy"))(world));
+  printf("%s rank=%d comm_ranks=%d\n", prog_name, rank, o->group > 0 ? o->group : o->ranks);
+  return 0;
+}
+
+int main(int argc, char **argv)
+{
+  struct opts o = {8, 20, 0, 0, 8u << 20};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--ranks") && v) o.ranks = atoi(argv[++i]);
+    else if (!strcmp(a, "--iters") && v) o.iters = atoi(argv[++i]);
+    else if (!strcmp(a, "--bytes") && v) o.bytes = (size_t)strtoull(argv[++i], NULL, 0);
+    else if (!strcmp(a, "--group") && v) o.group = atoi(argv[++i]);
+    else if (!strcmp(a, "--interleaved")) o.interleaved = 1;
+    else {
+      fprintf(stderr, "usage: %s [--ranks N] [--iters K] [--bytes B] [--group G [--interleaved]]\n", prog_name);
+      return 2;
+    }
+  }
+  if (o.ranks < 1 || o.ranks > 64 || o.iters < 0 || o.bytes < 4 || (o.group && o.ranks % o.group)) {
+    fprintf(stderr, "%s: bad options\n", prog_name);
+    return 2;
+  }
+  lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    fprintf(stderr, "%s: %s\n", prog_name, dlerror());
+    return EXIT_NCCL;
+  }
+  const char *rank_env = getenv("RANK");
+  const char *id_path = getenv("NCCL_NODES_ID_FILE");
+  if (rank_env && id_path) return run_rank(atoi(rank_env), &o, id_path);
+  char path[] = "/tmp/nccl_nodes_id_XXXXXX";
+  int fd = mkstemp(path);
+  if (fd < 0) return 6;
+  close(fd);
+  unlink(path);
+  setenv("NCCL_NODES_ID_FILE", path, 1);
+  char world[16];
+  snprintf(world, sizeof world, "%d", o.ranks);
+  setenv("WORLD_SIZE", world, 1);
+  pid_t pids[64];
+  for (int r = 0; r < o.ranks; r++) {
+    pids[r] = fork();
+    if (pids[r] < 0) return 6;
+    if (pids[r] == 0) {
+      char rk[16];
+      snprintf(rk, sizeof rk, "%d", r);
+      setenv("RANK", rk, 1);
+      setenv("LOCAL_RANK", rk, 1);
+      execv("/proc/self/exe", argv);
+      _exit(127);
+    }
+  }
+  int code = 0;
+  for (int r = 0; r < o.ranks; r++) {
+    int st = 0;
+    while (waitpid(pids[r], &st, 0) < 0 && errno == EINTR) {
+    }
+    int c = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    if (c && !code) code = c;
+  }
+  unlink(path);
+  return code;
+}
