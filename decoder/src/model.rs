@@ -348,6 +348,8 @@ pub trait TraceSink {
     fn handle_nvtx_range(&mut self, _r: &NvtxRange) {}
     fn handle_nvtx_mark(&mut self, _m: &NvtxMark) {}
     fn handle_counter(&mut self, _c: &CounterSample) {}
+    fn handle_host_sample(&mut self, _s: &HostSample) {}
+    fn handle_host_entity(&mut self, _e: &HostEntity) {}
     fn handle_marker(&mut self, _m: &Marker) {}
     /// All events of this process have been delivered.
     fn handle_process_end(&mut self, _proc: ProcId) {}
@@ -409,6 +411,14 @@ impl<A: TraceSink, B: TraceSink> TraceSink for Tee<A, B> {
         self.0.handle_counter(c);
         self.1.handle_counter(c);
     }
+    fn handle_host_sample(&mut self, s: &HostSample) {
+        self.0.handle_host_sample(s);
+        self.1.handle_host_sample(s);
+    }
+    fn handle_host_entity(&mut self, e: &HostEntity) {
+        self.0.handle_host_entity(e);
+        self.1.handle_host_entity(e);
+    }
     fn handle_marker(&mut self, m: &Marker) {
         self.0.handle_marker(m);
         self.1.handle_marker(m);
@@ -460,6 +470,12 @@ impl<S: TraceSink + ?Sized> TraceSink for &mut S {
     }
     fn handle_counter(&mut self, c: &CounterSample) {
         (**self).handle_counter(c)
+    }
+    fn handle_host_sample(&mut self, s: &HostSample) {
+        (**self).handle_host_sample(s)
+    }
+    fn handle_host_entity(&mut self, e: &HostEntity) {
+        (**self).handle_host_entity(e)
     }
     fn handle_marker(&mut self, m: &Marker) {
         (**self).handle_marker(m)

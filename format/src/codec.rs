@@ -114,6 +114,8 @@ record_codec! {
             tid: u32, domain: byte(ApiDomain), name: str, start: tick, end: since(start), result: i32,
             stream: u64, calls: u64, busy: u64,
         }
+        HostSample = HOST_SAMPLE { scope: byte(HostScope), id: u32, metric: byte(HostMetric), ts: tick, value: u64 }
+        HostEntity = HOST_ENTITY { scope: byte(HostScope), id: u32, parent: u32, ts: tick, name: str }
     }
     encode_only {
         // The string id alone; decoders read type STRING as `Decoded::String` (see `encode_string_into`).
@@ -258,7 +260,10 @@ pub fn decode_one<'a>(buf: &'a [u8], st: &mut DeltaState) -> Result<(Decoded<'a>
             .ok_or(CodecError::BadPayload { code, what: "string id missing" })?;
         return Ok((Decoded::String { id: StrId(id), bytes: &payload[pos..] }, total));
     }
-    if !(type_code::CLOCK_SYNC..=type_code::OVERHEAD).contains(&code) && code != type_code::API_REPEAT {
+    let known = (type_code::CLOCK_SYNC..=type_code::OVERHEAD).contains(&code)
+        || code == type_code::API_REPEAT
+        || (type_code::HOST_SAMPLE..=type_code::HOST_ENTITY).contains(&code);
+    if !known {
         return Ok((Decoded::Unknown { code, payload }, total));
     }
     let mut next = *st;
@@ -379,6 +384,14 @@ mod tests {
             Record::Counter { name: StrId(10), device: 0, ts: 1_600_000, value: 87.5 },
             Record::Marker { kind: MarkerKind::HangSuspected, ts: 1_700_000, value: 300_000_000_000, name: StrId(11) },
             Record::Overhead { kind: 1, start: 1_800_000, end: 1_800_500, tid: 3 },
+            Record::HostEntity { scope: HostScope::Thread, id: 4243, parent: 4242, ts: 1_900_000, name: StrId(12) },
+            Record::HostSample {
+                scope: HostScope::Thread,
+                id: 4243,
+                metric: HostMetric::CpuUserNs,
+                ts: 1_900_000,
+                value: 12_340_000_000,
+            },
         ]
     }
 

@@ -7,8 +7,10 @@
 //! Records are plain `Copy` values with no heap data, so the shim can store them on its hot path
 //! into preallocated per-thread buffers.
 
+mod host;
 mod wire_enum;
 
+pub use host::{HostMetric, HostScope};
 use wire_enum::wire_enum;
 
 /// An interned string. Id 0 is the empty string / "unknown".
@@ -340,6 +342,12 @@ pub enum Record {
     /// A string-table entry carried in the ring (used when the dictionary region is full).
     /// The bytes live in the record payload; decoders see it through [`crate::Decoded::String`].
     StringRef { id: StrId },
+    /// One host counter (see [`HostMetric`]) of one process, thread, core, disk or interface, sampled
+    /// from /proc or sysfs by the shim's host sampler.
+    HostSample { scope: HostScope, id: u32, metric: HostMetric, ts: u64, value: u64 },
+    /// Names a host entity when the sampler first sees it (and again when a thread renames itself):
+    /// a process (`parent` = ppid), thread (`parent` = pid), core (`parent` = NUMA node), disk or interface.
+    HostEntity { scope: HostScope, id: u32, parent: u32, ts: u64, name: StrId },
 }
 
 /// Stable on-disk type codes. Never renumber; add new codes at the end. Which record has which code
@@ -368,6 +376,9 @@ pub mod type_code {
     /// A thread-context switch: subsequent records without their own tid use it (reserved).
     pub const RESERVED_20: u8 = 20;
     pub const API_REPEAT: u8 = 21;
+    // 22-27: NCCL records (another change); host records take 28-33.
+    pub const HOST_SAMPLE: u8 = 28;
+    pub const HOST_ENTITY: u8 = 29;
 }
 
 impl Record {
@@ -395,7 +406,9 @@ impl Record {
             | Record::NvtxEnd { ts, .. }
             | Record::NvtxMark { ts, .. }
             | Record::Counter { ts, .. }
-            | Record::Marker { ts, .. } => Some(ts),
+            | Record::Marker { ts, .. }
+            | Record::HostSample { ts, .. }
+            | Record::HostEntity { ts, .. } => Some(ts),
             Record::ExternalCorrelation { .. } | Record::ThreadName { .. } | Record::StringRef { .. } => None,
         }
     }
@@ -425,6 +438,8 @@ pub fn type_name(code: u8) -> &'static str {
         OVERHEAD => "overhead",
         API_REPEAT => "api_repeat",
         STRING => "string",
+        HOST_SAMPLE => "host_sample",
+        HOST_ENTITY => "host_entity",
         _ => "unknown",
     }
 }

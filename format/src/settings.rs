@@ -26,11 +26,12 @@ pub mod vars {
     pub const QUIET: &str = "TPROF_QUIET";
     pub const GPU_METRICS_HZ: &str = "TPROF_GPU_METRICS_HZ";
     pub const JOB_ID: &str = "TPROF_JOB_ID";
+    pub const HOST_HZ: &str = "TPROF_HOST_HZ";
     /// Test only: tprof panics where it first records this name (see the shim's `config`).
     pub const TEST_PANIC: &str = "TPROF_TEST_PANIC";
 
     /// Every variable above.
-    pub const ALL: [&str; 21] = [
+    pub const ALL: [&str; 22] = [
         DISABLE,
         OUT,
         RING_MB,
@@ -51,6 +52,7 @@ pub mod vars {
         QUIET,
         GPU_METRICS_HZ,
         JOB_ID,
+        HOST_HZ,
         TEST_PANIC,
     ];
 }
