@@ -24,6 +24,7 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+pub use crate::host::{HostEntity, HostSample};
 pub use tprof_format::{ApiDomain, CollOp, CopyKind, MarkerKind, MemOp, MemSpace, MemoryKind, SyncKind};
 
 /// Nanoseconds on the global timebase.
