@@ -10,6 +10,7 @@ pub mod ringfile;
 pub mod run;
 pub mod stdout;
 pub mod summary;
+pub mod summary_host;
 pub mod table;
 
 use clap::{Parser, Subcommand};

@@ -20,6 +20,7 @@ const MAX_MEM_SAMPLES: usize = 200_000;
 #[derive(Debug)]
 pub struct FactCollector {
     info: Option<ProcessInfo>,
+    host: crate::host::HostSeries,
     steps: Option<StepFinder>,
     span: (Ns, Ns),
     ops: Vec<RawOp>,
@@ -87,6 +88,7 @@ impl FactCollector {
             tensor: (0.0, 0),
             devices: FastMap::default(),
             exited: false,
+            host: Default::default(),
             api_count: 0,
             clock: CollectiveEnds::default(),
             result: None,
@@ -313,6 +315,14 @@ impl TraceSink for FactCollector {
         }
     }
 
+    fn handle_host_sample(&mut self, s: &HostSample) {
+        self.host.push(s);
+    }
+
+    fn handle_host_entity(&mut self, e: &HostEntity) {
+        self.host.entity(e);
+    }
+
     fn handle_process_end(&mut self, p: ProcId) {
         self.clock.handle_process_end(p);
         let Some(info) = self.info.take() else { return };
@@ -390,6 +400,12 @@ impl TraceSink for FactCollector {
             tensor_activity: (self.tensor.1 > 0).then(|| self.tensor.0 / self.tensor.1 as f64),
             device,
             exited: self.exited,
+            pid: info.pid,
+            host_series: {
+                let mut h = std::mem::take(&mut self.host);
+                h.finish();
+                h
+            },
         });
     }
 }

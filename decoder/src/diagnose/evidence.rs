@@ -31,6 +31,8 @@ pub enum Evidence {
     MemoryPressure(MemoryPressureEvidence),
     AmpOverflow(AmpOverflowEvidence),
     HotspotKernel(HotspotKernelEvidence),
+    HostCpuContention(super::host_pressure::HostCpuContentionEvidence),
+    HostMemoryPressure(super::host_pressure::HostMemoryPressureEvidence),
 }
 
 impl Evidence {
@@ -39,6 +41,8 @@ impl Evidence {
         match self {
             Evidence::None => "",
             Evidence::Desync(e) => &e.text,
+            Evidence::HostCpuContention(e) => &e.text,
+            Evidence::HostMemoryPressure(e) => &e.text,
             Evidence::Hang(e) => &e.text,
             Evidence::Oom(e) => &e.text,
             Evidence::Straggler(e) => &e.text,
@@ -235,6 +239,10 @@ pub struct ExposedCollective {
 /// `data_loading`: GPU idle at step starts while the host is outside CUDA.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct DataLoadingEvidence {
+    /// `workers_cpu_saturated`, `io_bound`, `too_few_workers`, `main_thread_bound` or `unknown`
+    /// (see `host_pipeline`), with the host samples that say so.
+    pub kind: String,
+    pub host: Option<super::host_pipeline::PipelineEvidence>,
     pub idle_at_step_start_ns: Ns,
     pub share_by_rank: Vec<RankShare>,
     pub step_ns: Ns,
@@ -404,6 +412,8 @@ mod tests {
                 "hotspot_kernel",
                 (keys(HotspotKernelEvidence::default()), nested(&[("families", keys(FamilyShare::default()))])),
             ),
+            ("host_cpu_contention", (keys(super::super::host_pressure::HostCpuContentionEvidence::default()), nested(&[]))),
+            ("host_memory_pressure", (keys(super::super::host_pressure::HostMemoryPressureEvidence::default()), nested(&[]))),
         ])
     }
 

@@ -343,6 +343,10 @@ pub struct RankFacts {
     pub device: u32,
     /// The process wrote a clean-exit marker.
     pub exited: bool,
+    /// Its pid and host samples (empty without the host sampler).
+    pub pid: u32,
+    #[serde(skip)]
+    pub host_series: crate::host::HostSeries,
 }
 
 impl RankFacts {

@@ -23,6 +23,8 @@ pub mod efficiency;
 pub mod exposed_comm;
 pub mod hang;
 pub mod hotspot;
+pub mod host_pipeline;
+pub mod host_pressure;
 pub mod launch_bound;
 pub mod memory;
 pub mod slow_collective;
@@ -60,6 +62,8 @@ pub enum VerdictKind {
     MemoryPressure,
     AmpOverflow,
     HotspotKernel,
+    HostCpuContention,
+    HostMemoryPressure,
 }
 
 impl VerdictKind {
@@ -77,6 +81,8 @@ impl VerdictKind {
             VerdictKind::MemoryPressure => "memory_pressure",
             VerdictKind::AmpOverflow => "amp_overflow",
             VerdictKind::HotspotKernel => "hotspot_kernel",
+            VerdictKind::HostCpuContention => "host_cpu_contention",
+            VerdictKind::HostMemoryPressure => "host_memory_pressure",
         }
     }
 }
@@ -194,6 +200,8 @@ pub fn diagnose_facts(
     verdicts.extend(launch_bound::find(&job));
     verdicts.extend(amp_overflow::find(&job));
     verdicts.extend(hotspot::find(&job));
+    verdicts.extend(host_pressure::find_cpu_contention(&job));
+    verdicts.extend(host_pressure::find_memory_pressure(&job));
     hang_after_oom_is_a_consequence(&mut verdicts);
     attribute_straggler_to_cause(&mut verdicts, "launch", VerdictKind::LaunchBound);
     attribute_straggler_to_cause(&mut verdicts, "sync", VerdictKind::SyncBound);

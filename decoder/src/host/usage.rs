@@ -89,9 +89,10 @@ pub struct RankHost {
     /// The busiest threads of the main process (at most 8) and every worker process.
     pub threads: Vec<HostTask>,
     pub processes: Vec<HostTask>,
-    /// The host sampler's own cost: mean wall time per round.
+    /// The host sampler's own cost per round: wall time, and CPU time of its thread (`tprof-host`).
     pub sampler_rounds: u64,
     pub sampler_ns_per_round: u64,
+    pub sampler_cpu_ns_per_round: u64,
 }
 
 impl RankHost {
@@ -128,6 +129,12 @@ impl RankHost {
         let processes = s.ids(S::Process, M::CpuUserNs).into_iter().filter(|&p| p != pid).map(|p| task(S::Process, p)).collect();
         let rounds = s.get((S::Process, pid, M::SamplerRounds)).last().map(|p| p.1).unwrap_or(0);
         let spent = s.get((S::Process, pid, M::SamplerNs)).last().map(|p| p.1).unwrap_or(0);
+        let sampler_cpu = s
+            .ids(S::Thread, M::OnCpuNs)
+            .into_iter()
+            .find(|&t| s.name(S::Thread, t) == Some("tprof-host"))
+            .map(|t| s.delta((S::Thread, t, M::OnCpuNs), a, b))
+            .unwrap_or(0.0);
         Some(RankHost {
             run,
             steps,
@@ -135,6 +142,7 @@ impl RankHost {
             processes,
             sampler_rounds: rounds,
             sampler_ns_per_round: spent / rounds.max(1),
+            sampler_cpu_ns_per_round: (sampler_cpu / rounds.max(1) as f64) as u64,
         })
     }
 }
@@ -149,7 +157,8 @@ pub fn usage(s: &HostSeries, pid: u32, a: Ns, b: Ns) -> HostUsage {
     u.main_cores = main_cpu / wall;
     u.main_thread_cores = s.delta_sum(S::Thread, pid, &CPU, a, b) / wall;
     let thread_delay = s.delta((S::Thread, pid, M::RunDelayNs), a, b);
-    u.main_thread_demand = u.main_thread_cores + thread_delay / wall;
+    let on_cpu = s.delta((S::Thread, pid, M::OnCpuNs), a, b);
+    u.main_thread_demand = (if on_cpu > 0.0 { on_cpu / wall } else { u.main_thread_cores }) + thread_delay / wall;
     u.main_thread_run_delay_share = thread_delay / wall;
     u.main_run_delay_share = if main_cpu + main_delay > 0.0 { main_delay / (main_cpu + main_delay) } else { 0.0 };
     u.main_involuntary_switches_per_s = s.delta((S::Process, pid, M::InvoluntarySwitches), a, b) / secs;

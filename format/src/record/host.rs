@@ -63,6 +63,8 @@ wire_enum! {
         SamplerRounds = 15 => "sampler_rounds",
         /// Wall time the host sampler spent in its rounds, ns (this process only).
         SamplerNs = 16 => "sampler_ns",
+        /// Time on a CPU, ns precision (schedstat; threads and worker processes' main threads).
+        OnCpuNs = 17 => "on_cpu_ns",
         /// Busy CPU time of a core (user, nice, system, irq, softirq, steal), ns.
         CoreBusyNs = 20 => "core_busy_ns",
         /// Idle CPU time of a core (idle + iowait), ns.
