@@ -3,7 +3,8 @@
 //! - `host_cpu_contention`: the training process's main thread was runnable but waiting for a
 //!   CPU (run-queue delay from schedstat, preemptions) for a real share of the wall time: other
 //!   processes, too many threads, or an affinity that leaves too few CPUs. Severity: that share
-//!   (mean over the ranks; the thread that launches GPU work was not running).
+//!   times the share of the window the GPU sat idle (GPU idle time the waiting explains when it is
+//!   spread evenly; waiting while the GPU is busy costs nothing), mean over the ranks.
 //! - `host_memory_pressure`: swapping, PSI memory stalls, memory available near zero, or the tree's
 //!   RSS near the machine's memory. Severity: the PSI `some` share when the kernel has PSI, else
 //!   0.1 while swapping or near the limit (what it costs is not measurable without PSI).
@@ -67,7 +68,9 @@ pub fn find_cpu_contention(job: &Job) -> Option<Verdict> {
     for (i, r) in job.ranks.iter().enumerate() {
         let Some((a, b)) = window(r) else { continue };
         let u = usage(&r.host_series, r.pid, a, b);
-        shares.push(u.main_thread_run_delay_share);
+        let sp = &r.split;
+        let idle = (sp.data_ns + sp.launch_ns + sp.sync_ns + sp.idle_ns) as f64 / r.window_ns().max(1) as f64;
+        shares.push(u.main_thread_run_delay_share * if r.gpu_times { idle.min(1.0) } else { 1.0 });
         if u.main_thread_run_delay_share >= CONTENTION_SHARE {
             hit.push((i, u.main_thread_run_delay_share, u));
         }

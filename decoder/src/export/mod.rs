@@ -147,7 +147,9 @@ pub fn run(sources: &[Source], opts: &ExportOptions) -> Result<ExportReport, Exp
         &mut report.notes,
     );
     let mut exporter = make_exporter(opts.format, &opts.output, plan.origin, &opts.step_pattern)?;
-    let mut filter = Filter::new(&mut *exporter, plan.windows.clone(), opts.selection.ranks.clone());
+    let filter = Filter::new(&mut *exporter, plan.windows.clone(), opts.selection.ranks.clone());
+    // Host samples become counter tracks before the filter sees them.
+    let mut hosted = crate::host::counters::HostCounters::new(filter);
     let todo = plan.windows.iter().filter(|w| w.is_some()).count();
     let pb = crate::progress::bar(todo as u64, "exporting", opts.convert.progress);
     let mut notes = Notes::default();
@@ -155,7 +157,7 @@ pub fn run(sources: &[Source], opts: &ExportOptions) -> Result<ExportReport, Exp
         if plan.windows[i].is_none() {
             continue;
         }
-        match feed_source(src, ProcId(i as u32), plan.offsets[i], &mut filter, &mut notes) {
+        match feed_source(src, ProcId(i as u32), plan.offsets[i], &mut hosted, &mut notes) {
             Ok(info) => {
                 if opts.selection.rank_selected(info.rank) {
                     report.processes.push(info);
@@ -171,8 +173,8 @@ pub fn run(sources: &[Source], opts: &ExportOptions) -> Result<ExportReport, Exp
         check_job(&report.processes, &mut report.notes);
     }
     report.clock = plan.clock;
-    let filtered_out = filter.dropped;
-    filter.finish()?;
-    drop(filter);
+    let filtered_out = hosted.inner.dropped;
+    hosted.finish()?;
+    drop(hosted);
     Ok(ExportReport { written: exporter.written(), decode: report, filtered_out, elapsed: t0.elapsed() })
 }

@@ -13,6 +13,7 @@
 
 pub mod collect;
 pub mod flame;
+pub mod host;
 pub mod html;
 pub mod verdicts;
 
