@@ -6,6 +6,9 @@ use std::collections::HashMap;
 use super::events::{HostEntity, HostMetric, HostSample, HostScope};
 use crate::model::Ns;
 
+/// The shim writes every value at least this often (its full rounds), with a margin.
+const FULL_ROUND_NS: Ns = 11_000_000_000;
+
 pub type SeriesKey = (HostScope, u32, HostMetric);
 
 /// The host samples of one ring file.
@@ -79,6 +82,20 @@ impl HostSeries {
     pub fn covers(&self, key: SeriesKey, a: Ns, b: Ns) -> bool {
         let v = self.get(key);
         matches!((v.first(), v.last()), (Some(f), Some(l)) if f.0 < b && l.0 > a)
+    }
+
+    /// Whether an entity lived in `[a, b]`: sampled before `b`, and sampled after `a` or within a
+    /// full-round interval (the sampler writes every value at least every 10 s) before it.
+    pub fn alive(&self, scope: HostScope, id: u32, a: Ns, b: Ns) -> bool {
+        let mut first = Ns::MAX;
+        let mut last = 0;
+        for (k, v) in &self.series {
+            if k.0 == scope && k.1 == id {
+                first = first.min(v.first().map_or(Ns::MAX, |p| p.0));
+                last = last.max(v.last().map_or(0, |p| p.0));
+            }
+        }
+        first < b && last.saturating_add(FULL_ROUND_NS) > a
     }
 
     /// The first and last sample times over every series.

@@ -165,7 +165,7 @@ pub fn usage(s: &HostSeries, pid: u32, a: Ns, b: Ns) -> HostUsage {
     let workers: Vec<u32> = s
         .ids(S::Process, M::CpuUserNs)
         .into_iter()
-        .filter(|&p| p != pid && s.covers((S::Process, p, M::CpuUserNs), a, b))
+        .filter(|&p| p != pid && s.alive(S::Process, p, a, b))
         .collect();
     u.workers = workers.len() as u32;
     let mut worker_demand = 0.0;
