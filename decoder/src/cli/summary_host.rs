@@ -13,8 +13,17 @@ pub fn render(ranks: &[RankSummary], top: usize) -> String {
     }
     let mut out = String::from("\n== Host resources (process tree; machine where sampled)\n");
     let mut tb = Table::new(&[
-        "rank", "main cores", "main thread", "workers", "worker cores", "RSS", "input read", "net rx/tx", "machine CPU",
-        "mem avail", "sampler/round",
+        "rank",
+        "main cores",
+        "main thread",
+        "workers",
+        "worker cores",
+        "RSS",
+        "input read",
+        "net rx/tx",
+        "machine CPU",
+        "mem avail",
+        "sampler/round",
     ])
     .left(0);
     for r in &with {
@@ -29,7 +38,9 @@ pub fn render(ranks: &[RankSummary], top: usize) -> String {
             byte_size(u.rss_bytes),
             byte_size(u.input_read_bytes as u64),
             format!("{}/{}", byte_size(u.net_rx_bytes as u64), byte_size(u.net_tx_bytes as u64)),
-            u.machine_cpu_util.map(|x| format!("{:.0}% of {}", x * 100.0, u.machine_cores)).unwrap_or_else(|| "-".into()),
+            u.machine_cpu_util
+                .map(|x| format!("{:.0}% of {}", x * 100.0, u.machine_cores))
+                .unwrap_or_else(|| "-".into()),
             u.mem_available_min_bytes.map(byte_size).unwrap_or_else(|| "-".into()),
             format!("{} us CPU", h.sampler_cpu_ns_per_round / 1000),
         ]);
@@ -40,8 +51,23 @@ pub fn render(ranks: &[RankSummary], top: usize) -> String {
         if h.steps.is_empty() {
             continue;
         }
-        out.push_str(&format!("\n== Host per step, {} (first {} of {})\n", r.label, top.min(h.steps.len()), h.steps.len()));
-        let mut tb = Table::new(&["step", "main cores", "worker cores", "RSS", "input read", "storage read", "net rx", "net tx"]).left(0);
+        out.push_str(&format!(
+            "\n== Host per step, {} (first {} of {})\n",
+            r.label,
+            top.min(h.steps.len()),
+            h.steps.len()
+        ));
+        let mut tb = Table::new(&[
+            "step",
+            "main cores",
+            "worker cores",
+            "RSS",
+            "input read",
+            "storage read",
+            "net rx",
+            "net tx",
+        ])
+        .left(0);
         for s in h.steps.iter().take(top) {
             tb.row(vec![
                 s.index.to_string(),

@@ -412,8 +412,14 @@ mod tests {
                 "hotspot_kernel",
                 (keys(HotspotKernelEvidence::default()), nested(&[("families", keys(FamilyShare::default()))])),
             ),
-            ("host_cpu_contention", (keys(super::super::host_pressure::HostCpuContentionEvidence::default()), nested(&[]))),
-            ("host_memory_pressure", (keys(super::super::host_pressure::HostMemoryPressureEvidence::default()), nested(&[]))),
+            (
+                "host_cpu_contention",
+                (keys(super::super::host_pressure::HostCpuContentionEvidence::default()), nested(&[])),
+            ),
+            (
+                "host_memory_pressure",
+                (keys(super::super::host_pressure::HostMemoryPressureEvidence::default()), nested(&[])),
+            ),
         ])
     }
 

@@ -161,7 +161,14 @@ impl<T: TraceSink> TraceSink for HostCounters<T> {
                 S::Nic => format!("host nic {who} {}", shown.title()),
                 S::Machine => format!("host {}", shown.title()),
             };
-            Track { name: interner.intern(&name), pending: None, parts: [0; 2], last: None, gauge: shown.gauge(), scale: shown.scale() }
+            Track {
+                name: interner.intern(&name),
+                pending: None,
+                parts: [0; 2],
+                last: None,
+                gauge: shown.gauge(),
+                scale: shown.scale(),
+            }
         });
         if t.pending.is_some_and(|ts| ts != s.ts) {
             Self::flush(&mut self.inner, s.proc, t);
@@ -238,14 +245,24 @@ mod tests {
         let info = test_info(10);
         h.handle_process(&info);
         let s = |scope, id, metric, ts, value| HostSample { proc: info.id, scope, id, metric, ts, value };
-        h.handle_host_entity(&HostEntity { proc: info.id, scope: S::Process, id: 11, parent: 10, ts: 0, name: "w".into() });
-        for (ts, user, sys) in [(0u64, 0u64, 0u64), (1_000_000_000, 600_000_000, 200_000_000), (2_000_000_000, 1_100_000_000, 200_000_000)] {
+        h.handle_host_entity(&HostEntity {
+            proc: info.id,
+            scope: S::Process,
+            id: 11,
+            parent: 10,
+            ts: 0,
+            name: "w".into(),
+        });
+        for (ts, user, sys) in
+            [(0u64, 0u64, 0u64), (1_000_000_000, 600_000_000, 200_000_000), (2_000_000_000, 1_100_000_000, 200_000_000)]
+        {
             h.handle_host_sample(&s(S::Process, 11, M::CpuUserNs, ts, user));
             h.handle_host_sample(&s(S::Process, 11, M::CpuSysNs, ts, sys));
             h.handle_host_sample(&s(S::Process, 10, M::RssBytes, ts, 8 << 20));
         }
         h.handle_process_end(info.id);
-        let cpu: Vec<(Ns, f64)> = h.inner.0.iter().filter(|c| c.0 == "host cpu cores worker w 11").map(|c| (c.1, c.2)).collect();
+        let cpu: Vec<(Ns, f64)> =
+            h.inner.0.iter().filter(|c| c.0 == "host cpu cores worker w 11").map(|c| (c.1, c.2)).collect();
         assert_eq!(cpu, vec![(1_000_000_000, 0.8), (2_000_000_000, 0.5)]);
         let rss: Vec<f64> = h.inner.0.iter().filter(|c| c.0 == "host rss MB main 10").map(|c| c.2).collect();
         assert_eq!(rss, vec![8.0, 8.0, 8.0]);

@@ -123,10 +123,12 @@ impl RankHost {
             cores: s.delta_sum(scope, id, &CPU, a, b) / wall,
             read_bytes: s.delta((scope, id, M::ReadBytes), a, b),
         };
-        let mut threads: Vec<HostTask> = s.ids(S::Thread, M::CpuUserNs).into_iter().map(|t| task(S::Thread, t)).collect();
+        let mut threads: Vec<HostTask> =
+            s.ids(S::Thread, M::CpuUserNs).into_iter().map(|t| task(S::Thread, t)).collect();
         threads.sort_by(|x, y| y.cores.total_cmp(&x.cores).then(x.id.cmp(&y.id)));
         threads.truncate(8);
-        let processes = s.ids(S::Process, M::CpuUserNs).into_iter().filter(|&p| p != pid).map(|p| task(S::Process, p)).collect();
+        let processes =
+            s.ids(S::Process, M::CpuUserNs).into_iter().filter(|&p| p != pid).map(|p| task(S::Process, p)).collect();
         let rounds = s.get((S::Process, pid, M::SamplerRounds)).last().map(|p| p.1).unwrap_or(0);
         let spent = s.get((S::Process, pid, M::SamplerNs)).last().map(|p| p.1).unwrap_or(0);
         let sampler_cpu = s
@@ -162,11 +164,8 @@ pub fn usage(s: &HostSeries, pid: u32, a: Ns, b: Ns) -> HostUsage {
     u.main_thread_run_delay_share = thread_delay / wall;
     u.main_run_delay_share = if main_cpu + main_delay > 0.0 { main_delay / (main_cpu + main_delay) } else { 0.0 };
     u.main_involuntary_switches_per_s = s.delta((S::Process, pid, M::InvoluntarySwitches), a, b) / secs;
-    let workers: Vec<u32> = s
-        .ids(S::Process, M::CpuUserNs)
-        .into_iter()
-        .filter(|&p| p != pid && s.alive(S::Process, p, a, b))
-        .collect();
+    let workers: Vec<u32> =
+        s.ids(S::Process, M::CpuUserNs).into_iter().filter(|&p| p != pid && s.alive(S::Process, p, a, b)).collect();
     u.workers = workers.len() as u32;
     let mut worker_demand = 0.0;
     let mut worker_read = 0.0;

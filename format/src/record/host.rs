@@ -101,7 +101,14 @@ impl HostMetric {
         use HostMetric::*;
         matches!(
             self,
-            RssBytes | Threads | CpusAllowed | RunQueue | MemTotalBytes | MemAvailableBytes | SwapTotalBytes | SwapFreeBytes
+            RssBytes
+                | Threads
+                | CpusAllowed
+                | RunQueue
+                | MemTotalBytes
+                | MemAvailableBytes
+                | SwapTotalBytes
+                | SwapFreeBytes
         )
     }
 }

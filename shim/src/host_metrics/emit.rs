@@ -75,7 +75,7 @@ impl<O: HostOut> Emitter<O> {
 
     /// Ends a round: forgets what was not seen for two full intervals (exited threads, processes).
     pub fn end(&mut self) {
-        if self.round % self.full_every == 0 {
+        if self.round.is_multiple_of(self.full_every) {
             let horizon = self.round.saturating_sub(2 * self.full_every);
             self.values.retain(|_, h| h.seen > horizon);
             self.names.retain(|_, n| n.1 as u64 > horizon);

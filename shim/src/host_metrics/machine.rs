@@ -52,7 +52,8 @@ impl MachineSampler {
         if let Some(text) = self.stat.as_ref().and_then(|f| f.read(buf)) {
             for line in text.split(|&b| b == b'\n') {
                 if let Some(rest) = line.strip_prefix(b"cpu") {
-                    let Some(cpu) = procfs::number(rest).filter(|_| rest.first().is_some_and(u8::is_ascii_digit)) else {
+                    let Some(cpu) = procfs::number(rest).filter(|_| rest.first().is_some_and(u8::is_ascii_digit))
+                    else {
                         continue;
                     };
                     let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();

@@ -161,7 +161,8 @@ impl TreeSampler {
                     e.sample(S::Thread, tid, M::CpuSysNs, st.stime_ns);
                 }
             }
-            if let Some((run, wait)) = t.schedstat.as_ref().and_then(|f| f.read(buf)).and_then(procfs::parse_schedstat) {
+            if let Some((run, wait)) = t.schedstat.as_ref().and_then(|f| f.read(buf)).and_then(procfs::parse_schedstat)
+            {
                 t.last[0] = wait;
                 e.sample(S::Thread, tid, M::OnCpuNs, run);
                 e.sample(S::Thread, tid, M::RunDelayNs, wait);

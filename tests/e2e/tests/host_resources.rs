@@ -58,7 +58,11 @@ fn input_pipeline_kinds_from_real_host_counters() {
     let r = run(&[]);
     let d = diagnose_json(r.rings.path(), &["--all"]);
     assert!(data_loading(&d).is_none_or(|v| v["severity"].as_f64().unwrap() < 0.05), "{}", verdict_table(&d));
-    assert!(d["verdicts"].as_array().unwrap().iter().all(|v| v["kind"] != "host_memory_pressure"), "{}", verdict_table(&d));
+    assert!(
+        d["verdicts"].as_array().unwrap().iter().all(|v| v["kind"] != "host_memory_pressure"),
+        "{}",
+        verdict_table(&d)
+    );
 }
 
 #[test]
