@@ -12,6 +12,7 @@ pub mod diagnose;
 pub mod error;
 pub mod export;
 pub mod gpu_counters;
+pub mod host;
 pub mod input;
 pub mod intervals;
 pub mod live;

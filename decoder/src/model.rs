@@ -24,6 +24,7 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+pub use crate::host::{HostEntity, HostSample};
 pub use tprof_format::{ApiDomain, CollOp, CopyKind, MarkerKind, MemOp, MemSpace, MemoryKind, SyncKind};
 
 /// Nanoseconds on the global timebase.
@@ -348,6 +349,8 @@ pub trait TraceSink {
     fn handle_nvtx_range(&mut self, _r: &NvtxRange) {}
     fn handle_nvtx_mark(&mut self, _m: &NvtxMark) {}
     fn handle_counter(&mut self, _c: &CounterSample) {}
+    fn handle_host_sample(&mut self, _s: &HostSample) {}
+    fn handle_host_entity(&mut self, _e: &HostEntity) {}
     fn handle_marker(&mut self, _m: &Marker) {}
     /// A record of the NCCL profiler plugin (communicator, task, proxy operation).
     fn handle_nccl_plugin(&mut self, _e: &crate::nccl_plugin::NcclPluginEvent) {}
@@ -415,6 +418,14 @@ impl<A: TraceSink, B: TraceSink> TraceSink for Tee<A, B> {
         self.0.handle_counter(c);
         self.1.handle_counter(c);
     }
+    fn handle_host_sample(&mut self, s: &HostSample) {
+        self.0.handle_host_sample(s);
+        self.1.handle_host_sample(s);
+    }
+    fn handle_host_entity(&mut self, e: &HostEntity) {
+        self.0.handle_host_entity(e);
+        self.1.handle_host_entity(e);
+    }
     fn handle_marker(&mut self, m: &Marker) {
         self.0.handle_marker(m);
         self.1.handle_marker(m);
@@ -469,6 +480,12 @@ impl<S: TraceSink + ?Sized> TraceSink for &mut S {
     }
     fn handle_counter(&mut self, c: &CounterSample) {
         (**self).handle_counter(c)
+    }
+    fn handle_host_sample(&mut self, s: &HostSample) {
+        (**self).handle_host_sample(s)
+    }
+    fn handle_host_entity(&mut self, e: &HostEntity) {
+        (**self).handle_host_entity(e)
     }
     fn handle_marker(&mut self, m: &Marker) {
         (**self).handle_marker(m)

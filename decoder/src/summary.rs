@@ -107,6 +107,8 @@ pub struct RankSummary {
     pub steps: Vec<StepRow>,
     /// GPU counters this process sampled (run stats; per-step means in `Summary::counters`).
     pub counters: crate::gpu_counters::RankCounters,
+    /// Host resources of the process tree (and the machine), run and per step; None without host samples.
+    pub host_resources: Option<crate::host::RankHost>,
     #[serde(skip)]
     nccl: crate::nccl_plugin::table::RankNccl,
     #[serde(skip)]
@@ -172,6 +174,7 @@ pub struct RankAnalysis {
     proj: RangeProjection,
     steps: Option<StepFinder>,
     counters: crate::gpu_counters::CounterSet,
+    host: crate::host::HostSeries,
     /// Collective ends for clock alignment.
     pub clock: CollectiveEnds,
     nccl: crate::nccl_plugin::table::RankNccl,
@@ -194,6 +197,7 @@ impl RankAnalysis {
             proj: RangeProjection::default(),
             steps: Some(StepFinder::new(step_pattern)),
             counters: Default::default(),
+            host: Default::default(),
             clock: CollectiveEnds::default(),
             nccl: Default::default(),
             result: None,
@@ -291,6 +295,12 @@ impl TraceSink for RankAnalysis {
     fn handle_nccl_plugin(&mut self, e: &crate::nccl_plugin::NcclPluginEvent) {
         self.nccl.handle(e);
     }
+    fn handle_host_sample(&mut self, s: &HostSample) {
+        self.host.push(s);
+    }
+    fn handle_host_entity(&mut self, e: &HostEntity) {
+        self.host.entity(e);
+    }
     fn handle_process_end(&mut self, p: ProcId) {
         self.clock.handle_process_end(p);
         self.nccl.finish();
@@ -336,6 +346,12 @@ impl TraceSink for RankAnalysis {
             events: self.events,
             step_source,
             counters: crate::gpu_counters::RankCounters::build(std::mem::take(&mut self.counters), &windows),
+            host_resources: {
+                let mut h = std::mem::take(&mut self.host);
+                h.finish();
+                let steps: Vec<(u64, Ns, Ns)> = windows.iter().map(|w| (w.index, w.start, w.end)).collect();
+                crate::host::RankHost::build(&h, info.as_ref().map(|i| i.pid).unwrap_or(0), &steps)
+            },
             steps,
             kernels: std::mem::take(&mut self.kernels).into_map(),
             apis: std::mem::take(&mut self.apis).into_map(),

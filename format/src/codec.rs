@@ -126,6 +126,8 @@ record_codec! {
             comm: u64, seq: u64, channel: u8, peer: i32, is_send: u8, steps: u32, bytes: u64, start: tick,
             end: since(start), wire: u64, wait: u64,
         }
+        HostSample = HOST_SAMPLE { scope: byte(HostScope), id: u32, metric: byte(HostMetric), ts: tick, value: u64 }
+        HostEntity = HOST_ENTITY { scope: byte(HostScope), id: u32, parent: u32, ts: tick, name: str }
     }
     encode_only {
         // The string id alone; decoders read type STRING as `Decoded::String` (see `encode_string_into`).
@@ -272,7 +274,8 @@ pub fn decode_one<'a>(buf: &'a [u8], st: &mut DeltaState) -> Result<(Decoded<'a>
     }
     let known = (type_code::CLOCK_SYNC..=type_code::OVERHEAD).contains(&code)
         || code == type_code::API_REPEAT
-        || (type_code::NCCL_COMM_INFO..=type_code::NCCL_PROXY).contains(&code);
+        || (type_code::NCCL_COMM_INFO..=type_code::NCCL_PROXY).contains(&code)
+        || (type_code::HOST_SAMPLE..=type_code::HOST_ENTITY).contains(&code);
     if !known {
         return Ok((Decoded::Unknown { code, payload }, total));
     }
@@ -434,6 +437,14 @@ mod tests {
                 end: 1_950_000,
                 wire: 40_000,
                 wait: 9_000,
+            },
+            Record::HostEntity { scope: HostScope::Thread, id: 4243, parent: 4242, ts: 1_900_000, name: StrId(12) },
+            Record::HostSample {
+                scope: HostScope::Thread,
+                id: 4243,
+                metric: HostMetric::CpuUserNs,
+                ts: 1_900_000,
+                value: 12_340_000_000,
             },
         ]
     }

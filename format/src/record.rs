@@ -7,8 +7,10 @@
 //! Records are plain `Copy` values with no heap data, so the shim can store them on its hot path
 //! into preallocated per-thread buffers.
 
+mod host;
 mod wire_enum;
 
+pub use host::{HostMetric, HostScope};
 use wire_enum::wire_enum;
 
 /// An interned string. Id 0 is the empty string / "unknown".
@@ -386,6 +388,12 @@ pub enum Record {
     /// A string-table entry carried in the ring (used when the dictionary region is full).
     /// The bytes live in the record payload; decoders see it through [`crate::Decoded::String`].
     StringRef { id: StrId },
+    /// One host counter (see [`HostMetric`]) of one process, thread, core, disk or interface, sampled
+    /// from /proc or sysfs by the shim's host sampler.
+    HostSample { scope: HostScope, id: u32, metric: HostMetric, ts: u64, value: u64 },
+    /// Names a host entity when the sampler first sees it (and again when a thread renames itself):
+    /// a process (`parent` = ppid), thread (`parent` = pid), core (`parent` = NUMA node), disk or interface.
+    HostEntity { scope: HostScope, id: u32, parent: u32, ts: u64, name: StrId },
 }
 
 /// Stable on-disk type codes. Never renumber; add new codes at the end. Which record has which code
@@ -418,6 +426,9 @@ pub mod type_code {
     pub const NCCL_COMM_INFO: u8 = 22;
     pub const NCCL_TASK: u8 = 23;
     pub const NCCL_PROXY: u8 = 24;
+    // 22-27: NCCL records (another change); host records take 28-33.
+    pub const HOST_SAMPLE: u8 = 28;
+    pub const HOST_ENTITY: u8 = 29;
 }
 
 impl Record {
@@ -449,6 +460,8 @@ impl Record {
             | Record::Counter { ts, .. }
             | Record::Marker { ts, .. }
             | Record::NcclCommInfo { ts, .. } => Some(ts),
+            | Record::HostSample { ts, .. }
+            | Record::HostEntity { ts, .. } => Some(ts),
             Record::ExternalCorrelation { .. } | Record::ThreadName { .. } | Record::StringRef { .. } => None,
         }
     }
@@ -481,6 +494,8 @@ pub fn type_name(code: u8) -> &'static str {
         NCCL_COMM_INFO => "nccl_comm_info",
         NCCL_TASK => "nccl_task",
         NCCL_PROXY => "nccl_proxy",
+        HOST_SAMPLE => "host_sample",
+        HOST_ENTITY => "host_entity",
         _ => "unknown",
     }
 }

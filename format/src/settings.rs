@@ -26,12 +26,13 @@ pub mod vars {
     pub const QUIET: &str = "TPROF_QUIET";
     pub const GPU_METRICS_HZ: &str = "TPROF_GPU_METRICS_HZ";
     pub const JOB_ID: &str = "TPROF_JOB_ID";
+    pub const HOST_HZ: &str = "TPROF_HOST_HZ";
     pub const DUMP_SIGNAL: &str = "TPROF_DUMP_SIGNAL";
     /// Test only: tprof panics where it first records this name (see the shim's `config`).
     pub const TEST_PANIC: &str = "TPROF_TEST_PANIC";
 
     /// Every variable above.
-    pub const ALL: [&str; 22] = [
+    pub const ALL: [&str; 23] = [
         DISABLE,
         OUT,
         RING_MB,
@@ -52,6 +53,7 @@ pub mod vars {
         QUIET,
         GPU_METRICS_HZ,
         JOB_ID,
+        HOST_HZ,
         DUMP_SIGNAL,
         TEST_PANIC,
     ];

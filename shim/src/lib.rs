@@ -7,6 +7,7 @@ pub mod base;
 pub mod capture;
 pub mod cupti;
 pub mod gpu_metrics;
+pub mod host_metrics;
 pub mod intercept;
 pub mod lifecycle;
 pub mod nvtx;

@@ -12,6 +12,7 @@ pub mod ringfile;
 pub mod run;
 pub mod stdout;
 pub mod summary;
+pub mod summary_host;
 pub mod table;
 pub mod terminal;
 pub mod top;

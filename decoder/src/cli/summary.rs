@@ -175,6 +175,7 @@ pub fn render(s: &Summary, top: usize) -> String {
     }
 
     out.push_str(&render_counters(&s.counters, top));
+    out.push_str(&super::summary_host::render(&s.ranks, top));
 
     if let Some(c) = &s.clock {
         out.push_str(&format!(

@@ -20,6 +20,7 @@ const MAX_MEM_SAMPLES: usize = 200_000;
 #[derive(Debug)]
 pub struct FactCollector {
     info: Option<ProcessInfo>,
+    host: crate::host::HostSeries,
     steps: Option<StepFinder>,
     span: (Ns, Ns),
     ops: Vec<RawOp>,
@@ -89,6 +90,7 @@ impl FactCollector {
             health: Vec::new(),
             devices: FastMap::default(),
             exited: false,
+            host: Default::default(),
             api_count: 0,
             clock: CollectiveEnds::default(),
             result: None,
@@ -318,6 +320,14 @@ impl TraceSink for FactCollector {
         }
     }
 
+    fn handle_host_sample(&mut self, s: &HostSample) {
+        self.host.push(s);
+    }
+
+    fn handle_host_entity(&mut self, e: &HostEntity) {
+        self.host.entity(e);
+    }
+
     fn handle_process_end(&mut self, p: ProcId) {
         self.clock.handle_process_end(p);
         let Some(info) = self.info.take() else { return };
@@ -396,6 +406,12 @@ impl TraceSink for FactCollector {
             device,
             exited: self.exited,
             health: std::mem::take(&mut self.health),
+            pid: info.pid,
+            host_series: {
+                let mut h = std::mem::take(&mut self.host);
+                h.finish();
+                h
+            },
         });
     }
 }

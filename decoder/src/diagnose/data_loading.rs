@@ -68,7 +68,20 @@ pub fn find(job: &Job) -> Option<Verdict> {
         rank_list(&v.ranks),
         share(severity)
     );
+    // Which kind, from the host samples of the worst rank.
+    let worst = ranks.iter().copied().max_by(|&x, &y| {
+        let sh = |i: usize| job.ranks[i].split.data_ns as f64 / job.ranks[i].window_ns().max(1) as f64;
+        sh(x).total_cmp(&sh(y))
+    });
+    let pipeline = worst.and_then(|i| super::host_pipeline::classify(&job.ranks[i]));
+    let kind = pipeline.as_ref().map(|p| p.0).unwrap_or("unknown");
+    let text = match &pipeline {
+        Some((_, _, why)) => format!("{text} {why}"),
+        None => text,
+    };
     v.evidence = Evidence::DataLoading(DataLoadingEvidence {
+        kind: kind.to_string(),
+        host: pipeline.map(|p| p.1),
         idle_at_step_start_ns: idle_per_step,
         share_by_rank: shares.iter().map(|(s, i)| RankShare { rank: job.ranks[*i].rank, share: *s }).collect(),
         step_ns: step_per,
@@ -84,11 +97,15 @@ pub fn find(job: &Job) -> Option<Verdict> {
     if !steps.is_empty() {
         v.summary.push_str(&format!(" (steps {})", step_list(&steps)));
     }
-    v.advice = vec![
+    v.advice = super::host_pipeline::advice(kind);
+    v.advice.extend([
         "Load batches in parallel and ahead of time: PyTorch DataLoader(num_workers=4..8 per GPU, pin_memory=True, prefetch_factor=2..4, persistent_workers=True).".into(),
         "Copy the batch asynchronously: tensor.to(device, non_blocking=True) from pinned memory, or a CUDA-stream prefetcher that stages step N+1 during step N.".into(),
         "Move decoding / augmentation off the Python thread (NVIDIA DALI, GPU augmentation) or pre-process the dataset offline; check the 'data' range in the timeline for what the host did.".into(),
         "JAX / TF: tf.data with .prefetch(tf.data.AUTOTUNE) and num_parallel_calls, or flax.jax_utils.prefetch_to_device(iterator, 2).".into(),
-    ];
+    ]);
+    if kind != "unknown" {
+        v.summary.push_str(&format!(" ({})", kind.replace('_', " ")));
+    }
     Some(v)
 }

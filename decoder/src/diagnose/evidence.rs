@@ -32,6 +32,8 @@ pub enum Evidence {
     AmpOverflow(AmpOverflowEvidence),
     HotspotKernel(HotspotKernelEvidence),
     Slowdown(super::slowdown::SlowdownEvidence),
+    HostCpuContention(super::host_pressure::HostCpuContentionEvidence),
+    HostMemoryPressure(super::host_pressure::HostMemoryPressureEvidence),
 }
 
 impl Evidence {
@@ -40,6 +42,8 @@ impl Evidence {
         match self {
             Evidence::None => "",
             Evidence::Desync(e) => &e.text,
+            Evidence::HostCpuContention(e) => &e.text,
+            Evidence::HostMemoryPressure(e) => &e.text,
             Evidence::Hang(e) => &e.text,
             Evidence::Oom(e) => &e.text,
             Evidence::Straggler(e) => &e.text,
@@ -237,6 +241,10 @@ pub struct ExposedCollective {
 /// `data_loading`: GPU idle at step starts while the host is outside CUDA.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct DataLoadingEvidence {
+    /// `workers_cpu_saturated`, `io_bound`, `too_few_workers`, `main_thread_bound` or `unknown`
+    /// (see `host_pipeline`), with the host samples that say so.
+    pub kind: String,
+    pub host: Option<super::host_pipeline::PipelineEvidence>,
     pub idle_at_step_start_ns: Ns,
     pub share_by_rank: Vec<RankShare>,
     pub step_ns: Ns,
@@ -412,6 +420,14 @@ mod tests {
                     keys(super::super::slowdown::SlowdownEvidence::default()),
                     nested(&[("counters", keys(super::super::slowdown::CounterShift::default()))]),
                 ),
+            ),
+            (
+                "host_cpu_contention",
+                (keys(super::super::host_pressure::HostCpuContentionEvidence::default()), nested(&[])),
+            ),
+            (
+                "host_memory_pressure",
+                (keys(super::super::host_pressure::HostMemoryPressureEvidence::default()), nested(&[])),
             ),
         ])
     }

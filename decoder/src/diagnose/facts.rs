@@ -345,6 +345,10 @@ pub struct RankFacts {
     pub exited: bool,
     /// GPU clock / temperature / power samples (`slowdown` compares them before and after).
     pub health: Vec<HealthSample>,
+    /// Its pid and host samples (empty without the host sampler).
+    pub pid: u32,
+    #[serde(skip)]
+    pub host_series: crate::host::HostSeries,
 }
 
 /// One sample of a GPU health counter.

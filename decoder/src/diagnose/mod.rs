@@ -22,6 +22,8 @@ pub mod desync;
 pub mod efficiency;
 pub mod exposed_comm;
 pub mod hang;
+pub mod host_pipeline;
+pub mod host_pressure;
 pub mod hotspot;
 pub mod launch_bound;
 pub mod memory;
@@ -62,6 +64,8 @@ pub enum VerdictKind {
     AmpOverflow,
     HotspotKernel,
     Slowdown,
+    HostCpuContention,
+    HostMemoryPressure,
 }
 
 impl VerdictKind {
@@ -80,6 +84,8 @@ impl VerdictKind {
             VerdictKind::AmpOverflow => "amp_overflow",
             VerdictKind::HotspotKernel => "hotspot_kernel",
             VerdictKind::Slowdown => "slowdown",
+            VerdictKind::HostCpuContention => "host_cpu_contention",
+            VerdictKind::HostMemoryPressure => "host_memory_pressure",
         }
     }
 }
@@ -198,6 +204,8 @@ pub fn diagnose_facts(
     verdicts.extend(amp_overflow::find(&job));
     verdicts.extend(hotspot::find(&job));
     verdicts.extend(slowdown::find(&job));
+    verdicts.extend(host_pressure::find_cpu_contention(&job));
+    verdicts.extend(host_pressure::find_memory_pressure(&job));
     hang_after_oom_is_a_consequence(&mut verdicts);
     attribute_straggler_to_cause(&mut verdicts, "launch", VerdictKind::LaunchBound);
     attribute_straggler_to_cause(&mut verdicts, "sync", VerdictKind::SyncBound);

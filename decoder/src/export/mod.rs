@@ -151,7 +151,9 @@ pub fn run(sources: &[Source], opts: &ExportOptions) -> Result<ExportReport, Exp
         &mut report.notes,
     );
     let mut exporter = make_exporter(opts.format, &opts.output, plan.origin, &opts.step_pattern)?;
-    let mut filter = Filter::new(&mut *exporter, plan.windows.clone(), opts.selection.ranks.clone());
+    let filter = Filter::new(&mut *exporter, plan.windows.clone(), opts.selection.ranks.clone());
+    // Host samples become counter tracks before the filter sees them.
+    let mut hosted = crate::host::counters::HostCounters::new(filter);
     let todo = plan.windows.iter().filter(|w| w.is_some()).count();
     let pb = crate::progress::bar(todo as u64, "exporting", opts.convert.progress);
     let mut notes = Notes::default();
@@ -159,7 +161,7 @@ pub fn run(sources: &[Source], opts: &ExportOptions) -> Result<ExportReport, Exp
         if plan.windows[i].is_none() {
             continue;
         }
-        match feed_source(src, ProcId(i as u32), plan.offsets[i], &mut filter, &mut notes) {
+        match feed_source(src, ProcId(i as u32), plan.offsets[i], &mut hosted, &mut notes) {
             Ok(info) => {
                 if opts.selection.rank_selected(info.rank) {
                     report.processes.push(info);
@@ -175,12 +177,12 @@ pub fn run(sources: &[Source], opts: &ExportOptions) -> Result<ExportReport, Exp
         check_job(&report.processes, &mut report.notes);
     }
     report.clock = plan.clock;
-    let filtered_out = filter.dropped;
-    if let Err(source) = filter.finish() {
+    let filtered_out = hosted.inner.dropped;
+    if let Err(source) = hosted.finish() {
         let mut notes: Vec<String> = report.notes.iter().map(|n| n.to_string()).collect();
         notes.extend(report.errors.iter().map(|e| format!("not used: {e}")));
         return Err(ExportError::Finish { source, notes });
     }
-    drop(filter);
+    drop(hosted);
     Ok(ExportReport { written: exporter.written(), decode: report, filtered_out, elapsed: t0.elapsed() })
 }

@@ -290,6 +290,14 @@ impl RingConverter<'_, '_> {
                 self.sink.handle_thread_name(&ThreadName { proc: self.proc, tid, name });
             }
             Record::Counter { .. } => self.on_counter(rec),
+            Record::HostSample { scope, id, metric, ts, value } => {
+                let ts = self.clock.ns(ts);
+                self.sink.handle_host_sample(&HostSample { proc: self.proc, scope, id, metric, ts, value });
+            }
+            Record::HostEntity { scope, id, parent, ts, name } => {
+                let (ts, name) = (self.clock.ns(ts), self.names.get(name));
+                self.sink.handle_host_entity(&HostEntity { proc: self.proc, scope, id, parent, ts, name });
+            }
             Record::Marker { kind, ts, value, name } => {
                 let (ts, name) = (self.clock.ns(ts), self.names.opt(name));
                 self.sink.handle_marker(&Marker { proc: self.proc, kind, ts, value, name });

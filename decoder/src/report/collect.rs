@@ -24,6 +24,9 @@ pub struct ProcReport {
     /// Per device: (ts, bytes reserved by this process) in time order.
     pub memory: Vec<(u32, Vec<(Ns, u64)>)>,
     pub counters: CounterSet,
+    /// Host samples of the process tree (`report::host`), and its pid.
+    pub host: crate::host::HostSeries,
+    pub pid: u32,
 }
 
 /// The per-process collecting sink.
@@ -54,6 +57,7 @@ pub struct ReportCollector {
     is_launch: FastMap<usize, (Name, bool)>,
     memory: HashMap<u32, Vec<(Ns, u64)>>,
     counters: CounterSet,
+    host: crate::host::HostSeries,
     pub result: Option<ProcReport>,
 }
 
@@ -234,6 +238,12 @@ impl TraceSink for ReportCollector {
     fn handle_counter(&mut self, c: &CounterSample) {
         self.counters.push(c);
     }
+    fn handle_host_sample(&mut self, s: &HostSample) {
+        self.host.push(s);
+    }
+    fn handle_host_entity(&mut self, e: &HostEntity) {
+        self.host.entity(e);
+    }
     fn handle_process_end(&mut self, _p: ProcId) {
         let info = self.info.take();
         for ((rid, _), (name, ns)) in std::mem::take(&mut self.pending) {
@@ -268,6 +278,12 @@ impl TraceSink for ReportCollector {
             folded,
             memory,
             counters,
+            pid: info.as_ref().map(|i| i.pid).unwrap_or(0),
+            host: {
+                let mut h = std::mem::take(&mut self.host);
+                h.finish();
+                h
+            },
         });
     }
 }

@@ -64,13 +64,14 @@ pub fn render(d: &ReportData) -> String {
         millis_or_seconds(s.totals.span_ns),
         s.totals.events
     );
-    h.push_str("<nav><a href=\"#verdicts\">Verdicts</a><a href=\"#efficiency\">Efficiency</a><a href=\"#steps\">Steps</a><a href=\"#kernels\">Kernels</a><a href=\"#nccl\">NCCL</a><a href=\"#memory\">Memory</a><a href=\"#counters\">Counters</a><a href=\"#flame\">Flame graph</a></nav>\n<main>\n");
+    h.push_str("<nav><a href=\"#verdicts\">Verdicts</a><a href=\"#efficiency\">Efficiency</a><a href=\"#steps\">Steps</a><a href=\"#host\">Host</a><a href=\"#kernels\">Kernels</a><a href=\"#nccl\">NCCL</a><a href=\"#memory\">Memory</a><a href=\"#counters\">Counters</a><a href=\"#flame\">Flame graph</a></nav>\n<main>\n");
     if let Some((base, c)) = &d.baseline {
         super::baseline::section(&mut h, c, base);
     }
     verdicts(&mut h, d);
     efficiency(&mut h, d);
     steps(&mut h, d);
+    h.push_str("<section id=\"host\"><h2>Host resources over time</h2><p class=\"hint\">From the host sampler (TPROF_HOST_HZ): CPU of the main process and its DataLoader workers, RSS, input read rate, machine CPU. Pick a chart:</p><select id=\"host-select\"></select><div class=\"chart\" id=\"host-chart\"></div></section>\n");
     kernels(&mut h, d);
     nccl(&mut h, d);
     h.push_str("<section id=\"memory\"><h2>Device memory over time</h2><p class=\"hint\">Bytes reserved per rank and device (allocations tracked by tprof; max per time bucket).</p><div class=\"chart\" id=\"memory-chart\"></div></section>\n");
@@ -439,6 +440,7 @@ fn series_json(d: &ReportData) -> String {
         "t0_ns": lo, "t1_ns": hi, "bins": TIME_BINS,
         "memory": {"title": "reserved GiB", "series": memory},
         "counters": counters,
+        "host": super::host::host_json(&d.procs, lo, hi, TIME_BINS),
     })
     .to_string()
 }
@@ -516,7 +518,12 @@ var first=prefer.filter(function(n){return names.indexOf(n)>=0;})[0]||names[0];
 function showCounter(n){var c=data.counters[n];lineChart(document.getElementById("counter-chart"),c.title,c.series,data.t0_ns,data.t1_ns);}
 if(first){sel.value=first;showCounter(first);sel.addEventListener("change",function(){showCounter(sel.value);});}
 else{sel.style.display="none";document.getElementById("counter-chart").textContent="No GPU counters were sampled (NVML unavailable, or TPROF_GPU_METRICS_HZ=0).";}
+var hsel=document.getElementById("host-select"),hnames=Object.keys(data.host||{});
+hnames.forEach(function(n){var o=document.createElement("option");o.value=n;o.textContent=data.host[n].title;hsel.appendChild(o);});
+function showHost(n){var c=data.host[n];lineChart(document.getElementById("host-chart"),c.title,c.series,data.t0_ns,data.t1_ns);}
+if(hnames.length){hsel.value=hnames[0];showHost(hnames[0]);hsel.addEventListener("change",function(){showHost(hsel.value);});}
+else{hsel.style.display="none";document.getElementById("host-chart").textContent="No host samples (TPROF_HOST_HZ=0, or an imported trace).";}
 document.querySelectorAll("table").forEach(sortable);
-var ok=document.createElement("div");ok.id="report-"+"ok";ok.hidden=true;ok.textContent="rendered "+names.length+" counters";document.body.appendChild(ok);
+var ok=document.createElement("div");ok.id="report-"+"ok";ok.hidden=true;ok.textContent="rendered "+names.length+" counters, "+hnames.length+" host charts";document.body.appendChild(ok);
 })();
 "##;

@@ -14,6 +14,7 @@
 pub mod baseline;
 pub mod collect;
 pub mod flame;
+pub mod host;
 pub mod html;
 pub mod verdicts;
 

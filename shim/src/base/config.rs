@@ -53,6 +53,8 @@ pub struct Config {
     pub cupti_path: Option<PathBuf>,
     /// `TPROF_GPU_METRICS_HZ` as given: read when the sampler starts ([`Config::gpu_metrics_hz`]).
     pub gpu_metrics_hz: Option<String>,
+    /// `TPROF_HOST_HZ` as given: read when the host sampler starts (`host_metrics::sample_rate`).
+    pub host_hz: Option<String>,
     /// `TPROF_JOB_ID`: the job id in the ring header (default: the launcher's, see `process`).
     pub job_id: Option<String>,
     /// `TPROF_TEST_PANIC` (tests only): tprof panics where it first records this name (an API,
@@ -83,6 +85,7 @@ impl Default for Config {
             flight_mb: None,
             cupti_path: None,
             gpu_metrics_hz: None,
+            host_hz: None,
             job_id: None,
             test_panic: None,
         }
@@ -224,6 +227,7 @@ impl Config {
             }
         }
         self.gpu_metrics_hz = get(vars::GPU_METRICS_HZ);
+        self.host_hz = get(vars::HOST_HZ);
         if let Some(v) = get(vars::JOB_ID) {
             if !v.trim().is_empty() {
                 self.job_id = Some(v);

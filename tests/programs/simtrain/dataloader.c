@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/prctl.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -51,12 +53,60 @@ static int read_full(int fd, void *buf, size_t n) {
   return 0;
 }
 
+static double thread_cpu_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+#define IO_FILE_BYTES (1 << 20)
+#define IO_READS 16
+
+/* The slow file: 1 MiB in TMPDIR, unlinked at once (one per process, made at its first batch). */
+static int io_file(void) {
+  static int fd = -1;
+  if (fd >= 0) return fd;
+  const char *dir = getenv("TMPDIR");
+  char path[4096];
+  snprintf(path, sizeof path, "%s/simtrain-batch-XXXXXX", dir && *dir ? dir : "/tmp");
+  fd = mkstemp(path);
+  if (fd < 0) return -1;
+  unlink(path);
+  static unsigned char block[65536];
+  for (size_t i = 0; i < sizeof block; i++) block[i] = (unsigned char)(i * 7);
+  for (int i = 0; i < IO_FILE_BYTES / (int)sizeof block; i++)
+    if (write_full(fd, block, sizeof block)) return -1;
+  return fd;
+}
+
+void batch_work(const options *o, int step) {
+  switch (o->batch_work) {
+  case WORK_CPU: { /* real computation for batch_ms of this thread's CPU time */
+    double until = thread_cpu_ms() + o->batch_ms;
+    volatile uint64_t x = (uint64_t)step;
+    while (thread_cpu_ms() < until)
+      for (int i = 0; i < 20000; i++) x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    break;
+  }
+  case WORK_IO: { /* real reads from a slow file: each waits batch_ms / 16 first */
+    int fd = io_file();
+    static unsigned char chunk[IO_FILE_BYTES / IO_READS];
+    for (int i = 0; i < IO_READS; i++) {
+      sleep_ms(o->batch_ms / IO_READS);
+      if (fd >= 0 && pread(fd, chunk, sizeof chunk, (off_t)i * (off_t)sizeof chunk) < 0) break;
+    }
+    break;
+  }
+  default: sleep_ms(o->batch_ms);
+  }
+}
+
 static void worker_main(int w, int fd, const options *o) {
   static unsigned char sample[SAMPLE_BYTES];
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   signal(SIGPIPE, SIG_DFL);
   for (int step = w; step < o->steps; step += o->workers) {
-    sleep_ms(o->batch_ms); /* decode + augment + collate */
+    batch_work(o, step); /* decode + augment + collate */
     for (size_t i = 0; i < sizeof sample; i++) sample[i] = (unsigned char)(step * 31 + i);
     batch_header h = {(uint32_t)step, (uint32_t)sizeof sample};
     if (write_full(fd, &h, sizeof h) || write_full(fd, sample, sizeof sample)) _exit(1);

@@ -101,6 +101,9 @@ static void usage(FILE *f) {
 "                        (default 20) percent slower: one more GEMM per step of that share of its\n"
 "                        measured step time (fail-slow: thermal throttling, a degraded GPU)\n"
 "  --workers N           DataLoader-style forked worker processes feed batches over pipes\n"
+"  --batch-work KIND     what making a batch (--batch-ms) does, in the workers or else the main\n"
+"                        thread: sleep (default), cpu (that much CPU time computing), io (1 MiB\n"
+"                        read from a file in 16 reads behind sleeps: a slow filesystem)\n"
 "  --graphs              capture forward into a CUDA graph once, replay it with cudaGraphLaunch\n"
 "  --scalable-init N     create the communicator with ncclCommInitRankScalable from N unique ids\n"
 "                        (PyTorch's default above 128 ranks) instead of ncclCommInitRank\n"
@@ -144,7 +147,7 @@ enum {
   O_MAX_INFLIGHT, O_QUIET, O_DATA_STALL, O_LAUNCH_BOUND, O_OP_OVERHEAD, O_SYNC, O_PAGEABLE,
   O_NO_OVERLAP, O_SLOW_LINK, O_STRAGGLER, O_STRAGGLER_MS, O_HANG_AT, O_HANG_RANK, O_DESYNC_AT,
   O_DESYNC_RANK, O_DESYNC_KIND, O_OOM_AT, O_AMP, O_WORKERS, O_GRAPHS, O_SCALABLE, O_SLOW_AT,
-  O_SLOW_RANK, O_SLOW_PCT
+  O_SLOW_RANK, O_SLOW_PCT, O_BATCH_WORK
 };
 
 void parse_options(int argc, char **argv, options *o) {
@@ -196,6 +199,7 @@ void parse_options(int argc, char **argv, options *o) {
       {"slowdown-rank", required_argument, 0, O_SLOW_RANK},
       {"slowdown-pct", required_argument, 0, O_SLOW_PCT},
       {"workers", required_argument, 0, O_WORKERS},
+      {"batch-work", required_argument, 0, O_BATCH_WORK},
       {"graphs", no_argument, 0, O_GRAPHS},
       {"scalable-init", required_argument, 0, O_SCALABLE},
       {"help", no_argument, 0, 'h'},
@@ -229,6 +233,18 @@ void parse_options(int argc, char **argv, options *o) {
     case O_HANG_RANK: o->hang_rank = parse_int(name, optarg); break;
     case O_DESYNC_AT: o->desync_at = parse_int(name, optarg); break;
     case O_DESYNC_RANK: o->desync_rank = parse_int(name, optarg); break;
+    case O_BATCH_WORK:
+      if (strcmp(optarg, "sleep") == 0)
+        o->batch_work = WORK_SLEEP;
+      else if (strcmp(optarg, "cpu") == 0)
+        o->batch_work = WORK_CPU;
+      else if (strcmp(optarg, "io") == 0)
+        o->batch_work = WORK_IO;
+      else {
+        fprintf(stderr, "simtrain: --batch-work is sleep, cpu or io\n");
+        exit(EXIT_USAGE);
+      }
+      break;
     case O_DESYNC_KIND:
       if (strcmp(optarg, "count") == 0)
         o->desync_kind = DESYNC_COUNT;

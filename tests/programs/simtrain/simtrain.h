@@ -41,6 +41,9 @@ enum {
 #define SIMTRAIN_MAX_IDS 8
 
 enum desync_kind { DESYNC_COUNT = 0, DESYNC_DTYPE = 1 };
+/* --batch-work: sleep (default), cpu (compute for --batch-ms of CPU time), io (read 1 MiB per
+ * batch from a file in 16 reads, sleeping --batch-ms/16 before each: a slow filesystem). */
+enum batch_work { WORK_SLEEP = 0, WORK_CPU = 1, WORK_IO = 2 };
 
 typedef struct options {
   int ranks;
@@ -70,6 +73,7 @@ typedef struct options {
   int oom_at;            /* -1: none */
   int amp_overflow_every;/* 0: never */
   int workers;
+  int batch_work;       /* enum batch_work: what producing a batch does */
   int graphs;
   int scalable_ids;     /* > 0: ncclCommInitRankScalable with that many unique ids */
   int quiet;
@@ -187,5 +191,7 @@ int dataloader_start(dataloader *dl, const options *o, const rank_info *ri);
 /* Receives batch `step` into dst (up to cap bytes); returns bytes received or -1. */
 long dataloader_next(dataloader *dl, int step, void *dst, size_t cap);
 void dataloader_stop(dataloader *dl);
+/* Produces one batch's worth of host work (--batch-work) in the calling process or thread. */
+void batch_work(const options *o, int step);
 
 #endif

@@ -206,7 +206,7 @@ static void load_batch(job *j, int step) {
       exit(EXIT_SYSTEM);
     }
   } else {
-    sleep_ms(o->batch_ms);
+    batch_work(o, step);
   }
   if (o->data_stall_ms > 0) sleep_ms(o->data_stall_ms);
   if (o->straggler_rank == j->ri->rank) sleep_ms(o->straggler_ms);

@@ -1,0 +1,201 @@
+//! Machine-wide counters, sampled by one process per host (see `samples_machine`): per-core CPU
+//! time (`/proc/stat`, cores named with their NUMA node), the run queue, memory and swap
+//! (`/proc/meminfo`, `/proc/vmstat`), PSI stall time (`/proc/pressure/*` where the kernel has it),
+//! block devices (`/proc/diskstats`, whole disks only) and network interfaces (NIC statistics in
+//! /sys/class/net, InfiniBand port counters in /sys/class/infiniband).
+
+use tprof_format::{HostMetric as M, HostScope as S};
+
+use super::emit::{Emitter, HostOut};
+use super::procfs::{self, ProcFile, NS_PER_USER_HZ_TICK};
+
+struct Interface {
+    name: Vec<u8>,
+    /// rx bytes, tx bytes, rx packets, tx packets.
+    files: [Option<ProcFile>; 4],
+    /// InfiniBand data counters count 4-byte words.
+    word_bytes: u64,
+}
+
+pub struct MachineSampler {
+    stat: Option<ProcFile>,
+    meminfo: Option<ProcFile>,
+    vmstat: Option<ProcFile>,
+    psi: [Option<ProcFile>; 3],
+    diskstats: Option<ProcFile>,
+    disks: Vec<Vec<u8>>,
+    interfaces: Vec<Interface>,
+    /// NUMA node of each CPU (index = CPU number).
+    node_of: Vec<u32>,
+}
+
+impl MachineSampler {
+    pub fn new() -> MachineSampler {
+        let mut disks: Vec<Vec<u8>> = std::fs::read_dir("/sys/block")
+            .map(|d| d.flatten().map(|e| e.file_name().into_encoded_bytes()).collect())
+            .unwrap_or_default();
+        disks.retain(|d| !(d.starts_with(b"loop") || d.starts_with(b"ram") || d.starts_with(b"zram")));
+        disks.sort();
+        MachineSampler {
+            stat: ProcFile::open("/proc/stat"),
+            meminfo: ProcFile::open("/proc/meminfo"),
+            vmstat: ProcFile::open("/proc/vmstat"),
+            psi: ["cpu", "memory", "io"].map(|k| ProcFile::open(&format!("/proc/pressure/{k}"))),
+            diskstats: ProcFile::open("/proc/diskstats"),
+            disks,
+            interfaces: interfaces(),
+            node_of: numa_nodes(),
+        }
+    }
+
+    pub fn sample<O: HostOut>(&mut self, e: &mut Emitter<O>, buf: &mut Vec<u8>) {
+        if let Some(text) = self.stat.as_ref().and_then(|f| f.read(buf)) {
+            for line in text.split(|&b| b == b'\n') {
+                if let Some(rest) = line.strip_prefix(b"cpu") {
+                    let Some(cpu) = procfs::number(rest).filter(|_| rest.first().is_some_and(u8::is_ascii_digit))
+                    else {
+                        continue;
+                    };
+                    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+                    let mut v = [0u64; 8];
+                    let mut f = rest[digits..].split(|b| b.is_ascii_whitespace()).filter(|s| !s.is_empty());
+                    for slot in v.iter_mut() {
+                        *slot = f.next().and_then(procfs::number).unwrap_or(0);
+                    }
+                    // user nice system idle iowait irq softirq steal
+                    let busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+                    let cpu = cpu as u32;
+                    let node = self.node_of.get(cpu as usize).copied().unwrap_or(0);
+                    e.entity(S::Core, cpu, node, b"");
+                    e.sample(S::Core, cpu, M::CoreBusyNs, busy * NS_PER_USER_HZ_TICK);
+                    e.sample(S::Core, cpu, M::CoreIdleNs, (v[3] + v[4]) * NS_PER_USER_HZ_TICK);
+                    e.sample(S::Core, cpu, M::CoreIowaitNs, v[4] * NS_PER_USER_HZ_TICK);
+                } else if let Some(rest) = line.strip_prefix(b"procs_running") {
+                    if let Some(n) = procfs::number(rest) {
+                        e.sample(S::Machine, 0, M::RunQueue, n);
+                    }
+                }
+            }
+        }
+        if let Some(text) = self.meminfo.as_ref().and_then(|f| f.read(buf)) {
+            for (key, metric) in [
+                (&b"MemTotal:"[..], M::MemTotalBytes),
+                (b"MemAvailable:", M::MemAvailableBytes),
+                (b"SwapTotal:", M::SwapTotalBytes),
+                (b"SwapFree:", M::SwapFreeBytes),
+            ] {
+                if let Some(kb) = procfs::keyed(text, key) {
+                    e.sample(S::Machine, 0, metric, kb * 1024);
+                }
+            }
+        }
+        if let Some(text) = self.vmstat.as_ref().and_then(|f| f.read(buf)) {
+            for (key, metric) in [(&b"pswpin "[..], M::SwapInPages), (b"pswpout ", M::SwapOutPages)] {
+                if let Some(n) = procfs::keyed(text, key) {
+                    e.sample(S::Machine, 0, metric, n);
+                }
+            }
+        }
+        let psi: [&[(&[u8], M)]; 3] = [
+            &[(b"some", M::PsiCpuSomeNs)],
+            &[(b"some", M::PsiMemSomeNs), (b"full", M::PsiMemFullNs)],
+            &[(b"some", M::PsiIoSomeNs), (b"full", M::PsiIoFullNs)],
+        ];
+        for (file, lines) in self.psi.iter().zip(psi) {
+            if let Some(text) = file.as_ref().and_then(|f| f.read(buf)) {
+                for &(which, metric) in lines {
+                    if let Some(ns) = procfs::psi_total_ns(text, which) {
+                        e.sample(S::Machine, 0, metric, ns);
+                    }
+                }
+            }
+        }
+        self.sample_disks(e, buf);
+        self.sample_interfaces(e, buf);
+    }
+
+    fn sample_disks<O: HostOut>(&mut self, e: &mut Emitter<O>, buf: &mut Vec<u8>) {
+        let Some(text) = self.diskstats.as_ref().and_then(|f| f.read(buf)) else { return };
+        for line in text.split(|&b| b == b'\n') {
+            let mut f = line.split(|b| b.is_ascii_whitespace()).filter(|s| !s.is_empty());
+            let (Some(_), Some(_), Some(name)) = (f.next(), f.next(), f.next()) else { continue };
+            let Some(index) = self.disks.iter().position(|d| d == name) else { continue };
+            // reads, reads merged, sectors read, ms reading, writes, writes merged, sectors written
+            let v: Vec<u64> = f.take(7).map(|x| procfs::number(x).unwrap_or(0)).collect();
+            if v.len() < 7 {
+                continue;
+            }
+            let id = index as u32;
+            e.entity(S::Disk, id, 0, name);
+            e.sample(S::Disk, id, M::StorageReadBytes, v[2] * 512);
+            e.sample(S::Disk, id, M::StorageWriteBytes, v[6] * 512);
+        }
+    }
+
+    fn sample_interfaces<O: HostOut>(&mut self, e: &mut Emitter<O>, buf: &mut Vec<u8>) {
+        let metrics = [M::RxBytes, M::TxBytes, M::RxPackets, M::TxPackets];
+        for (i, nic) in self.interfaces.iter().enumerate() {
+            let id = i as u32;
+            e.entity(S::Nic, id, 0, &nic.name);
+            for (k, (file, metric)) in nic.files.iter().zip(metrics).enumerate() {
+                if let Some(v) = file.as_ref().and_then(|f| f.read(buf)).and_then(procfs::number) {
+                    let scale = if k < 2 { nic.word_bytes } else { 1 };
+                    e.sample(S::Nic, id, metric, v.saturating_mul(scale));
+                }
+            }
+        }
+    }
+}
+
+impl Default for MachineSampler {
+    fn default() -> Self {
+        MachineSampler::new()
+    }
+}
+
+fn names_in(dir: &str) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .map(|d| d.flatten().filter_map(|e| e.file_name().into_string().ok()).collect())
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// NICs (not loopback) and InfiniBand ports.
+fn interfaces() -> Vec<Interface> {
+    let mut out = Vec::new();
+    for name in names_in("/sys/class/net").into_iter().filter(|n| n != "lo") {
+        let p = |f: &str| ProcFile::open(&format!("/sys/class/net/{name}/statistics/{f}"));
+        let files = [p("rx_bytes"), p("tx_bytes"), p("rx_packets"), p("tx_packets")];
+        if files.iter().any(Option::is_some) {
+            out.push(Interface { name: name.into_bytes(), files, word_bytes: 1 });
+        }
+    }
+    for dev in names_in("/sys/class/infiniband") {
+        for port in names_in(&format!("/sys/class/infiniband/{dev}/ports")) {
+            let p = |f: &str| ProcFile::open(&format!("/sys/class/infiniband/{dev}/ports/{port}/counters/{f}"));
+            let files = [p("port_rcv_data"), p("port_xmit_data"), p("port_rcv_packets"), p("port_xmit_packets")];
+            if files.iter().any(Option::is_some) {
+                out.push(Interface { name: format!("{dev}/{port}").into_bytes(), files, word_bytes: 4 });
+            }
+        }
+    }
+    out
+}
+
+/// The NUMA node of each CPU (all 0 without NUMA information).
+fn numa_nodes() -> Vec<u32> {
+    let mut node_of = Vec::new();
+    for name in names_in("/sys/devices/system/node") {
+        let Some(node) = name.strip_prefix("node").and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let Ok(list) = std::fs::read(format!("/sys/devices/system/node/{name}/cpulist")) else { continue };
+        for cpu in procfs::parse_cpu_list(&list) {
+            let cpu = cpu as usize;
+            if cpu >= node_of.len() {
+                node_of.resize(cpu + 1, 0);
+            }
+            node_of[cpu] = node;
+        }
+    }
+    node_of
+}

@@ -1,0 +1,104 @@
+//! Host resources end to end: simtrain's real input pipelines (forked workers computing, reading
+//! a slowed file, too few of them, the main thread making batches) profiled with the host sampler
+//! on this machine's real /proc counters; `tprof diagnose` must name the kind of `data_loading`
+//! with evidence from the samples, a clean run none of it; `tprof summary --json` carries the
+//! samples per rank and per step, and the Chrome export their counter tracks.
+//!
+//! Thresholds are relative (pathology against clean in one test) and wide: the machine is shared.
+
+use std::process::Command;
+use std::time::Duration;
+
+use tprof_e2e::diagnose::*;
+
+fn run(args: &[&str]) -> ProfiledRun {
+    let mut all = vec!["--steps", "24", "--quiet"];
+    all.extend_from_slice(args);
+    let r = profile_simtrain(&all, None, Duration::from_secs(120));
+    assert_eq!(r.out.code, 0, "simtrain {all:?}: {}", r.out.describe());
+    assert_eq!(r.ring_files().len(), 1, "simtrain {all:?}: one ring");
+    r
+}
+
+fn data_loading(d: &serde_json::Value) -> Option<&serde_json::Value> {
+    d["verdicts"].as_array().unwrap().iter().find(|v| v["kind"] == "data_loading")
+}
+
+fn kind_of(args: &[&str]) -> (String, serde_json::Value) {
+    let r = run(args);
+    let d = diagnose_json(r.rings.path(), &["--all"]);
+    let v = data_loading(&d).unwrap_or_else(|| panic!("{args:?}: no data_loading\n{}", verdict_table(&d)));
+    (v["evidence"]["kind"].as_str().unwrap_or("").to_string(), v["evidence"]["host"].clone())
+}
+
+#[test]
+fn input_pipeline_kinds_from_real_host_counters() {
+    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).max(2);
+    let all = cpus.to_string();
+    let (k, h) = kind_of(&["--workers", &all, "--batch-work", "cpu", "--batch-ms", "30"]);
+    assert_eq!(k, "workers_cpu_saturated", "{h}");
+    assert_eq!(h["workers"].as_u64(), Some(cpus as u64), "{h}");
+    assert!(h["worker_demand_each"].as_f64().unwrap() >= 0.6, "{h}");
+
+    let (k, h) = kind_of(&["--workers", "1", "--batch-work", "cpu", "--batch-ms", "30"]);
+    assert_eq!(k, "too_few_workers", "{h}");
+    assert!(h["worker_demand_each"].as_f64().unwrap() >= 0.6, "{h}");
+
+    let (k, h) = kind_of(&["--workers", "1", "--batch-work", "io", "--batch-ms", "60"]);
+    assert_eq!(k, "io_bound", "{h}");
+    // 1 MiB per 60 ms batch: well above 2 MB/s.
+    assert!(h["input_read_bytes_per_s"].as_f64().unwrap() >= 4.0 * 1048576.0, "{h}");
+    assert!(h["worker_demand_each"].as_f64().unwrap() < 0.5, "{h}");
+
+    let (k, h) = kind_of(&["--batch-work", "cpu", "--batch-ms", "30"]);
+    assert_eq!(k, "main_thread_bound", "{h}");
+    assert!(h["main_thread_demand"].as_f64().unwrap() >= 0.6, "{h}");
+
+    // Clean: no data_loading, no host memory verdict.
+    let r = run(&[]);
+    let d = diagnose_json(r.rings.path(), &["--all"]);
+    assert!(data_loading(&d).is_none_or(|v| v["severity"].as_f64().unwrap() < 0.05), "{}", verdict_table(&d));
+    assert!(
+        d["verdicts"].as_array().unwrap().iter().all(|v| v["kind"] != "host_memory_pressure"),
+        "{}",
+        verdict_table(&d)
+    );
+}
+
+#[test]
+fn samples_in_summary_json_and_exports() {
+    let r = run(&["--workers", "2", "--batch-work", "cpu", "--batch-ms", "20"]);
+    let out = Command::new(tprof_bin()).arg("summary").arg(r.rings.path()).arg("--json").output().unwrap();
+    assert!(out.status.success());
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let h = &s["ranks"][0]["host_resources"];
+    assert_eq!(h["run"]["workers"].as_u64(), Some(2), "{h}");
+    // The two computing workers used more CPU than the main process that waits for them.
+    assert!(h["run"]["worker_cores"].as_f64().unwrap() > h["run"]["main_cores"].as_f64().unwrap(), "{}", h["run"]);
+    assert!(h["run"]["rss_bytes"].as_u64().unwrap() > 1 << 20);
+    assert_eq!(h["steps"].as_array().unwrap().len(), s["ranks"][0]["steps"].as_array().unwrap().len());
+    assert!(h["sampler_rounds"].as_u64().unwrap() >= 3, "{h}");
+    assert!(h["threads"].as_array().unwrap().iter().any(|t| t["name"] == "tprof-host"), "{h}");
+    let trace = r.rings.path().join("trace.json");
+    let out = Command::new(tprof_bin())
+        .args(["export", "--format", "chrome", "-o"])
+        .arg(&trace)
+        .arg(r.rings.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let t: serde_json::Value = serde_json::from_slice(&std::fs::read(&trace).unwrap()).unwrap();
+    let events = t["traceEvents"].as_array().cloned().or_else(|| t.as_array().cloned()).unwrap();
+    let worker_cpu: Vec<f64> = events
+        .iter()
+        .filter(|e| e["ph"] == "C" && e["name"].as_str().is_some_and(|n| n.starts_with("host cpu cores worker")))
+        .filter_map(|e| e["args"].as_object().and_then(|a| a.values().next()).and_then(|v| v.as_f64()))
+        .collect();
+    assert!(!worker_cpu.is_empty(), "no host worker CPU counter track");
+    assert!(worker_cpu.iter().all(|v| (0.0..=1.05).contains(v)), "one worker uses at most one core: {worker_cpu:?}");
+    let report = r.rings.path().join("report.html");
+    let out = Command::new(tprof_bin()).arg("report").arg(r.rings.path()).arg("-o").arg(&report).output().unwrap();
+    assert!(out.status.success());
+    let html = std::fs::read_to_string(&report).unwrap();
+    assert!(html.contains("id=\"host-chart\"") && html.contains("\"cpu_workers\""), "report has the host timeline");
+}
