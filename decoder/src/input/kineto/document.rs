@@ -103,15 +103,23 @@ pub(super) type OnEvent<'a> = dyn FnMut(&RawEvent, usize, &[u8]) + 'a;
 pub(super) fn walk(path: &Path, win: &mut Window, on_event: &mut OnEvent<'_>) -> Result<Walked, InputError> {
     let mut w = Walked::default();
     let mut ev = RawEvent::default();
-    let start = with_more(win, path, |b, i| expect(b, i, b'{', "not a JSON object"))?;
-    if let Step::Bad(offset, what) = start {
-        return top_damage(path, win, &mut w, &mut ev, on_event, Damage { offset, what: what.into() });
-    }
-    if !matches!(start, Step::Done(())) {
-        w.truncated_at = Some(win.bytes_seen());
-        return Ok(w);
-    }
     let mut first = true;
+    match with_more(win, path, |b, i| expect(b, i, b'{', "not a JSON object"))? {
+        Step::Done(()) => {}
+        Step::Bad(offset, what) => {
+            if !recover(path, win, &mut w, Damage { offset, what: what.into() })? {
+                return Ok(w);
+            }
+            if !events_array(path, win, &mut w, &mut ev, on_event)? {
+                return Ok(w);
+            }
+            first = false;
+        }
+        Step::Eof | Step::TooLong => {
+            w.truncated_at = Some(win.bytes_seen());
+            return Ok(w);
+        }
+    }
     loop {
         // A separator, then a key (or the end of the object).
         let next = with_more(win, path, |b, i| {
@@ -130,102 +138,111 @@ pub(super) fn walk(path: &Path, win: &mut Window, on_event: &mut OnEvent<'_>) ->
             expect(b, i, b':', "expected ':' after a key")?;
             Ok(Some(key))
         })?;
+        first = false;
         let key = match next {
             Step::Done(Some(k)) => k,
             Step::Done(None) => return Ok(w),
             Step::Bad(offset, what) => {
-                return top_damage(path, win, &mut w, &mut ev, on_event, Damage { offset, what: what.into() })
+                if !recover(path, win, &mut w, Damage { offset, what: what.into() })? {
+                    return Ok(w);
+                }
+                "traceEvents".to_string()
             }
             Step::Eof | Step::TooLong => {
                 w.truncated_at = Some(win.bytes_seen());
                 return Ok(w);
             }
         };
-        first = false;
         let at = win.offset_of(win.pos);
-        match key.as_str() {
+        let step = match key.as_str() {
             "traceEvents" => {
                 if !events_array(path, win, &mut w, &mut ev, on_event)? {
                     return Ok(w);
                 }
+                continue;
             }
             "distributedInfo" => {
-                let mut span = (0, 0);
-                match with_more(win, path, |b, i| {
+                let mut len = 0;
+                let step = with_more(win, path, |b, i| {
                     peek(b, i)?;
                     let s = *i;
                     skip_value(b, i, 0)?;
-                    span = (s, *i);
+                    len = *i - s;
                     Ok(())
-                })? {
-                    Step::Done(()) => {
-                        // `span` is relative to the bytes before the window moved past them.
-                        let end = win.pos;
-                        let begin = end - (span.1 - span.0);
-                        w.distributed_info = serde_json::from_slice(&win.data[begin..end]).ok();
-                    }
-                    other => return value_damage(path, win, &mut w, &mut ev, on_event, other, at, &key),
+                })?;
+                if let Step::Done(()) = step {
+                    w.distributed_info = serde_json::from_slice(&win.data[win.pos - len..win.pos]).ok();
                 }
+                step
             }
-            _ => match with_more(win, path, |b, i| skip_value(b, i, 0))? {
-                Step::Done(()) => {}
-                other => return value_damage(path, win, &mut w, &mut ev, on_event, other, at, &key),
-            },
+            _ => with_more(win, path, |b, i| skip_value(b, i, 0))?,
+        };
+        let d = match step {
+            Step::Done(()) => continue,
+            Step::Bad(offset, what) => Damage { offset, what: format!("{what} (in \"{key}\")") },
+            Step::TooLong => Damage { offset: at, what: format!("\"{key}\" is longer than {} MiB", MAX_VALUE >> 20) },
+            Step::Eof => {
+                w.truncated_at = Some(win.bytes_seen());
+                return Ok(w);
+            }
+        };
+        if !recover(path, win, &mut w, d)? {
+            return Ok(w);
+        }
+        if !events_array(path, win, &mut w, &mut ev, on_event)? {
+            return Ok(w);
         }
     }
 }
 
-/// A top-level value that did not parse.
-#[allow(clippy::too_many_arguments)]
-fn value_damage(
-    path: &Path,
-    win: &mut Window,
-    w: &mut Walked,
-    ev: &mut RawEvent,
-    on_event: &mut OnEvent<'_>,
-    step: Step<()>,
-    at: u64,
-    key: &str,
-) -> Result<Walked, InputError> {
-    let d = match step {
-        Step::Bad(offset, what) => Damage { offset, what: format!("{what} (in \"{key}\")") },
-        Step::TooLong => Damage { offset: at, what: format!("\"{key}\" is longer than {} MiB", MAX_VALUE >> 20) },
-        _ => {
-            w.truncated_at = Some(win.bytes_seen());
-            return Ok(std::mem::take(w));
-        }
-    };
-    top_damage(path, win, w, ev, on_event, d)
-}
-
-/// Damage in the top-level object: if the events have not been seen yet, look for them further
-/// on; either way the walk ends there.
-fn top_damage(
-    path: &Path,
-    win: &mut Window,
-    w: &mut Walked,
-    ev: &mut RawEvent,
-    on_event: &mut OnEvent<'_>,
-    d: Damage,
-) -> Result<Walked, InputError> {
+/// Damage in the top-level object. Before the events: move on to the next `"traceEvents":` or
+/// array of objects (true: the window is at its `[`). After them, the walk ends there.
+fn recover(path: &Path, win: &mut Window, w: &mut Walked, d: Damage) -> Result<bool, InputError> {
+    if w.saw_trace_events {
+        w.stopped = Some(d);
+        return Ok(false);
+    }
+    if w.damage.len() < DAMAGE_NOTES {
+        w.damage.push(d.clone());
+    }
     w.stopped = Some(d);
-    if !w.saw_trace_events && seek(path, win, b"\"traceEvents\"")? {
-        if let Step::Done(()) = with_more(win, path, |b, i| expect(b, i, b':', "expected ':'"))? {
-            events_array(path, win, w, ev, on_event)?;
-        }
-    }
-    Ok(std::mem::take(w))
-}
-
-/// Moves the window just past the next occurrence of `needle`; false when there is none.
-fn seek(path: &Path, win: &mut Window, needle: &[u8]) -> Result<bool, InputError> {
+    const KEY: &[u8] = b"\"traceEvents\"";
+    // From the byte after the damage (a damaged key must not be found again).
+    win.pos = (win.mark + 1).min(win.data.len());
     loop {
-        if let Some(k) = memchr::memmem::find(win.rest(), needle) {
-            win.pos += k + needle.len();
+        let rest = win.rest();
+        let key = memchr::memmem::find(rest, KEY);
+        let mut array = None;
+        let mut j = 0;
+        while let Some(k) = memchr::memchr(b'[', &rest[j..key.unwrap_or(rest.len())]) {
+            let mut n = j + k + 1;
+            while n < rest.len() && matches!(rest[n], b' ' | b'\n' | b'\r' | b'\t') {
+                n += 1;
+            }
+            if n < rest.len() && rest[n] == b'{' {
+                array = Some(j + k);
+                break;
+            }
+            if n >= rest.len() && !win.at_eof() {
+                break; // decided after the next read
+            }
+            j += k + 1;
+        }
+        if let Some(a) = array {
+            win.pos += a;
+            w.stopped = None;
             return Ok(true);
         }
-        // Keep the last bytes: the needle may straddle two reads.
-        win.pos = win.data.len().saturating_sub(needle.len()).max(win.pos);
+        if let Some(k) = key {
+            win.pos += k + KEY.len();
+            if let Step::Done(()) = with_more(win, path, |b, i| expect(b, i, b':', "expected ':'"))? {
+                w.stopped = None;
+                return Ok(true);
+            }
+            continue;
+        }
+        // Keep the last bytes: the key may straddle two reads.
+        win.pos = win.data.len().saturating_sub(KEY.len() + 64).max(win.pos);
         if !win.fill(path)? {
             return Ok(false);
         }

@@ -22,6 +22,8 @@ mod document;
 mod event;
 mod json;
 mod records;
+#[cfg(test)]
+mod salvage_tests;
 mod source;
 mod spill;
 
@@ -162,14 +164,14 @@ pub fn feed(path: &Path, id: ProcId, sink: &mut dyn TraceSink, notes: &mut Notes
 /// Notes on what was skipped: the first damaged places one by one, then the count.
 fn damage_notes(path: &Path, w: &document::Walked, used: usize, place: &dyn Fn(u64) -> String, notes: &mut Notes) {
     for d in &w.damage {
-        notes.add(Some(path), format!("damage at {}: {}; that event is skipped", place(d.offset), d.what));
+        notes.add(Some(path), format!("damage at {}: {}; skipped", place(d.offset), d.what));
     }
     if w.skipped > w.damage.len() {
         notes.add(Some(path), format!("... {} damaged events skipped in all", w.skipped));
     }
     if w.repaired > 0 {
         let first = place(w.first_repaired.unwrap_or(0));
-        notes.add(Some(path), format!("{} times or durations written as strings read as numbers (the first at {first})", w.repaired));
+        notes.add(Some(path), format!("{} events with a time or duration written as a string, read as a number (the first at {first})", w.repaired));
     }
     if let Some(d) = &w.stopped {
         notes.add(Some(path), format!("damage at {}: {}; the document after it is not used ({used} events used)", place(d.offset), d.what));
@@ -259,7 +261,7 @@ mod tests {
         let mut notes = Notes::default();
         feed(&p, ProcId(0), &mut c, &mut notes).unwrap();
         assert_eq!(c.kernels.len(), 2);
-        assert!(notes.0[0].message.contains("corrupt JSON"), "{:?}", notes);
+        assert!(notes.0[0].message.contains("the JSON ends early at offset 153"), "{:?}", notes);
     }
 
     #[test]
