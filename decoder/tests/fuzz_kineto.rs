@@ -126,7 +126,12 @@ fn mutate(c: &Canonical, rng: &mut Rng, kind: usize) -> (Vec<u8>, Vec<(usize, us
             // A wrongly typed field or a NaN in one event.
             let (s, e, _) = c.spans[rng.below(c.spans.len())];
             let ev = String::from_utf8(t[s..e].to_vec()).unwrap();
-            let swaps: [(&str, &str); 4] = [("\"ph\":\"X\"", "\"ph\":null"), ("\"name\":\"", "\"name\":7,\"x\":\""), ("\"dur\":", "\"dur\":NaN,\"x\":"), ("\"ts\":", "\"ts\":Infinity,\"x\":")];
+            let swaps: [(&str, &str); 4] = [
+                ("\"ph\":\"X\"", "\"ph\":null"),
+                ("\"name\":\"", "\"name\":7,\"x\":\""),
+                ("\"dur\":", "\"dur\":NaN,\"x\":"),
+                ("\"ts\":", "\"ts\":Infinity,\"x\":"),
+            ];
             let (from, to) = swaps[rng.below(swaps.len())];
             let new = ev.replacen(from, to, 1);
             t.splice(s..e, new.bytes());
@@ -141,8 +146,12 @@ fn mutated_real_traces_keep_every_intact_event() {
         eprintln!("no Kineto data; skipped");
         return;
     };
-    let mut files: Vec<PathBuf> =
-        std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.path()).filter(|p| p.to_string_lossy().ends_with(".json.gz")).collect();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().ends_with(".json.gz"))
+        .collect();
     files.sort();
     assert!(!files.is_empty());
     let tmp = tempfile::tempdir().unwrap();
@@ -174,11 +183,16 @@ fn mutated_real_traces_keep_every_intact_event() {
                 Ok(_) => {
                     for (k, n) in &want {
                         let have = got.0.get(k).copied().unwrap_or(0);
-                        assert!(have >= *n, "{}: {what}: intact event {k:?} x{n} imported x{have}; notes {notes:?}", f.display());
+                        assert!(
+                            have >= *n,
+                            "{}: {what}: intact event {k:?} x{n} imported x{have}; notes {notes:?}",
+                            f.display()
+                        );
                     }
                     let imported: usize = got.0.values().sum();
                     if imported < total {
-                        let said = notes.iter().any(|n| n.path.as_deref() == Some(&path) && n.message.contains("offset"));
+                        let said =
+                            notes.iter().any(|n| n.path.as_deref() == Some(&path) && n.message.contains("offset"));
                         assert!(said, "{what}: {imported} of {total} events and no note with an offset: {notes:?}");
                     }
                 }

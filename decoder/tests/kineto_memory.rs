@@ -17,7 +17,16 @@ fn summary_of_a_400_mb_trace_fits_the_memory_limit() {
     let truth = write_kineto_trace(&path, 400 << 20).unwrap();
     assert!(truth.bytes > 350 << 20, "{truth:?}");
     let out = Command::new("timeout")
-        .args(["120", "prlimit", &format!("--as={AS_LIMIT}"), env!("CARGO_BIN_EXE_tprof"), "summary", "--json", "--threads", "1"])
+        .args([
+            "120",
+            "prlimit",
+            &format!("--as={AS_LIMIT}"),
+            env!("CARGO_BIN_EXE_tprof"),
+            "summary",
+            "--json",
+            "--threads",
+            "1",
+        ])
         .arg(&path)
         .env("MALLOC_ARENA_MAX", "2")
         .env("TMPDIR", d.path())
@@ -25,7 +34,12 @@ fn summary_of_a_400_mb_trace_fits_the_memory_limit() {
         .expect("timeout and prlimit (coreutils, util-linux) run tprof");
     std::fs::remove_file(&path).unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "tprof summary under {} MiB of address space: {:?} {err}", AS_LIMIT >> 20, out.status);
+    assert!(
+        out.status.success(),
+        "tprof summary under {} MiB of address space: {:?} {err}",
+        AS_LIMIT >> 20,
+        out.status
+    );
     let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(s["totals"]["events"].as_u64(), Some(truth.events()), "{}", s["notes"]);
     assert_eq!(s["totals"]["kernel_ns"].as_u64(), Some(truth.kernel_ns));

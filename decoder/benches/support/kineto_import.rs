@@ -16,7 +16,10 @@ pub fn bench(dir: &Path, bin: &Path, py: Option<&Path>, size_mb: u64) {
         "| {:<34} | {:>9} | {:>9} | {:>9} | {:>14} | {:>10} | {:>12} | {:>9} | {:>8}",
         "trace", "JSON MB", "events", "wall", "MB/s per core", "peak RSS", "HTA load+tb", "HTA RSS", "HTA/tprof"
     );
-    println!("|{:-<36}|{:-<11}|{:-<11}|{:-<11}|{:-<16}|{:-<12}|{:-<14}|{:-<11}|{:-<10}", "", "", "", "", "", "", "", "", "");
+    println!(
+        "|{:-<36}|{:-<11}|{:-<11}|{:-<11}|{:-<16}|{:-<12}|{:-<14}|{:-<11}|{:-<10}",
+        "", "", "", "", "", "", "", "", ""
+    );
     let d = dir.join("kineto-import");
     let _ = std::fs::remove_dir_all(&d);
     if std::fs::create_dir_all(&d).is_err() {
@@ -36,7 +39,9 @@ pub fn bench(dir: &Path, bin: &Path, py: Option<&Path>, size_mb: u64) {
     let json_mb = truth.bytes as f64 / 1e6;
     let hta = py.and_then(|py| run_hta(py, &d));
     let (hta_s, hta_rss, ratio) = match &hta {
-        Some((inner, h)) if h.ok => (format!("{inner:.2} s"), mb(h.peak_rss_kb), format!("{:.1}x", inner / t.secs.max(1e-9))),
+        Some((inner, h)) if h.ok => {
+            (format!("{inner:.2} s"), mb(h.peak_rss_kb), format!("{:.1}x", inner / t.secs.max(1e-9)))
+        }
         Some(_) => ("failed".into(), "-".into(), "-".into()),
         None => ("not run".into(), "-".into(), "-".into()),
     };

@@ -400,7 +400,14 @@ mod tests {
         let (r, ev) = parse(r#"{"ph":"X","ts":"12","dur":" 3.5 ","name":"a"}"#);
         r.unwrap();
         assert_eq!((ev.ts, ev.dur, ev.bad, ev.repaired.is_some()), (Some(12.0), Some(3.5), None, true));
-        for bad in [r#"{"ph":null}"#, r#"{"name":7}"#, r#"{"ts":"x"}"#, r#"{"ts":NaN}"#, r#"{"dur":Infinity}"#, r#"{"args":[1]}"#] {
+        for bad in [
+            r#"{"ph":null}"#,
+            r#"{"name":7}"#,
+            r#"{"ts":"x"}"#,
+            r#"{"ts":NaN}"#,
+            r#"{"dur":Infinity}"#,
+            r#"{"args":[1]}"#,
+        ] {
             let (r, ev) = parse(bad);
             r.unwrap();
             assert!(ev.bad.is_some(), "{bad}");

@@ -171,12 +171,28 @@ fn damage_notes(path: &Path, w: &document::Walked, used: usize, place: &dyn Fn(u
     }
     if w.repaired > 0 {
         let first = place(w.first_repaired.unwrap_or(0));
-        notes.add(Some(path), format!("{} events with a time or duration written as a string, read as a number (the first at {first})", w.repaired));
+        notes.add(
+            Some(path),
+            format!(
+                "{} events with a time or duration written as a string, read as a number (the first at {first})",
+                w.repaired
+            ),
+        );
     }
     if let Some(d) = &w.stopped {
-        notes.add(Some(path), format!("damage at {}: {}; the document after it is not used ({used} events used)", place(d.offset), d.what));
+        notes.add(
+            Some(path),
+            format!(
+                "damage at {}: {}; the document after it is not used ({used} events used)",
+                place(d.offset),
+                d.what
+            ),
+        );
     } else if let Some(at) = w.truncated_at {
-        notes.add(Some(path), format!("the JSON ends early at {} (truncated?); the {used} events before it are used", place(at)));
+        notes.add(
+            Some(path),
+            format!("the JSON ends early at {} (truncated?); the {used} events before it are used", place(at)),
+        );
     }
 }
 

@@ -86,7 +86,11 @@ fn a_numeric_string_time_is_read_as_the_number() {
     assert_eq!(k("k2"), (12_000, 14_000));
     assert_eq!(k("k3"), (31_000, 34_500));
     assert_eq!(notes.len(), 1, "{notes:?}");
-    assert!(notes[0].starts_with("2 events with a time or duration written as a string, read as a number (the first at offset"), "{notes:?}");
+    assert!(
+        notes[0]
+            .starts_with("2 events with a time or duration written as a string, read as a number (the first at offset"),
+        "{notes:?}"
+    );
 }
 
 #[test]
@@ -170,7 +174,9 @@ fn truncation_anywhere_keeps_the_events_before_it() {
 fn top_level_keys_in_any_order_and_damage_before_the_events() {
     let ev = kernels(3);
     let body = ev.join(",");
-    let front = format!(r#"{{"distributedInfo":{{"rank":5,"world_size":8}},"deviceProperties":[{{"id":0}}],"traceEvents":[{body}],"x":null}}"#);
+    let front = format!(
+        r#"{{"distributedInfo":{{"rank":5,"world_size":8}},"deviceProperties":[{{"id":0}}],"traceEvents":[{body}],"x":null}}"#
+    );
     let (r, c, _) = import(&front);
     assert_eq!((r.unwrap().world_size, c.kernels.len(), c.ends), (Some(8), 3, 1));
     // A damaged key before the events: the events are found further on.
