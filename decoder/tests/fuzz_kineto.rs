@@ -13,20 +13,6 @@ use tprof_decoder::input::kineto;
 use tprof_decoder::input::Notes;
 use tprof_decoder::model::*;
 
-const DATA: &str = "/work/shared/data/kineto";
-
-fn data_dir() -> Option<PathBuf> {
-    let d = std::env::var_os("TPROF_KINETO_DATA").map(PathBuf::from).unwrap_or_else(|| {
-        let rel = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/kineto");
-        if rel.is_dir() {
-            rel
-        } else {
-            PathBuf::from(DATA)
-        }
-    });
-    d.is_dir().then_some(d)
-}
-
 /// What an event becomes, as the test reads the original JSON: (kind, name, start ns).
 type Key = (char, String, u64);
 
@@ -142,10 +128,7 @@ fn mutate(c: &Canonical, rng: &mut Rng, kind: usize) -> (Vec<u8>, Vec<(usize, us
 
 #[test]
 fn mutated_real_traces_keep_every_intact_event() {
-    let Some(dir) = data_dir() else {
-        eprintln!("no Kineto data; skipped");
-        return;
-    };
+    let dir = tprof_decoder::testkit::kineto_traces_dir();
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
         .flatten()
