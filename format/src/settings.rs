@@ -26,11 +26,12 @@ pub mod vars {
     pub const QUIET: &str = "TPROF_QUIET";
     pub const GPU_METRICS_HZ: &str = "TPROF_GPU_METRICS_HZ";
     pub const JOB_ID: &str = "TPROF_JOB_ID";
+    pub const DUMP_SIGNAL: &str = "TPROF_DUMP_SIGNAL";
     /// Test only: tprof panics where it first records this name (see the shim's `config`).
     pub const TEST_PANIC: &str = "TPROF_TEST_PANIC";
 
     /// Every variable above.
-    pub const ALL: [&str; 21] = [
+    pub const ALL: [&str; 22] = [
         DISABLE,
         OUT,
         RING_MB,
@@ -51,6 +52,7 @@ pub mod vars {
         QUIET,
         GPU_METRICS_HZ,
         JOB_ID,
+        DUMP_SIGNAL,
         TEST_PANIC,
     ];
 }
@@ -92,6 +94,29 @@ impl Mode {
     /// The mode of that name.
     pub fn from_name(name: &str) -> Option<Mode> {
         Mode::ALL.into_iter().find(|m| m.name() == name)
+    }
+}
+
+/// The signal that toggles the capture window (flight mode: dumps), `TPROF_DUMP_SIGNAL`: off unless
+/// asked for, so that tprof never changes what a signal does to the program by default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DumpSignal {
+    #[default]
+    Off,
+    Usr1,
+    Usr2,
+}
+
+impl DumpSignal {
+    /// Parses `off` / `0` / empty, `USR1` / `SIGUSR1`, `USR2` / `SIGUSR2` (any case); None otherwise.
+    pub fn parse(s: &str) -> Option<DumpSignal> {
+        let up = s.trim().to_ascii_uppercase();
+        match up.strip_prefix("SIG").unwrap_or(&up) {
+            "" | "OFF" | "0" | "NONE" => Some(DumpSignal::Off),
+            "USR1" => Some(DumpSignal::Usr1),
+            "USR2" => Some(DumpSignal::Usr2),
+            _ => None,
+        }
     }
 }
 
@@ -201,6 +226,16 @@ impl DutyCycle {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn dump_signals() {
+        assert_eq!(DumpSignal::parse("USR2"), Some(DumpSignal::Usr2));
+        assert_eq!(DumpSignal::parse("sigusr1"), Some(DumpSignal::Usr1));
+        assert_eq!(DumpSignal::parse(" off "), Some(DumpSignal::Off));
+        assert_eq!(DumpSignal::parse(""), Some(DumpSignal::Off));
+        assert_eq!(DumpSignal::parse("TERM"), None);
+        assert_eq!(DumpSignal::parse("12"), None);
+    }
 
     #[test]
     fn huge_durations_are_refused_not_a_panic() {

@@ -1,7 +1,9 @@
 //! Per-call cost of the shim on `cudaLaunchKernel` (simulated runtime, `SIMGPU_LAUNCH_NS=0`):
 //! `cargo bench -p tprof-shim --bench intercept`.
 //!
-//! A small C driver (`benches/driver/launch_loop.c`) launches N kernels and prints ns per call. It runs
+//! A small C driver (`benches/driver/launch_loop.c`) launches N kernels with `cudaLaunchKernel`, and
+//! `benches/driver/launch_loop_nvcc.cu` (built by the CUDA 13 nvcc in `.venv`) with `<<<>>>`, in
+//! batches with syncs and back to back; each prints ns per call. It runs
 //! bare and under libtprof in each mode, the configurations interleaved round by round so machine
 //! noise hits them alike; the median of the rounds is reported with the difference to bare.
 //! "CUPTI off" rows (`TPROF_CUPTI=0`) isolate the shim's own cost: with CUPTI on, the simulated
@@ -9,7 +11,8 @@
 //!
 //! Environment: `TPROF_LIB` (default `$CARGO_TARGET_DIR/release/libtprof.so`; build it first with
 //! `cargo build --release -p tprof-shim`), `SIMGPU_LIB_DIR` (default `tests/simgpu/build`),
-//! `BENCH_CALLS` (default 200000), `BENCH_ROUNDS` (default 7).
+//! `BENCH_CALLS` (default 200000), `BENCH_ROUNDS` (default 7), `TPROF_LIB_OLD` (a previous
+//! libtprof.so: its CUPTI-off rows run interleaved beside the new one).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -33,6 +36,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// TPROF_* settings of one configuration.
 type Settings = Vec<(&'static str, &'static str)>;
+
+/// One measured case: (launch path, configuration, library: None = bare, else ("new" | "old", path)).
+type Case = (usize, usize, Option<(&'static str, PathBuf)>);
 
 fn main() {
     let lib =
@@ -63,6 +69,7 @@ fn main() {
     assert!(cc.success(), "cannot build the launch driver");
     let calls = env_num("BENCH_CALLS", 200_000);
     let rounds = env_num("BENCH_ROUNDS", 7);
+    let old_lib = std::env::var_os("TPROF_LIB_OLD").map(PathBuf::from);
     // (label, TPROF_* settings; None = bare)
     let configs: Vec<(&str, Option<Settings>)> = vec![
         ("bare (no shim)", None),
@@ -81,24 +88,59 @@ fn main() {
         ("closed window, CUPTI on", Some(vec![("TPROF_MODE", "steps"), ("TPROF_STEPS", "1000000000")])),
         ("metrics, CUPTI on", Some(vec![("TPROF_MODE", "metrics")])),
     ];
-    // Per round: the fastest batch of 250 calls (ns per call), and the mean over all calls.
-    let mut results: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
-    let mut means: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
+    // The launch paths: the C driver's cudaLaunchKernel, and nvcc's `<<<>>>` (CUDA 13:
+    // __cudaLaunchKernel) in batches with syncs and back to back. The nvcc paths run the bare and
+    // CUPTI-off configurations (the shim's own cost).
+    let mut paths: Vec<(&str, Vec<String>)> =
+        vec![("cudaLaunchKernel, batches of 250 + sync", vec![driver.display().to_string()])];
+    match build_nvcc_driver(&work) {
+        Some(nv) => {
+            let nv = nv.display().to_string();
+            paths.push(("nvcc <<<>>> (__cudaLaunchKernel), batches of 250 + sync", vec![nv.clone(), "batches".into()]));
+            paths.push(("nvcc <<<>>> (__cudaLaunchKernel), back to back, no sync", vec![nv, "b2b".into()]));
+        }
+        None => println!("nvcc (CUDA 13 wheel) not found: the <<<>>> paths are skipped (run scripts/setup-python.sh)"),
+    }
+    // One case = (path, config, library); a round runs every case once, interleaved.
+    let mut cases: Vec<Case> = Vec::new();
+    for (p, _) in paths.iter().enumerate() {
+        for (c, (label, tprof)) in configs.iter().enumerate() {
+            let shim_only = p == 0
+                || tprof.is_none()
+                || label.contains("CUPTI off") && !label.starts_with("flight") && !label.starts_with("sample");
+            if !shim_only {
+                continue;
+            }
+            if tprof.is_none() {
+                cases.push((p, c, None));
+                continue;
+            }
+            cases.push((p, c, Some(("new", lib.clone()))));
+            if let Some(old) = old_lib.as_ref().filter(|_| label.contains("CUPTI off")) {
+                cases.push((p, c, Some(("old", old.clone()))));
+            }
+        }
+    }
+    let mut best_of: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
+    let mut mean_of: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
     for round in 0..rounds {
-        for (i, (label, tprof)) in configs.iter().enumerate() {
+        for (i, (p, c, which)) in cases.iter().enumerate() {
+            let (label, tprof) = &configs[*c];
             let out = work.join(format!("out-{round}-{i}"));
-            let mut cmd = Command::new(&driver);
+            let argv = &paths[*p].1;
+            let mut cmd = Command::new(&argv[0]);
             cmd.arg(calls.to_string())
+                .args(&argv[1..])
                 .env("LD_LIBRARY_PATH", &simgpu)
                 .env("SIMGPU_LAUNCH_NS", "0")
                 .env("SIMGPU_KERNEL_NS", "bench=1")
                 .env("SIMGPU_SESSION", format!("bench-intercept-{}", std::process::id()))
                 .env_remove("LD_PRELOAD");
-            for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("TPROF_") && k != "TPROF_LIB") {
+            for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("TPROF_") && !k.starts_with("TPROF_LIB")) {
                 cmd.env_remove(k);
             }
-            if let Some(vars) = tprof {
-                cmd.env("LD_PRELOAD", &lib).env("TPROF_OUT", &out).env("TPROF_RING_MB", "64").env("TPROF_QUIET", "1");
+            if let (Some(vars), Some((_, so))) = (tprof, which) {
+                cmd.env("LD_PRELOAD", so).env("TPROF_OUT", &out).env("TPROF_RING_MB", "64").env("TPROF_QUIET", "1");
                 for (k, v) in vars {
                     cmd.env(k, v);
                 }
@@ -110,21 +152,62 @@ fn main() {
                     .find_map(|l| l.strip_prefix(key).and_then(|v| v.trim().parse::<f64>().ok()))
                     .unwrap_or_else(|| panic!("{label}: no {key} ({})", String::from_utf8_lossy(&o.stderr)))
             };
-            results[i].push(get("best_batch_ns_per_call "));
-            means[i].push(get("ns_per_call "));
+            best_of[i].push(get("best_batch_ns_per_call "));
+            mean_of[i].push(get("ns_per_call "));
             let _ = std::fs::remove_dir_all(&out);
         }
     }
-    let best = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
-    let bare = best(&results[0]);
-    let bare_mean = median(means[0].clone());
-    println!("cudaLaunchKernel on the simulated runtime (SIMGPU_LAUNCH_NS=0), {calls} calls x {rounds} rounds");
-    println!("best = fastest batch of 250 calls over all rounds; mean = median over rounds of the mean per call");
-    println!("{:<28} {:>9} {:>9} {:>7} {:>10} {:>9}", "configuration", "best ns", "added", "ratio", "mean ns", "added");
-    for (i, (label, _)) in configs.iter().enumerate() {
-        let b = best(&results[i]);
-        let m = median(means[i].clone());
-        println!("{label:<28} {b:>9.1} {:>+9.1} {:>7.3} {m:>10.1} {:>+9.1}", b - bare, b / bare, m - bare_mean);
+    println!(
+        "simulated runtime (SIMGPU_LAUNCH_NS=0), {calls} calls x {rounds} rounds, cases interleaved round by round"
+    );
+    println!("best = median over rounds of the fastest batch (250 calls; back to back: 1000); mean = median of the mean per call");
+    println!("added = the median of per-round differences to bare of the same path and round");
+    for (p, (path_label, _)) in paths.iter().enumerate() {
+        println!("\n{path_label}");
+        println!("{:<40} {:>9} {:>9} {:>10} {:>9}", "configuration", "best ns", "added", "mean ns", "added");
+        let Some(bare) = cases.iter().position(|&(cp, _, ref w)| cp == p && w.is_none()) else { continue };
+        for (i, (cp, c, which)) in cases.iter().enumerate().filter(|(_, (cp, _, _))| *cp == p) {
+            let _ = cp;
+            let lib_tag = match which {
+                Some(("old", _)) => " [previous lib]",
+                _ => "",
+            };
+            let label = format!("{}{lib_tag}", configs[*c].0);
+            let diffs = |v: &[Vec<f64>]| median(v[i].iter().zip(&v[bare]).map(|(a, b)| a - b).collect());
+            println!(
+                "{label:<40} {:>9.1} {:>+9.1} {:>10.1} {:>+9.1}",
+                median(best_of[i].clone()),
+                diffs(&best_of),
+                median(mean_of[i].clone()),
+                diffs(&mean_of)
+            );
+        }
     }
-    println!("goals: full <= +30 ns per call; closed window / metrics <= +5 ns per call");
+    println!("\ngoals: full <= +30 ns per call; closed window / metrics <= +5 ns per call");
+}
+
+/// Builds `driver/launch_loop_nvcc.cu` with the CUDA 13 nvcc of the repository's `.venv` (None when
+/// it is not installed).
+fn build_nvcc_driver(work: &Path) -> Option<PathBuf> {
+    let venv = repo().join(".venv/lib");
+    let site = std::fs::read_dir(&venv)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .find(|e| e.file_name().to_string_lossy().starts_with("python3"))?;
+    let cu13 = site.path().join("site-packages/nvidia/cu13");
+    let nvcc = cu13.join("bin/nvcc");
+    if !nvcc.exists() {
+        return None;
+    }
+    let out = work.join("launch_loop_nvcc");
+    let ok = Command::new(&nvcc)
+        .args(["-cudart", "shared", "-arch=sm_90", "-O2", "-std=c++17", "-o"])
+        .arg(&out)
+        .arg(repo().join("shim/benches/driver/launch_loop_nvcc.cu"))
+        .arg("-L")
+        .arg(cu13.join("lib"))
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "nvcc could not build the <<<>>> launch driver");
+    Some(out)
 }

@@ -126,6 +126,12 @@ fn process_alive(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
 }
 
+/// A socket nobody serves: its process is gone, or nothing listens on it (a socket file left by a
+/// killed process, whose pid may have been reused since).
+fn is_stale(pid: u32, e: &std::io::Error) -> bool {
+    matches!(e.kind(), std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::NotFound) || !process_alive(pid)
+}
+
 /// Runs `tprof ctl`; returns the exit status (0 when every process answered `ok`).
 pub fn run(c: &CtlCmd) -> i32 {
     let line = match request_line(&c.action) {
@@ -172,7 +178,7 @@ pub fn run(c: &CtlCmd) -> i32 {
         }
     };
     let mut failures = 0;
-    let mut stale = 0;
+    let mut stale: Vec<String> = Vec::new();
     // Every process gets the request even when stdout is gone: printing stops, acting does not.
     let mut out = Output::default();
     for (pid, path) in &targets {
@@ -184,23 +190,31 @@ pub fn run(c: &CtlCmd) -> i32 {
                 }
                 out.line(&reply_line(*pid, &c.action, &reply));
             }
-            Err(e) if c.all && !process_alive(*pid) => {
-                stale += 1;
-                let _ = e;
+            Err(e) if c.all && is_stale(*pid, &e) => {
+                stale.push(path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
             }
             Err(e) => {
                 failures += 1;
                 let advice = match e.kind() {
                     std::io::ErrorKind::PermissionDenied => " (the socket belongs to another user)",
                     std::io::ErrorKind::ConnectionRefused if !process_alive(*pid) => " (the process is gone)",
+                    std::io::ErrorKind::ConnectionRefused => " (nobody listens: a stale socket)",
                     _ => "",
                 };
                 out.line(&format!("pid {pid}: error: {e}{advice}"));
             }
         }
     }
-    if stale > 0 {
-        eprintln!("tprof ctl: skipped {stale} socket(s) of processes that are gone");
+    if !stale.is_empty() {
+        eprintln!(
+            "tprof ctl: ignored {} stale socket(s) in {} (no process listens): {}",
+            stale.len(),
+            c.out.display(),
+            stale.join(" ")
+        );
+        if stale.len() == targets.len() {
+            return 1;
+        }
     }
     if failures > 0 || out.failed == Some(1) {
         1

@@ -26,7 +26,7 @@ pub enum RunMode {
     Steps,
     /// A duty cycle given with --sample.
     Sample,
-    /// Always on, the ring wraps; saved on `tprof ctl dump`, SIGUSR2, a crash and at exit.
+    /// Always on, the ring wraps; saved on `tprof ctl dump`, `TPROF_DUMP_SIGNAL`, a crash and at exit.
     Flight,
     /// Counters only (with --metrics-file).
     Metrics,

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use tprof_format::settings::{self, parse_duration, vars, DutyCycle, Mode, StepRange};
+use tprof_format::settings::{self, parse_duration, vars, DumpSignal, DutyCycle, Mode, StepRange};
 use tprof_format::ClockSource;
 
 use super::messages::warn_line;
@@ -37,6 +37,8 @@ pub struct Config {
     pub commit_interval: Duration,
     /// `TPROF_QUIET=1`: no informational lines (warnings still print).
     pub quiet: bool,
+    /// `TPROF_DUMP_SIGNAL` (default off): the signal that toggles the window / dumps.
+    pub dump_signal: DumpSignal,
     /// `TPROF_STEPS=100-110[:every=1000]`: the steps-mode window (default 100-110).
     pub steps: StepRange,
     /// `TPROF_SAMPLE=2s/60s`: the sample-mode duty cycle (default 2 s every 60 s).
@@ -73,6 +75,7 @@ impl Default for Config {
             buffer_events: 16384,
             commit_interval: Duration::from_millis(100),
             quiet: false,
+            dump_signal: DumpSignal::Off,
             steps: StepRange::DEFAULT,
             sample: DutyCycle::DEFAULT,
             metrics_file: None,
@@ -200,6 +203,12 @@ impl Config {
         }
         if let Some(v) = get(vars::QUIET) {
             c.quiet = parse_bool(vars::QUIET, &v, false);
+        }
+        if let Some(v) = get(vars::DUMP_SIGNAL) {
+            match DumpSignal::parse(&v) {
+                Some(s) => c.dump_signal = s,
+                None => warn(vars::DUMP_SIGNAL, &v, "is not one of USR1, USR2, off", "off"),
+            }
         }
         c.parse_capture(&get);
         c.parse_sources(&get);

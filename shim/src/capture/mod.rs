@@ -55,7 +55,7 @@ pub enum Reason {
     Sample = 2,
     /// `tprof ctl`.
     Control = 3,
-    /// SIGUSR2.
+    /// The dump signal (`TPROF_DUMP_SIGNAL`).
     Signal = 4,
     /// Process exit.
     Exit = 5,
@@ -109,7 +109,7 @@ static SAMPLE_WANTS_OPEN: AtomicBool = AtomicBool::new(false);
 /// The step in progress (for steps mode's last-step test) and when it began (ticks).
 static CURRENT_STEP: AtomicU64 = AtomicU64::new(0);
 static STEP_BEGIN_TICKS: AtomicU64 = AtomicU64::new(0);
-/// SIGUSR2 toggles requested (by the signal handler) and served (by the writer thread).
+/// Dump-signal toggles requested (by the signal handler) and served (by the writer thread).
 static TOGGLES_REQUESTED: AtomicU32 = AtomicU32::new(0);
 static TOGGLES_SERVED: AtomicU32 = AtomicU32::new(0);
 /// Dump requests: sequence numbers requested, picked up and committed; the latest reason.
@@ -292,7 +292,7 @@ pub fn manual_state() -> String {
     }
 }
 
-/// Asks for a SIGUSR2 toggle (async-signal-safe: one atomic add); the writer thread serves it.
+/// Asks for a dump-signal toggle (async-signal-safe: one atomic add); the writer thread serves it.
 pub fn request_toggle_from_signal() {
     TOGGLES_REQUESTED.fetch_add(1, Ordering::AcqRel);
 }

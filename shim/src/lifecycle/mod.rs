@@ -9,6 +9,7 @@
 
 mod fork;
 pub mod image_end;
+mod out_dir;
 
 use std::sync::Once;
 use std::time::Duration;
@@ -93,13 +94,15 @@ fn wait_for_decision() {
 }
 
 /// The services that drive and report the capture window: the metrics file, the control socket
-/// (with SIGUSR2; removed when the writer stops) and, in flight mode, the fatal-signal handlers.
+/// (removed when the writer stops, and by the fatal- and termination-signal handlers, which in flight
+/// mode also commit the ring) and the opt-in dump signal.
 fn start_services() {
     metrics::on_enabled();
     control_socket::start();
     writer_thread::register_stop_hook(control_socket::remove_socket);
-    if config().mode == Mode::Flight {
-        signals::install_fatal_handlers();
+    signals::install_fatal_handlers(config().mode == Mode::Flight);
+    if signals::install_dump_signal(config().dump_signal) == signals::DumpSignalState::Failed {
+        warn_line("cannot install the handler of TPROF_DUMP_SIGNAL; use `tprof ctl` instead");
     }
 }
 
@@ -142,6 +145,10 @@ fn init_inner() -> Result<(), InitError> {
     let dir = &cfg.out_dir;
     if let Err(e) = std::fs::DirBuilder::new().recursive(true).mode_private().create(dir) {
         return Err(InitError::Warn(format!("cannot create TPROF_OUT={} ({e})", dir.display())));
+    }
+    // SAFETY: geteuid has no preconditions.
+    if let Some(why) = out_dir::refusal(dir, unsafe { libc::geteuid() }) {
+        return Err(InitError::Warn(why));
     }
     let geometry = RingGeometry::for_total_bytes(cfg.ring_mb << 20);
     let base = ring_file_name(&header.hostname, rank, pid);

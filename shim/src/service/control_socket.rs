@@ -1,42 +1,51 @@
-//! On-demand control: a Unix socket `<TPROF_OUT>/tprof-<pid>.sock` served by a listener thread, and
-//! SIGUSR2 as a fallback (see `signals`). The line protocol is `tprof_format::control_protocol`.
+//! On-demand control: a Unix socket `<TPROF_OUT>/tprof-<pid>.sock` served by one thread
+//! (`control_server`: several connections at once, each with a deadline). The line protocol is
+//! `tprof_format::control_protocol`.
 //!
-//! The socket is made owner-only (0600) in the output directory (created 0700 by `lifecycle`), and
-//! every connection's peer uid (`SO_PEERCRED`) must equal this process's effective uid: anyone else
-//! gets one `error:` line and the connection is closed.
+//! The socket is made owner-only (0600) in the output directory (created 0700 by `lifecycle`, refused
+//! there when another user could write to it), and every connection's peer uid (`SO_PEERCRED`) must
+//! equal this process's effective uid: anyone else gets one `error:` line and the connection is closed.
+//!
+//! The socket file goes away with the process: at exit (the writer's stop hook) and, through
+//! [`unlink_from_signal`], in the fatal- and termination-signal handlers (`signals`). A socket left by
+//! a process of this host that died without either (SIGKILL) is removed by the next process that
+//! starts in the directory: one with our own pid (pid reuse) before we bind, the others once their pid
+//! is gone, nobody listens and a ring of this host with that pid sits beside it (a shared output
+//! directory also holds the live sockets of other hosts' processes, which are left alone).
 //!
 //! The listener holds no lock; a fork child has no listener thread and re-creates its own socket when
 //! it re-initialises (the inherited listening descriptor is closed there).
 
-use std::io::{BufRead, BufReader, Write};
+use std::ffi::{c_char, CString};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, Ordering};
 
 use tprof_format::control_protocol::{self, status, Request};
 
 use crate::base::config::config;
-use crate::base::messages::{stderr_line, warn_line};
+use crate::base::messages::warn_line;
 use crate::base::panic_fence::ffi_guard;
 use crate::base::{process, switch};
 use crate::capture::{self, Reason};
 use crate::record::call_counters;
 use crate::record::reentrancy::Reentrancy;
 
-use super::{signals, writer_thread};
+use super::control_server::{self, Handlers, Outcome};
+use super::writer_thread;
 
 /// The listening descriptor and the pid that created it.
 static LISTEN_FD: AtomicI32 = AtomicI32::new(-1);
 static LISTEN_PID: AtomicU32 = AtomicU32::new(0);
-/// The socket path of the process in `LISTEN_PID` (leaked per process; never freed).
+/// The socket path of the process in `LISTEN_PID` (leaked per process; never freed), and the same as a
+/// C string for the signal handlers.
 static SOCKET_PATH: AtomicPtr<PathBuf> = AtomicPtr::new(std::ptr::null_mut());
-static SAID_SIGUSR2: AtomicBool = AtomicBool::new(false);
+static SOCKET_CPATH: AtomicPtr<c_char> = AtomicPtr::new(std::ptr::null_mut());
 
-/// Starts the listener (and SIGUSR2) for this process. Never fails the host program: problems are one
-/// warning line.
+/// Starts the listener for this process. Never fails the host program: problems are one warning line.
 pub fn start() {
     let pid = std::process::id();
     let previous = LISTEN_PID.swap(pid, Ordering::AcqRel);
@@ -50,11 +59,8 @@ pub fn start() {
         // in the child uses it.
         unsafe { libc::close(inherited) };
     }
+    SOCKET_CPATH.store(std::ptr::null_mut(), Ordering::Release);
     SOCKET_PATH.store(std::ptr::null_mut(), Ordering::Release);
-    let sig = signals::install_toggle();
-    if sig == signals::Sigusr2::ApplicationOwns && !config().quiet && !SAID_SIGUSR2.swap(true, Ordering::AcqRel) {
-        stderr_line("tprof: SIGUSR2 belongs to the application; control tprof with `tprof ctl` instead");
-    }
     if let Err(e) = listen(pid) {
         warn_line(&format!("no control socket ({e}); `tprof ctl` cannot reach this process"));
     }
@@ -62,30 +68,88 @@ pub fn start() {
 
 fn listen(pid: u32) -> std::io::Result<()> {
     let dir = &config().out_dir;
-    // The socket is created 0600 and every connection's peer uid is checked (SO_PEERCRED), so a
-    // shared output directory (an existing TPROF_OUT with mode 755) needs no warning.
     std::fs::metadata(dir)?;
     let path = control_protocol::socket_path(dir, pid);
     if path.as_os_str().len() >= 108 {
         return Err(std::io::Error::other(format!("{} is longer than a socket path may be", path.display())));
     }
-    // A stale socket of a dead process with our pid (pid reuse) would make bind fail.
-    if std::fs::symlink_metadata(&path).is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type())) {
+    // A socket with our pid is stale (a dead process of this host, pid reused) unless someone listens
+    // on it (a process with the same pid on another host sharing the directory).
+    if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_socket()) {
+        if UnixStream::connect(&path).is_ok() {
+            return Err(std::io::Error::other(format!("{} is in use by another live process", path.display())));
+        }
         let _ = std::fs::remove_file(&path);
     }
     let listener = UnixListener::bind(&path)?;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
     LISTEN_FD.store(listener.as_raw_fd(), Ordering::Release);
+    let cpath = CString::new(path.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
     SOCKET_PATH.store(Box::into_raw(Box::new(path.clone())), Ordering::Release);
+    SOCKET_CPATH.store(cpath.into_raw(), Ordering::Release);
+    let dir = dir.clone();
     let spawned = std::thread::Builder::new().name("tprof-ctl".into()).spawn(move || {
         let _inside = Reentrancy::enter();
-        ffi_guard((), || serve(listener));
+        ffi_guard((), || {
+            remove_stale_sockets(&dir, pid);
+            control_server::serve(listener, Handlers { refuse, execute, dumps_done: capture::dumps_done })
+        });
     });
     if let Err(e) = spawned {
         let _ = std::fs::remove_file(&path);
         return Err(e);
     }
     Ok(())
+}
+
+/// Removes the sockets in `dir` left by dead processes of this host (see the module notes).
+fn remove_stale_sockets(dir: &Path, own_pid: u32) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let names: Vec<String> =
+        entries.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    let host = process::hostname();
+    for name in &names {
+        let Some(pid) = control_protocol::socket_pid(name).filter(|&p| p != own_pid) else { continue };
+        if process_exists(pid) || !names.iter().any(|n| is_ring_of(n, &host, pid)) {
+            continue;
+        }
+        let path = dir.join(name);
+        let is_socket = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_socket());
+        if is_socket && UnixStream::connect(&path).is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionRefused) {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+}
+
+/// Whether `name` is a ring file this host's process `pid` wrote (`<host>-r<rank>-p<pid>[-N].tprof`).
+fn is_ring_of(name: &str, host: &str, pid: u32) -> bool {
+    let own = tprof_format::ring_file_name(host, None, pid);
+    let Some(prefix) = own.strip_suffix(&format!("rNA-p{pid}.tprof")) else { return false };
+    let Some(rest) = name.strip_prefix(prefix).and_then(|r| r.strip_suffix(".tprof")) else { return false };
+    let tail = format!("-p{pid}");
+    rest.ends_with(&tail)
+        || rest.rsplit_once('-').is_some_and(|(head, n)| head.ends_with(&tail) && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+fn process_exists(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else { return false };
+    // SAFETY: signal 0 only checks that the process exists; nothing is delivered.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
+/// Removes this process's socket file from a signal handler: async-signal-safe (atomic loads,
+/// `getpid`, `unlink`); does nothing in a process that has no socket of its own (a fork child that did
+/// not re-initialise).
+pub fn unlink_from_signal() {
+    let path = SOCKET_CPATH.load(Ordering::Acquire);
+    // SAFETY: getpid has no preconditions and is async-signal-safe.
+    let me = unsafe { libc::getpid() } as u32;
+    if path.is_null() || LISTEN_PID.load(Ordering::Acquire) != me {
+        return;
+    }
+    // SAFETY: `path` is a leaked, never-freed NUL-terminated string; unlink is async-signal-safe.
+    unsafe { libc::unlink(path) };
 }
 
 /// This process's socket path, if it has one.
@@ -106,18 +170,6 @@ pub fn current_socket() -> Option<&'static Path> {
 pub fn remove_socket() {
     if let Some(p) = current_socket() {
         let _ = std::fs::remove_file(p);
-    }
-}
-
-fn serve(listener: UnixListener) {
-    for conn in listener.incoming() {
-        match conn {
-            Ok(stream) => {
-                let _ = handle(stream);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => std::thread::sleep(Duration::from_millis(10)),
-        }
     }
 }
 
@@ -146,35 +198,18 @@ pub fn peer_allowed(peer: u32, owner: u32) -> bool {
     peer == owner
 }
 
-fn handle(stream: UnixStream) -> std::io::Result<()> {
-    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
-    stream.set_write_timeout(Some(Duration::from_secs(2)))?;
-    let mut out = &stream;
+/// The refusal a connection gets when its peer is not this process's user (None: allowed).
+fn refuse(stream: &UnixStream) -> Option<String> {
     // SAFETY: geteuid has no preconditions.
     let owner = unsafe { libc::geteuid() };
-    let peer = peer_uid(&stream)?;
-    // Read the request first in every case: closing with unread input would reset the connection
-    // before the peer reads our answer.
-    let mut line = String::new();
-    BufReader::new((&stream).take_limited()).read_line(&mut line)?;
-    if !peer_allowed(peer, owner) {
-        out.write_all(
-            format!("error: permission denied: uid {peer} may not control this process (owner uid {owner})\n")
-                .as_bytes(),
-        )?;
-        return Ok(());
-    }
-    let reply = execute(line.trim());
-    out.write_all(reply.as_bytes())
-}
-
-/// Bounded reads (a request is one short line).
-trait TakeLimited: std::io::Read + Sized {
-    fn take_limited(self) -> std::io::Take<Self> {
-        self.take(1024)
+    match peer_uid(stream) {
+        Ok(peer) if peer_allowed(peer, owner) => None,
+        Ok(peer) => {
+            Some(format!("error: permission denied: uid {peer} may not control this process (owner uid {owner})\n"))
+        }
+        Err(e) => Some(format!("error: cannot identify the peer ({e})\n")),
     }
 }
-impl<R: std::io::Read> TakeLimited for R {}
 
 fn window_word(open: bool) -> &'static str {
     if open {
@@ -184,8 +219,22 @@ fn window_word(open: bool) -> &'static str {
     }
 }
 
-/// Runs one request; returns the reply text.
-pub fn execute(line: &str) -> String {
+/// Runs one request: its reply, or the dump to wait for.
+fn execute(line: &str) -> Outcome {
+    match Request::parse(line) {
+        Ok(Request::Dump) if switch::state() == switch::ENABLED => {
+            if writer_thread::running() {
+                Outcome::AwaitDump(capture::request_dump_for(Reason::Control))
+            } else {
+                Outcome::Reply("error: the ring writer is not running\n".into())
+            }
+        }
+        _ => Outcome::Reply(reply_text(line)),
+    }
+}
+
+/// The reply to a request that needs no waiting.
+pub fn reply_text(line: &str) -> String {
     let req = match Request::parse(line) {
         Ok(r) => r,
         Err(e) => return format!("error: {e}\n"),
@@ -204,31 +253,9 @@ pub fn execute(line: &str) -> String {
             let was = if changed { "" } else { " was=closed" };
             format!("ok window={}{was}\n", window_word(switch::is_recording()))
         }
-        Request::Dump => {
-            if dump_and_wait(Reason::Control, Duration::from_secs(2)) {
-                "ok dumped\n".into()
-            } else {
-                "error: the ring writer did not commit within 2 s\n".into()
-            }
-        }
+        Request::Dump => "error: dump is served by the control thread\n".into(),
         Request::Status => status_text(),
     }
-}
-
-/// Requests a dump and waits until the writer committed it (false after `timeout` or without writer).
-fn dump_and_wait(reason: Reason, timeout: Duration) -> bool {
-    if !writer_thread::running() {
-        return false;
-    }
-    let seq = capture::request_dump_for(reason);
-    let deadline = std::time::Instant::now() + timeout;
-    while capture::dumps_done() < seq {
-        if std::time::Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    true
 }
 
 fn status_text() -> String {

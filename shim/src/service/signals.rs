@@ -1,21 +1,27 @@
-//! Signal handlers (FFI: `sigaction`): SIGUSR2 for on-demand control, fatal signals for the flight
-//! recorder.
+//! Signal handlers (FFI: `sigaction`): the opt-in dump signal, and fatal and termination signals that
+//! remove the control socket (and, in flight mode, commit the flight recorder) before the program's
+//! own disposition runs. None of them changes what a signal does to the program.
 //!
-//! - SIGUSR2 toggles the capture window (flight mode: dumps). Installed only when the signal still has
-//!   its default disposition: an application's own handler (or SIG_IGN) is never replaced; then
-//!   `tprof ctl` is the way in, and one informational line says so.
-//! - Fatal signals (flight mode): SIGSEGV, SIGBUS, SIGABRT, SIGFPE. The handler does only
-//!   async-signal-safe work: atomic stores to request a dump, `clock_gettime` / `nanosleep` to wait at
-//!   most [`FATAL_WAIT_MS`] for the writer thread to serve it, `sigaction` to put the previous handler
-//!   back, and `raise` (for signals that were sent rather than caused by the faulting instruction,
-//!   which simply faults again on return). The previous handler or the default action (core dump)
-//!   then runs as if tprof were not there.
+//! - The dump signal (`TPROF_DUMP_SIGNAL=USR1|USR2`, default off) toggles the capture window (flight
+//!   mode: dumps). The disposition it finds is kept: a handler the program installed before is called
+//!   after ours (with its `SA_SIGINFO` calling convention), `SIG_IGN` stays ignored, and the default
+//!   action (ending the program) is what the opt-in replaces. A handler the program installs later
+//!   replaces ours: theirs wins, and `tprof ctl` remains the way in.
+//! - Fatal signals: SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, installed in every mode, each chaining to
+//!   the disposition it found. Termination signals: SIGTERM, SIGINT, SIGHUP, SIGQUIT, taken only where
+//!   they have the default disposition (a program's own handler, or SIG_IGN, is left alone).
+//! - The handler does only async-signal-safe work: `unlink` of the socket; in flight mode atomic
+//!   stores to request a dump, `clock_gettime` / `nanosleep` to wait at most [`FATAL_WAIT_MS`] for
+//!   the writer thread to serve it; `sigaction` to put the previous disposition back, and `raise` (for
+//!   signals that were sent rather than caused by the faulting instruction, which simply faults again
+//!   on return). The previous handler or the default action (termination, core dump) then runs as if
+//!   tprof were not there: exit status and core dumps are the program's.
 //!
-//! What is guaranteed on a fatal signal: everything committed before it (the writer commits at least
-//! every `TPROF_COMMIT_MS`, 100 ms) is in the file whatever happens next. When the writer thread is
-//! alive and is not the crashing thread, the events already in the thread buffers at the signal, and a
-//! `FlightDump` marker (value 7, "fatal signal"), are committed too. If the writer is wedged (the
-//! crash corrupted it), the handler gives up after the wait and the last <= 100 ms are lost.
+//! What is guaranteed on a fatal signal in flight mode: everything committed before it (the writer
+//! commits at least every `TPROF_COMMIT_MS`, 100 ms) is in the file whatever happens next. When the
+//! writer thread is alive and is not the crashing thread, the events already in the thread buffers at
+//! the signal, and a `FlightDump` marker (value 7, "fatal signal"), are committed too. If the writer is
+//! wedged (the crash corrupted it), the handler gives up after the wait and the last <= 100 ms are lost.
 
 use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
@@ -23,41 +29,63 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Once;
 
 use libc::{c_int, c_void, siginfo_t};
+use tprof_format::settings::DumpSignal;
 
 use crate::capture::{self, Reason};
 
-use super::writer_thread;
+use super::{control_socket, writer_thread};
 
 /// Longest time a fatal-signal handler waits for the writer thread's commit.
 pub const FATAL_WAIT_MS: u64 = 500;
 
-const FATAL: [c_int; 4] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGABRT, libc::SIGFPE];
+/// Signals raised by a faulting instruction (or `abort`): always handled, chained.
+const FATAL: [c_int; 5] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGABRT, libc::SIGFPE, libc::SIGILL];
+/// Signals that end the program by default: handled only while they have the default disposition.
+const TERMINATING: [c_int; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT];
+/// Every signal with a save slot: the fatal ones, the terminating ones, the two dump signals.
+const SLOTS: usize = 11;
+const SIGNALS: [c_int; SLOTS] = [
+    libc::SIGSEGV,
+    libc::SIGBUS,
+    libc::SIGABRT,
+    libc::SIGFPE,
+    libc::SIGILL,
+    libc::SIGTERM,
+    libc::SIGINT,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+];
 
-/// The dispositions in place before ours, one per fatal signal (written once, before our handler can
-/// run; read only by the handler).
+/// The dispositions in place before ours, one per signal (written once, before our handler can run;
+/// read only by the handler).
 struct Saved {
-    actions: [UnsafeCell<MaybeUninit<libc::sigaction>>; 4],
-    valid: [AtomicBool; 4],
+    actions: [UnsafeCell<MaybeUninit<libc::sigaction>>; SLOTS],
+    valid: [AtomicBool; SLOTS],
 }
 
-// SAFETY: each slot is written once by `install_fatal_handlers` (under a `Once`) before the matching
-// handler is installed, and `valid` (Release/Acquire) orders that write before any read in the handler.
+// SAFETY: each slot is written once by `take` (under a `Once`) before the matching handler is
+// installed, and `valid` (Release/Acquire) orders that write before any read in the handler.
 unsafe impl Sync for Saved {}
 
 static SAVED: Saved = Saved {
-    actions: [const { UnsafeCell::new(MaybeUninit::uninit()) }; 4],
-    valid: [const { AtomicBool::new(false) }; 4],
+    actions: [const { UnsafeCell::new(MaybeUninit::uninit()) }; SLOTS],
+    valid: [const { AtomicBool::new(false) }; SLOTS],
 };
 static FATAL_ONCE: Once = Once::new();
+static DUMP_ONCE: Once = Once::new();
 static IN_FATAL: AtomicBool = AtomicBool::new(false);
+/// Flight mode: fatal and termination signals commit the ring first.
+static DUMP_ON_FATAL: AtomicBool = AtomicBool::new(false);
 
-/// Outcome of trying to take SIGUSR2.
+/// Outcome of taking the dump signal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Sigusr2 {
-    /// Our handler is installed.
+pub enum DumpSignalState {
+    /// Not asked for (`TPROF_DUMP_SIGNAL` off).
+    Off,
+    /// Our handler is installed; it calls the program's earlier handler after ours.
     Installed,
-    /// The application has its own handler (or ignores it): left alone.
-    ApplicationOwns,
     /// `sigaction` failed.
     Failed,
 }
@@ -67,53 +95,99 @@ fn empty_action() -> libc::sigaction {
     unsafe { std::mem::zeroed() }
 }
 
-extern "C" fn on_sigusr2(_sig: c_int) {
-    capture::request_toggle_from_signal();
+fn slot_of(sig: c_int) -> Option<usize> {
+    SIGNALS.iter().position(|&s| s == sig)
 }
 
-/// Installs the SIGUSR2 toggle unless the signal already has a handler. Idempotent (a fork child
-/// inherits the handler and sees it as ours).
-pub fn install_toggle() -> Sigusr2 {
+/// The disposition saved for `sig` before ours, if any.
+fn previous(sig: c_int) -> Option<*const libc::sigaction> {
+    let i = slot_of(sig)?;
+    let (valid, action) = (SAVED.valid.get(i)?, SAVED.actions.get(i)?);
+    // SAFETY: `valid` says the slot was filled by sigaction before our handler was installed.
+    valid.load(Ordering::Acquire).then(|| unsafe { (*action.get()).as_ptr() })
+}
+
+/// Installs `handler` for `sig`, saving the disposition it replaces; with `only_default`, only when
+/// that is SIG_DFL. Called under a `Once` per signal set. True when ours is installed.
+fn take(sig: c_int, handler: usize, flags: c_int, only_default: bool) -> bool {
+    let Some(i) = slot_of(sig) else { return false };
+    let (Some(valid), Some(slot)) = (SAVED.valid.get(i), SAVED.actions.get(i)) else { return false };
     let mut old = empty_action();
     // SAFETY: queries the current disposition into our struct; a NULL new action changes nothing.
-    if unsafe { libc::sigaction(libc::SIGUSR2, std::ptr::null(), &mut old) } != 0 {
-        return Sigusr2::Failed;
+    if unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) } != 0 {
+        return false;
     }
-    let ours = on_sigusr2 as extern "C" fn(c_int) as usize;
-    if old.sa_sigaction == ours {
-        return Sigusr2::Installed;
+    if old.sa_sigaction == handler {
+        return true;
     }
-    if old.sa_sigaction != libc::SIG_DFL {
-        return Sigusr2::ApplicationOwns;
+    if only_default && old.sa_sigaction != libc::SIG_DFL {
+        return false;
     }
     let mut act = empty_action();
-    act.sa_sigaction = ours;
-    act.sa_flags = libc::SA_RESTART;
-    // SAFETY: `act.sa_mask` is ours to initialise; the handler only performs one atomic add.
+    act.sa_sigaction = handler;
+    act.sa_flags = flags;
+    // SAFETY: initialises the mask of our own struct.
     unsafe { libc::sigemptyset(&mut act.sa_mask) };
-    // SAFETY: installs a valid handler for SIGUSR2; `old` is not needed (it was SIG_DFL).
-    if unsafe { libc::sigaction(libc::SIGUSR2, &act, std::ptr::null_mut()) } != 0 {
-        return Sigusr2::Failed;
+    // SAFETY: `slot` is this signal's save slot, written only here (under the caller's Once) and read
+    // by the handler only after `valid` is set below; sigaction fills it with the old action.
+    let rc = unsafe { libc::sigaction(sig, &act, (*slot.get()).as_mut_ptr()) };
+    if rc == 0 {
+        valid.store(true, Ordering::Release);
     }
-    Sigusr2::Installed
+    rc == 0
 }
 
-/// Installs the fatal-signal handlers (once per process; a fork child inherits them).
-pub fn install_fatal_handlers() {
+extern "C" fn on_dump_signal(sig: c_int, info: *mut siginfo_t, ctx: *mut c_void) {
+    capture::request_toggle_from_signal();
+    let Some(prev) = previous(sig) else { return };
+    // SAFETY: `prev` points to a saved sigaction (see `previous`), never written again.
+    let (handler, flags) = unsafe { ((*prev).sa_sigaction, (*prev).sa_flags) };
+    if handler == libc::SIG_DFL || handler == libc::SIG_IGN {
+        return;
+    }
+    if flags & libc::SA_SIGINFO != 0 {
+        // SAFETY: with SA_SIGINFO the kernel would have called this address as a three-argument
+        // handler; we pass it the arguments the kernel gave us.
+        let f: extern "C" fn(c_int, *mut siginfo_t, *mut c_void) = unsafe { std::mem::transmute(handler) };
+        f(sig, info, ctx);
+    } else {
+        // SAFETY: without SA_SIGINFO the address is a one-argument `sa_handler`.
+        let f: extern "C" fn(c_int) = unsafe { std::mem::transmute(handler) };
+        f(sig);
+    }
+}
+
+/// Installs the dump signal of `TPROF_DUMP_SIGNAL` (once per process; a fork child inherits it).
+pub fn install_dump_signal(which: DumpSignal) -> DumpSignalState {
+    let sig = match which {
+        DumpSignal::Off => return DumpSignalState::Off,
+        DumpSignal::Usr1 => libc::SIGUSR1,
+        DumpSignal::Usr2 => libc::SIGUSR2,
+    };
+    let mut ok = false;
+    DUMP_ONCE.call_once(|| {
+        let handler = on_dump_signal as extern "C" fn(c_int, *mut siginfo_t, *mut c_void) as usize;
+        ok = take(sig, handler, libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK, false);
+    });
+    if ok || previous(sig).is_some() {
+        DumpSignalState::Installed
+    } else {
+        DumpSignalState::Failed
+    }
+}
+
+/// Installs the fatal- and termination-signal handlers (once per process; a fork child inherits
+/// them). `flight`: they commit the flight recorder too.
+pub fn install_fatal_handlers(flight: bool) {
+    DUMP_ON_FATAL.store(flight, Ordering::Release);
     FATAL_ONCE.call_once(|| {
-        for (i, &sig) in FATAL.iter().enumerate() {
-            let mut act = empty_action();
-            act.sa_sigaction = on_fatal as extern "C" fn(c_int, *mut siginfo_t, *mut c_void) as usize;
-            act.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
-            // SAFETY: initialises the mask of our own struct.
-            unsafe { libc::sigemptyset(&mut act.sa_mask) };
-            let slot = SAVED.actions[i].get();
-            // SAFETY: `slot` is this signal's save slot, written only here (under the Once) and read by
-            // the handler only after `valid[i]` is set below; sigaction fills it with the old action.
-            let rc = unsafe { libc::sigaction(sig, &act, (*slot).as_mut_ptr()) };
-            if rc == 0 {
-                SAVED.valid[i].store(true, Ordering::Release);
-            }
+        let handler = on_fatal as extern "C" fn(c_int, *mut siginfo_t, *mut c_void) as usize;
+        let flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+        for sig in FATAL {
+            take(sig, handler, flags, false);
+        }
+        for sig in TERMINATING {
+            take(sig, handler, flags, true);
         }
     });
 }
@@ -148,27 +222,22 @@ fn dump_for_fatal_signal() {
 /// must not. They are written so that they cannot panic (no indexing, no unwrapping, no arithmetic
 /// that can overflow, nothing but atomics and async-signal-safe system calls).
 extern "C" fn on_fatal(sig: c_int, info: *mut siginfo_t, _ctx: *mut c_void) {
-    if !IN_FATAL.swap(true, Ordering::AcqRel) {
+    control_socket::unlink_from_signal();
+    if DUMP_ON_FATAL.load(Ordering::Acquire) && !IN_FATAL.swap(true, Ordering::AcqRel) {
         dump_for_fatal_signal();
     }
-    let Some(i) = FATAL.iter().position(|&s| s == sig) else { return };
-    let (Some(valid), Some(action)) = (SAVED.valid.get(i), SAVED.actions.get(i)) else { return };
-    let previous = if valid.load(Ordering::Acquire) {
-        // SAFETY: `valid` says the slot was filled by sigaction before this handler was installed.
-        unsafe { (*action.get()).as_ptr() }
-    } else {
-        std::ptr::null()
-    };
     let mut dfl = empty_action();
     dfl.sa_sigaction = libc::SIG_DFL;
-    let restore: *const libc::sigaction = if previous.is_null() { &dfl } else { previous };
+    let restore: *const libc::sigaction = previous(sig).unwrap_or(&dfl as *const libc::sigaction);
     // SAFETY: puts back the previous disposition (or the default) for this signal; async-signal-safe.
     unsafe { libc::sigaction(sig, restore, std::ptr::null_mut()) };
     // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler (checked for NULL anyway).
     let sent = info.is_null() || unsafe { (*info).si_code } <= 0;
-    if sent || sig == libc::SIGABRT {
-        // Sent with kill/raise/abort: deliver it again to the restored disposition once we return (the
-        // signal is blocked while this handler runs). A fault re-executes the instruction instead.
+    let fault = FATAL.contains(&sig) && sig != libc::SIGABRT;
+    if sent || !fault {
+        // Sent with kill/raise/abort, or a terminal's signal: deliver it again to the restored
+        // disposition once we return (the signal is blocked while this handler runs). A fault
+        // re-executes the faulting instruction instead.
         // SAFETY: raise is async-signal-safe.
         unsafe { libc::raise(sig) };
     }

@@ -5,7 +5,8 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Mutex, Once};
 
 use tprof_format::{Decoded, Record, RingReader};
 
@@ -54,12 +55,44 @@ pub fn real_cudart_dir() -> PathBuf {
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
-/// A fresh empty directory under the system temp dir (kept on failure for inspection).
+/// The directories `temp_dir` made in this test process, removed when it exits.
+static CREATED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+/// Set by the panic hook: a test failed, so its directories are kept for inspection.
+static FAILED: AtomicBool = AtomicBool::new(false);
+static CLEANUP: Once = Once::new();
+
+/// Runs at process exit: removes every directory `temp_dir` made, unless a test failed or
+/// `TPROF_KEEP_TRUTH` is set (then it names them).
+extern "C" fn remove_temp_dirs() {
+    let dirs = std::mem::take(&mut *CREATED.lock().unwrap_or_else(|e| e.into_inner()));
+    let keep = FAILED.load(Ordering::Relaxed) || std::env::var_os("TPROF_KEEP_TRUTH").is_some();
+    for d in dirs {
+        if keep {
+            eprintln!("kept {}", d.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&d);
+        }
+    }
+}
+
+/// A fresh empty directory under the system temp dir, removed when the test process exits (kept
+/// when a test failed, for inspection).
 pub fn temp_dir(tag: &str) -> PathBuf {
+    CLEANUP.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            FAILED.store(true, Ordering::Relaxed);
+            previous(info)
+        }));
+        // SAFETY: atexit only stores the pointer; `remove_temp_dirs` is a plain `extern "C" fn()`
+        // that lives for the whole process (a poisoned lock is recovered, errors are ignored).
+        unsafe { libc::atexit(remove_temp_dirs) };
+    });
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let d = std::env::temp_dir().join(format!("tprof-e2e-{tag}-{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).expect("temp dir");
+    CREATED.lock().unwrap_or_else(|e| e.into_inner()).push(d.clone());
     d
 }
 
