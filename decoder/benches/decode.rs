@@ -2,8 +2,8 @@
 //!
 //! ```text
 //! cargo bench -p tprof-decoder --bench decode -- [--events 10M,100M] [--ranks 8] [--dir DIR]
-//!     [--exports chrome,perfetto,kineto,parquet,folded] [--no-exports] [--hta-events 1M] [--no-hta] [--keep]
-//!     [--commands summary1,summary,diagnose,report]
+//!     [--exports chrome,perfetto,kineto,parquet,folded] [--no-exports] [--hta-events 1M] [--no-hta]
+//!     [--kineto-mb 1024] [--keep] [--commands summary1,summary,diagnose,report]
 //! cargo bench -p tprof-decoder --bench decode -- --ranks 4096 --events 81.92M --commands summary1,diagnose \
 //!     --no-exports --no-hta       # the multi-rank scale run: 4096 ranks x 20k events
 //! ```
@@ -29,6 +29,9 @@
 //! the same on the real traces in `../shared/data/kineto/` when present. The ratio is
 //! HTA time / tprof time (goal: >= 10).
 //!
+//! Last, the Kineto import alone (`support/kineto_import.rs`): a generated trace of `--kineto-mb`
+//! MB (default 1024; 0 skips it), MB/s of JSON per core and peak RSS, next to HTA on the same file.
+//!
 //! "Events" are the ring records written (API calls, kernels, copies, memsets, syncs, collectives,
 //! NVTX push/pop/marks, markers), excluding clock pairs and string definitions.
 //! Everything generated lives under `--dir` (default `$CARGO_TARGET_DIR/bench-decode` or
@@ -40,6 +43,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use tprof_decoder::testkit::bench_job::generate;
+
+#[path = "support/kineto_import.rs"]
+mod kineto_import;
 
 // ---------------------------------------------------------------------------------------------
 // Measuring child processes
@@ -139,6 +145,8 @@ struct Opts {
     exports: Option<Vec<String>>,
     hta_events: u64,
     hta: bool,
+    /// MB of the generated Kineto trace of the import bench (0: skipped).
+    kineto_mb: u64,
     keep: bool,
     max_export_bytes: u64,
     /// Which analyses to time: summary1 (`--threads 1`), summary, diagnose, report.
@@ -165,6 +173,7 @@ fn parse_opts() -> Opts {
         exports: None,
         hta_events: 1_000_000,
         hta: true,
+        kineto_mb: 1024,
         keep: false,
         max_export_bytes: 4 << 30,
         commands: ["summary1", "summary", "diagnose", "report"].map(String::from).to_vec(),
@@ -180,6 +189,7 @@ fn parse_opts() -> Opts {
             "--no-exports" => o.exports = Some(Vec::new()),
             "--hta-events" => o.hta_events = parse_count(&val()),
             "--no-hta" => o.hta = false,
+            "--kineto-mb" => o.kineto_mb = val().parse().expect("--kineto-mb MB"),
             "--keep" => o.keep = true,
             "--max-export-bytes" => o.max_export_bytes = parse_count(&val()),
             "--commands" => o.commands = val().split(',').map(str::to_string).collect(),
@@ -447,6 +457,10 @@ fn main() {
             None => println!("HTA: not installed (pip install HolisticTraceAnalysis into .venv); comparison skipped"),
             Some(py) => hta_compare(&o, &bin, &py, cores),
         }
+    }
+    if o.kineto_mb > 0 {
+        let py = if o.hta { hta_python() } else { None };
+        kineto_import::bench(&o.dir, &bin, py.as_deref(), o.kineto_mb);
     }
     if !o.keep {
         let _ = std::fs::remove_dir_all(&o.dir);

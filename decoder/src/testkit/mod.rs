@@ -13,6 +13,7 @@
 
 pub mod bench_job;
 pub mod data_parallel;
+pub mod kineto_trace;
 pub mod simtrain;
 
 use std::path::{Path, PathBuf};

@@ -1,0 +1,351 @@
+//! JSON tokens on a byte slice that may end anywhere: each function either parses a whole token or
+//! says it needs more bytes ([`Fail::More`]) or that the bytes are not JSON ([`Fail::Bad`], with
+//! the position). The caller holds a window of the text and retries from a token boundary.
+
+use std::borrow::Cow;
+
+/// Why a token did not parse.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Fail {
+    /// The slice ended inside the token.
+    More,
+    /// Not JSON at this position (index into the slice), and what was wrong.
+    Bad(usize, &'static str),
+}
+
+pub(super) type R<T> = Result<T, Fail>;
+
+/// Deepest nesting of arrays and objects skipped inside an event.
+const MAX_DEPTH: u32 = 64;
+
+/// A number as `serde_json` would hold it: non-negative integers as u64, negative ones as i64,
+/// the rest (fractions, exponents, integers out of range, and the NaN/Infinity tokens) as f64.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Num {
+    U(u64),
+    I(i64),
+    F(f64),
+}
+
+impl Num {
+    pub fn as_u64(self) -> Option<u64> {
+        match self {
+            Num::U(u) => Some(u),
+            _ => None,
+        }
+    }
+    pub fn as_f64(self) -> f64 {
+        match self {
+            Num::U(u) => u as f64,
+            Num::I(i) => i as f64,
+            Num::F(f) => f,
+        }
+    }
+    /// `as_u64`, else the value as f64 cast (saturating) to u64: how the importer reads an id.
+    pub fn to_u64(self) -> u64 {
+        self.as_u64().unwrap_or_else(|| self.as_f64() as u64)
+    }
+}
+
+#[inline]
+pub(super) fn ws(b: &[u8], i: &mut usize) {
+    while *i < b.len() && matches!(b[*i], b' ' | b'\n' | b'\r' | b'\t') {
+        *i += 1;
+    }
+}
+
+/// The byte at `i` after whitespace (not consumed).
+#[inline]
+pub(super) fn peek(b: &[u8], i: &mut usize) -> R<u8> {
+    ws(b, i);
+    b.get(*i).copied().ok_or(Fail::More)
+}
+
+#[inline]
+pub(super) fn expect(b: &[u8], i: &mut usize, c: u8, what: &'static str) -> R<()> {
+    if peek(b, i)? == c {
+        *i += 1;
+        Ok(())
+    } else {
+        Err(Fail::Bad(*i, what))
+    }
+}
+
+/// A string starting at the `"` at `i`.
+pub(super) fn string<'a>(b: &'a [u8], i: &mut usize) -> R<Cow<'a, str>> {
+    let start = *i + 1;
+    match memchr::memchr2(b'"', b'\\', b.get(start..).unwrap_or_default()) {
+        None => Err(Fail::More),
+        Some(k) if b[start + k] == b'"' => {
+            let raw = &b[start..start + k];
+            if raw.iter().any(|&c| c < 0x20) {
+                return Err(Fail::Bad(start, "control character in a string"));
+            }
+            let s = std::str::from_utf8(raw).map_err(|_| Fail::Bad(start, "invalid UTF-8 in a string"))?;
+            *i = start + k + 1;
+            Ok(Cow::Borrowed(s))
+        }
+        // An escape: decode the whole string the slow way.
+        Some(_) => escaped_string(b, i),
+    }
+}
+
+fn escaped_string<'a>(b: &'a [u8], i: &mut usize) -> R<Cow<'a, str>> {
+    let mut out: Vec<u8> = Vec::new();
+    let mut j = *i + 1;
+    loop {
+        let c = *b.get(j).ok_or(Fail::More)?;
+        match c {
+            b'"' => break,
+            b'\\' => {
+                let e = *b.get(j + 1).ok_or(Fail::More)?;
+                j += 2;
+                match e {
+                    b'"' => out.push(b'"'),
+                    b'\\' => out.push(b'\\'),
+                    b'/' => out.push(b'/'),
+                    b'b' => out.push(8),
+                    b'f' => out.push(12),
+                    b'n' => out.push(b'\n'),
+                    b'r' => out.push(b'\r'),
+                    b't' => out.push(b'\t'),
+                    b'u' => {
+                        let hi = hex4(b, j)?;
+                        j += 4;
+                        let cp = if (0xD800..0xDC00).contains(&hi) {
+                            if b.get(j) != Some(&b'\\') || b.get(j + 1) != Some(&b'u') {
+                                if j + 1 >= b.len() {
+                                    return Err(Fail::More);
+                                }
+                                return Err(Fail::Bad(j, "lone surrogate in a \\u escape"));
+                            }
+                            let lo = hex4(b, j + 2)?;
+                            if !(0xDC00..0xE000).contains(&lo) {
+                                return Err(Fail::Bad(j, "lone surrogate in a \\u escape"));
+                            }
+                            j += 6;
+                            0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
+                        } else if (0xDC00..0xE000).contains(&hi) {
+                            return Err(Fail::Bad(j, "lone surrogate in a \\u escape"));
+                        } else {
+                            hi
+                        };
+                        let ch = char::from_u32(cp).ok_or(Fail::Bad(j, "bad \\u escape"))?;
+                        let mut buf = [0u8; 4];
+                        out.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
+                    }
+                    _ => return Err(Fail::Bad(j - 1, "bad escape in a string")),
+                }
+            }
+            c if c < 0x20 => return Err(Fail::Bad(j, "control character in a string")),
+            _ => {
+                out.push(c);
+                j += 1;
+            }
+        }
+    }
+    let s = String::from_utf8(out).map_err(|_| Fail::Bad(*i, "invalid UTF-8 in a string"))?;
+    *i = j + 1;
+    Ok(Cow::Owned(s))
+}
+
+fn hex4(b: &[u8], j: usize) -> R<u32> {
+    let h = b.get(j..j + 4).ok_or(Fail::More)?;
+    let mut v = 0u32;
+    for &c in h {
+        let d = (c as char).to_digit(16).ok_or(Fail::Bad(j, "bad \\u escape"))?;
+        v = v * 16 + d;
+    }
+    Ok(v)
+}
+
+/// A number at `i`; also the non-standard tokens `NaN`, `Infinity` and `-Infinity`.
+pub(super) fn number(b: &[u8], i: &mut usize) -> R<Num> {
+    let start = *i;
+    let mut j = start;
+    let neg = b.get(j) == Some(&b'-');
+    if neg {
+        j += 1;
+    }
+    for (word, v) in [(&b"Infinity"[..], f64::INFINITY), (&b"NaN"[..], f64::NAN)] {
+        if b.get(j).is_some_and(|&c| c == word[0]) {
+            let have = &b[j..b.len().min(j + word.len())];
+            if !word.starts_with(have) {
+                return Err(Fail::Bad(start, "not a number"));
+            }
+            if have.len() < word.len() {
+                return Err(Fail::More);
+            }
+            *i = j + word.len();
+            return Ok(Num::F(if neg { -v } else { v }));
+        }
+    }
+    let int_start = j;
+    let mut int: u64 = 0;
+    let mut overflow = false;
+    while j < b.len() && b[j].is_ascii_digit() {
+        let d = (b[j] - b'0') as u64;
+        match int.checked_mul(10).and_then(|v| v.checked_add(d)) {
+            Some(v) => int = v,
+            None => overflow = true,
+        }
+        j += 1;
+    }
+    if j == int_start {
+        return Err(if j >= b.len() { Fail::More } else { Fail::Bad(start, "not a number") });
+    }
+    if b[int_start] == b'0' && j - int_start > 1 {
+        return Err(Fail::Bad(start, "number with a leading zero"));
+    }
+    let mut float = overflow;
+    if b.get(j) == Some(&b'.') {
+        float = true;
+        j += 1;
+        let f0 = j;
+        while j < b.len() && b[j].is_ascii_digit() {
+            j += 1;
+        }
+        if j == f0 {
+            return Err(if j >= b.len() { Fail::More } else { Fail::Bad(start, "number without digits after '.'") });
+        }
+    }
+    if matches!(b.get(j), Some(b'e' | b'E')) {
+        float = true;
+        j += 1;
+        if matches!(b.get(j), Some(b'+' | b'-')) {
+            j += 1;
+        }
+        let e0 = j;
+        while j < b.len() && b[j].is_ascii_digit() {
+            j += 1;
+        }
+        if j == e0 {
+            return Err(if j >= b.len() { Fail::More } else { Fail::Bad(start, "number without exponent digits") });
+        }
+    }
+    if j >= b.len() {
+        // The number may go on in the next bytes.
+        return Err(Fail::More);
+    }
+    *i = j;
+    if !float {
+        if !neg {
+            return Ok(Num::U(int));
+        }
+        if int <= i64::MAX as u64 + 1 {
+            return Ok(Num::I((int as i128).wrapping_neg() as i64));
+        }
+    }
+    let text = std::str::from_utf8(&b[start..j]).map_err(|_| Fail::Bad(start, "not a number"))?;
+    text.parse::<f64>().map(Num::F).map_err(|_| Fail::Bad(start, "not a number"))
+}
+
+/// Skips the literal `word` (true, false, null) at `i`.
+pub(super) fn literal(b: &[u8], i: &mut usize, word: &'static [u8]) -> R<()> {
+    let have = &b[*i..b.len().min(*i + word.len())];
+    if !word.starts_with(have) {
+        return Err(Fail::Bad(*i, "not a JSON value"));
+    }
+    if have.len() < word.len() {
+        return Err(Fail::More);
+    }
+    *i += word.len();
+    Ok(())
+}
+
+/// Skips one value at `i` (after whitespace).
+pub(super) fn skip_value(b: &[u8], i: &mut usize, depth: u32) -> R<()> {
+    if depth > MAX_DEPTH {
+        return Err(Fail::Bad(*i, "nested too deep"));
+    }
+    match peek(b, i)? {
+        b'"' => string(b, i).map(|_| ()),
+        b'{' => {
+            *i += 1;
+            if peek(b, i)? == b'}' {
+                *i += 1;
+                return Ok(());
+            }
+            loop {
+                if peek(b, i)? != b'"' {
+                    return Err(Fail::Bad(*i, "expected a key"));
+                }
+                string(b, i)?;
+                expect(b, i, b':', "expected ':' after a key")?;
+                skip_value(b, i, depth + 1)?;
+                match peek(b, i)? {
+                    b',' => *i += 1,
+                    b'}' => {
+                        *i += 1;
+                        return Ok(());
+                    }
+                    _ => return Err(Fail::Bad(*i, "expected ',' or '}' in an object")),
+                }
+            }
+        }
+        b'[' => {
+            *i += 1;
+            if peek(b, i)? == b']' {
+                *i += 1;
+                return Ok(());
+            }
+            loop {
+                skip_value(b, i, depth + 1)?;
+                match peek(b, i)? {
+                    b',' => *i += 1,
+                    b']' => {
+                        *i += 1;
+                        return Ok(());
+                    }
+                    _ => return Err(Fail::Bad(*i, "expected ',' or ']' in an array")),
+                }
+            }
+        }
+        b't' => literal(b, i, b"true"),
+        b'f' => literal(b, i, b"false"),
+        b'n' => literal(b, i, b"null"),
+        _ => number(b, i).map(|_| ()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn num(s: &str) -> R<Num> {
+        let mut i = 0;
+        number(s.as_bytes(), &mut i)
+    }
+
+    #[test]
+    fn numbers_as_serde_json_holds_them() {
+        assert_eq!(num("12,"), Ok(Num::U(12)));
+        assert_eq!(num("-3}"), Ok(Num::I(-3)));
+        assert_eq!(num("1.5 "), Ok(Num::F(1.5)));
+        assert_eq!(num("18446744073709551616,"), Ok(Num::F(18446744073709551616.0)));
+        assert_eq!(num("12"), Err(Fail::More));
+        assert!(matches!(num("NaN,"), Ok(Num::F(f)) if f.is_nan()));
+        assert_eq!(num("-Infinity,"), Ok(Num::F(f64::NEG_INFINITY)));
+        assert_eq!(num("Inf"), Err(Fail::More));
+        assert!(matches!(num("01,"), Err(Fail::Bad(..))));
+        assert!(matches!(num("x"), Err(Fail::Bad(..))));
+    }
+
+    #[test]
+    fn strings_and_skips() {
+        let b = br#""a\"b\u00e9\ud83d\ude00" rest"#;
+        let mut i = 0;
+        assert_eq!(string(b, &mut i).unwrap(), "a\"b\u{e9}\u{1f600}");
+        assert_eq!(&b[i..], b" rest");
+        let mut i = 0;
+        assert_eq!(string(b"\"abc", &mut i), Err(Fail::More));
+        let mut i = 0;
+        assert!(matches!(string(b"\"a\nb\"", &mut i), Err(Fail::Bad(..))));
+        let v = br#"{"a":[1,{"b":null}],"c":true} ,"#;
+        let mut i = 0;
+        skip_value(v, &mut i, 0).unwrap();
+        assert_eq!(&v[i..], b" ,");
+        let mut i = 0;
+        assert_eq!(skip_value(&v[..10], &mut i, 0), Err(Fail::More));
+    }
+}
