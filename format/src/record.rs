@@ -460,8 +460,7 @@ impl Record {
             | Record::Counter { ts, .. }
             | Record::Marker { ts, .. }
             | Record::NcclCommInfo { ts, .. } => Some(ts),
-            | Record::HostSample { ts, .. }
-            | Record::HostEntity { ts, .. } => Some(ts),
+            Record::HostSample { ts, .. } | Record::HostEntity { ts, .. } => Some(ts),
             Record::ExternalCorrelation { .. } | Record::ThreadName { .. } | Record::StringRef { .. } => None,
         }
     }
