@@ -241,11 +241,12 @@ pub struct ExposedCollective {
 /// `data_loading`: GPU idle at step starts while the host is outside CUDA.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct DataLoadingEvidence {
-    /// `workers_cpu_saturated`, `io_bound`, `too_few_workers`, `main_thread_bound` or `unknown`
-    /// (see `host_pipeline`), with the host samples that say so.
-    pub kind: String,
+    /// The host samples that say which `kind` it is.
     pub host: Option<super::host_pipeline::PipelineEvidence>,
     pub idle_at_step_start_ns: Ns,
+    /// `workers_cpu_saturated`, `io_bound`, `too_few_workers`, `main_thread_bound` or `unknown`
+    /// (see `host_pipeline`).
+    pub kind: String,
     pub share_by_rank: Vec<RankShare>,
     pub step_ns: Ns,
     pub steps_affected: usize,
@@ -396,7 +397,13 @@ mod tests {
                     nested(&[("collectives", keys(ExposedCollective::default()))]),
                 ),
             ),
-            ("data_loading", (keys(DataLoadingEvidence::default()), nested(&[]))),
+            (
+                "data_loading",
+                (
+                    keys(DataLoadingEvidence::default()),
+                    nested(&[("host", keys(super::super::host_pipeline::PipelineEvidence::default()))]),
+                ),
+            ),
             (
                 "sync_bound",
                 (
@@ -432,7 +439,8 @@ mod tests {
         ])
     }
 
-    /// A README key list: `key` or `key[{a, b, ...}]` (a trailing `...`: the list is not complete).
+    /// A README key list: `key`, `key[{a, b, ...}]` (a list of objects) or `key{a, b}` (one object; a
+    /// trailing `...`: the list is not complete).
     struct DocKey {
         name: String,
         nested: Option<(Keys, bool)>,
@@ -453,7 +461,7 @@ mod tests {
                 .split('`')
                 .skip(1)
                 .step_by(2)
-                .map(|k| match k.split_once('[') {
+                .map(|k| match k.split_once(['[', '{']) {
                     None => DocKey { name: k.to_string(), nested: None },
                     Some((name, rest)) => {
                         let inner = rest.trim_end_matches(']').trim_start_matches('{').trim_end_matches('}');
@@ -523,7 +531,11 @@ mod tests {
             collectives: vec![ExposedCollective::default()],
             ..Default::default()
         });
-        assert_key_order(DataLoadingEvidence { share_by_rank: vec![RankShare::default()], ..Default::default() });
+        assert_key_order(DataLoadingEvidence {
+            host: Some(super::super::host_pipeline::PipelineEvidence::default()),
+            share_by_rank: vec![RankShare::default()],
+            ..Default::default()
+        });
         assert_key_order(SyncBoundEvidence {
             calls: vec![SyncCall::default()],
             includes_straggler_wait: wait.clone(),

@@ -26,19 +26,20 @@ const IO_RATE: f64 = 2.0 * 1048576.0;
 /// `evidence.host` of a `data_loading` verdict.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct PipelineEvidence {
+    /// CPUs the process may use.
+    pub cpus: u32,
+    /// Input read (by the workers, else the main process), bytes per second.
+    pub input_read_bytes_per_s: f64,
+    /// The machine's CPU utilisation when sampled.
+    pub machine_cpu_util: Option<f64>,
+    pub main_thread_cores: f64,
+    pub main_thread_demand: f64,
     pub rank: u32,
-    pub workers: u32,
+    pub storage_read_bytes_per_s: f64,
     /// CPU cores busy for all workers, and each worker's demand (on a CPU or waiting for one).
     pub worker_cores: f64,
     pub worker_demand_each: f64,
-    pub main_thread_cores: f64,
-    pub main_thread_demand: f64,
-    /// Input read (by the workers, else the main process), bytes per second.
-    pub input_read_bytes_per_s: f64,
-    pub storage_read_bytes_per_s: f64,
-    /// CPUs the process may use, and the machine's utilisation when sampled.
-    pub cpus: u32,
-    pub machine_cpu_util: Option<f64>,
+    pub workers: u32,
 }
 
 /// The kind and its evidence for the rank `r` (None without host samples).

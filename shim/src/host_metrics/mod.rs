@@ -209,9 +209,12 @@ mod tests {
     #[test]
     fn a_round_sees_this_process_its_threads_a_child_and_the_machine() {
         let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+        let (started_tx, started) = std::sync::mpsc::channel();
         let worker = std::thread::Builder::new()
             .name("hs-busy".into())
-            .spawn(|| {
+            .spawn(move || {
+                // Named and running before the first round looks (the round raced the start).
+                started_tx.send(()).unwrap();
                 let t = Instant::now();
                 let mut x = 0u64;
                 while t.elapsed() < Duration::from_millis(300) {
@@ -220,6 +223,7 @@ mod tests {
                 std::hint::black_box(x)
             })
             .unwrap();
+        started.recv().unwrap();
         let mut s = HostSampler::new(true);
         let mut e = Emitter::new(Count::default(), 100);
         s.round(&mut e, 1);
