@@ -40,7 +40,7 @@ fn input_pipeline_kinds_from_real_host_counters() {
     assert_eq!(h["workers"].as_u64(), Some(cpus as u64), "{h}");
     assert!(h["worker_demand_each"].as_f64().unwrap() >= 0.6, "{h}");
 
-    let (k, h) = kind_of(&["--workers", "1", "--batch-work", "cpu", "--batch-ms", "30"]);
+    let (k, h) = kind_of(&["--workers", "1", "--batch-work", "cpu", "--batch-ms", "60"]);
     assert_eq!(k, "too_few_workers", "{h}");
     assert!(h["worker_demand_each"].as_f64().unwrap() >= 0.6, "{h}");
 
