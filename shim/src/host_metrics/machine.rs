@@ -49,6 +49,17 @@ impl MachineSampler {
     }
 
     pub fn sample<O: HostOut>(&mut self, e: &mut Emitter<O>, buf: &mut Vec<u8>) {
+        self.sample_proc(e, buf);
+        self.sample_interfaces(e, buf);
+    }
+
+    /// NICs and InfiniBand ports followed.
+    pub fn interfaces(&self) -> usize {
+        self.interfaces.len()
+    }
+
+    /// The machine-wide /proc files: cores, run queue, memory, swap, PSI, disks.
+    pub fn sample_proc<O: HostOut>(&mut self, e: &mut Emitter<O>, buf: &mut Vec<u8>) {
         if let Some(text) = self.stat.as_ref().and_then(|f| f.read(buf)) {
             for line in text.split(|&b| b == b'\n') {
                 if let Some(rest) = line.strip_prefix(b"cpu") {
@@ -111,7 +122,6 @@ impl MachineSampler {
             }
         }
         self.sample_disks(e, buf);
-        self.sample_interfaces(e, buf);
     }
 
     fn sample_disks<O: HostOut>(&mut self, e: &mut Emitter<O>, buf: &mut Vec<u8>) {
@@ -132,7 +142,8 @@ impl MachineSampler {
         }
     }
 
-    fn sample_interfaces<O: HostOut>(&mut self, e: &mut Emitter<O>, buf: &mut Vec<u8>) {
+    /// The sysfs NIC and InfiniBand port counters.
+    pub fn sample_interfaces<O: HostOut>(&mut self, e: &mut Emitter<O>, buf: &mut Vec<u8>) {
         let metrics = [M::RxBytes, M::TxBytes, M::RxPackets, M::TxPackets];
         for (i, nic) in self.interfaces.iter().enumerate() {
             let id = i as u32;

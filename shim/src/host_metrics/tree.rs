@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use tprof_format::{HostMetric as M, HostScope as S};
 
+use super::cgroup::CgroupMemory;
 use super::emit::{Emitter, HostOut};
 use super::procfs::{self, ProcFile};
 
@@ -25,6 +26,13 @@ struct ThreadFiles {
     seen: u64,
     /// The last totals read (run delay, voluntary, involuntary), kept when the thread exits.
     last: [u64; 3],
+    /// What the last full read found: schedstat (on CPU, waiting, timeslices), name, user and
+    /// system CPU, children. A thread whose schedstat did not move has not run since: its other
+    /// files cannot have changed, so they are not read again (most threads sleep most rounds).
+    sched: Option<(u64, u64, u64)>,
+    comm: Vec<u8>,
+    cpu: Option<(u64, u64)>,
+    kids: Vec<u32>,
 }
 
 struct ProcessFiles {
@@ -62,6 +70,7 @@ pub struct TreeSampler {
     cpus_allowed: u64,
     round: u64,
     pending: Vec<u32>,
+    cgroup: Option<CgroupMemory>,
 }
 
 impl TreeSampler {
@@ -77,6 +86,7 @@ impl TreeSampler {
             cpus_allowed: std::thread::available_parallelism().map(|n| n.get() as u64).unwrap_or(0),
             round: 0,
             pending: Vec::new(),
+            cgroup: CgroupMemory::find(),
         }
     }
 
@@ -95,6 +105,13 @@ impl TreeSampler {
         e.sample(S::Process, pid, M::VoluntarySwitches, sums[1]);
         e.sample(S::Process, pid, M::InvoluntarySwitches, sums[2]);
         e.sample(S::Process, pid, M::CpusAllowed, self.cpus_allowed);
+        if let Some(cg) = &mut self.cgroup {
+            let (limit, usage) = cg.read(buf);
+            e.sample(S::Process, pid, M::CgroupMemLimitBytes, limit);
+            if let Some(u) = usage {
+                e.sample(S::Process, pid, M::CgroupMemUsageBytes, u);
+            }
+        }
         // Descendants, breadth first.
         let mut i = 0;
         while i < self.pending.len() && i < MAX_PROCESSES {
@@ -137,6 +154,10 @@ impl TreeSampler {
                         children: p("children"),
                         seen: 0,
                         last: [0; 3],
+                        sched: None,
+                        comm: Vec::new(),
+                        cpu: None,
+                        kids: Vec::new(),
                     }
                 });
                 t.seen = round;
@@ -152,34 +173,50 @@ impl TreeSampler {
             }
             t.seen == round
         });
+        // Every 16th round reads every file (a name set from another thread, say).
+        let refresh = round % 16 == 1;
         for (&tid, t) in self.threads.iter_mut() {
-            if let Some(text) = t.stat.as_ref().and_then(|f| f.read(buf)) {
-                let mut comm: &[u8] = b"";
-                if let Some(st) = procfs::parse_stat(text, &mut comm) {
-                    e.entity(S::Thread, tid, pid, comm);
-                    e.sample(S::Thread, tid, M::CpuUserNs, st.utime_ns);
-                    e.sample(S::Thread, tid, M::CpuSysNs, st.stime_ns);
+            let sched = t.schedstat.as_ref().and_then(|f| f.read(buf)).and_then(procfs::parse_schedstat3);
+            let unchanged = !refresh && sched.is_some() && sched == t.sched;
+            if !unchanged {
+                t.sched = sched;
+                t.cpu = None;
+                if let Some(text) = t.stat.as_ref().and_then(|f| f.read(buf)) {
+                    let mut comm: &[u8] = b"";
+                    if let Some(st) = procfs::parse_stat(text, &mut comm) {
+                        t.comm.clear();
+                        t.comm.extend_from_slice(comm);
+                        t.cpu = Some((st.utime_ns, st.stime_ns));
+                    }
+                }
+                if let Some((v, n)) = t.status.as_ref().and_then(|f| f.read(buf)).and_then(procfs::parse_switches) {
+                    t.last[1] = v;
+                    t.last[2] = n;
+                }
+                t.kids.clear();
+                if let Some(text) = t.children.as_ref().and_then(|f| f.read(buf)) {
+                    let kids = &mut t.kids;
+                    procfs::for_each_number(text, |n| kids.push(n as u32));
                 }
             }
-            if let Some((run, wait)) = t.schedstat.as_ref().and_then(|f| f.read(buf)).and_then(procfs::parse_schedstat)
-            {
+            if let Some((user, sys)) = t.cpu {
+                e.entity(S::Thread, tid, pid, &t.comm);
+                e.sample(S::Thread, tid, M::CpuUserNs, user);
+                e.sample(S::Thread, tid, M::CpuSysNs, sys);
+            }
+            if let Some((run, wait, _)) = sched {
                 t.last[0] = wait;
                 e.sample(S::Thread, tid, M::OnCpuNs, run);
                 e.sample(S::Thread, tid, M::RunDelayNs, wait);
             }
-            if let Some((v, n)) = t.status.as_ref().and_then(|f| f.read(buf)).and_then(procfs::parse_switches) {
-                t.last[1] = v;
-                t.last[2] = n;
-                e.sample(S::Thread, tid, M::VoluntarySwitches, v);
-                e.sample(S::Thread, tid, M::InvoluntarySwitches, n);
+            if t.status.is_some() {
+                e.sample(S::Thread, tid, M::VoluntarySwitches, t.last[1]);
+                e.sample(S::Thread, tid, M::InvoluntarySwitches, t.last[2]);
             }
             for (s, v) in sums.iter_mut().zip(t.last) {
                 *s += v;
             }
-            if let Some(text) = t.children.as_ref().and_then(|f| f.read(buf)) {
-                let pending = &mut self.pending;
-                procfs::for_each_number(text, |n| pending.push(n as u32));
-            }
+            self.pending.extend_from_slice(&t.kids);
         }
     }
 }
