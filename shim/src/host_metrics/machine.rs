@@ -88,7 +88,9 @@ impl MachineSampler {
                 }
             }
         }
+        let mut swap = false;
         if let Some(text) = self.meminfo.as_ref().and_then(|f| f.read(buf)) {
+            swap = procfs::keyed(text, b"SwapTotal:").is_some_and(|kb| kb > 0);
             for (key, metric) in [
                 (&b"MemTotal:"[..], M::MemTotalBytes),
                 (b"MemAvailable:", M::MemAvailableBytes),
@@ -100,7 +102,8 @@ impl MachineSampler {
                 }
             }
         }
-        if let Some(text) = self.vmstat.as_ref().and_then(|f| f.read(buf)) {
+        // /proc/vmstat is the dearest file of the round (~25 us): read only where there is swap.
+        if let Some(text) = self.vmstat.as_ref().filter(|_| swap).and_then(|f| f.read(buf)) {
             for (key, metric) in [(&b"pswpin "[..], M::SwapInPages), (b"pswpout ", M::SwapOutPages)] {
                 if let Some(n) = procfs::keyed(text, key) {
                     e.sample(S::Machine, 0, metric, n);
