@@ -371,6 +371,7 @@ impl ApiCall {
     }
 
     /// `captured`: a launch recorded into a graph, not executed (no estimated kernel).
+    #[inline(always)]
     fn emit(&self, domain: ApiDomain, name: &StaticName, result: i32, work: &Work, end: u64, captured: bool) {
         let ctx = self.ctx;
         let tid = ctx.tid();
