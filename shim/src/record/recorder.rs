@@ -102,11 +102,6 @@ pub fn set_capacity(events: usize) {
     CAPACITY.store(events.max(64).next_power_of_two(), Ordering::Relaxed);
 }
 
-/// The capacity, in records, of buffers created from now on.
-pub fn capacity() -> usize {
-    CAPACITY.load(Ordering::Relaxed)
-}
-
 /// Records one event from the calling thread. Never blocks, never allocates after the thread's first
 /// event, never fails: when the buffer is full the event is dropped and counted.
 #[inline]

@@ -149,12 +149,8 @@ fn run(mut ring: RingWriter, commit_interval: Duration) {
             let _ = ring.close(ticks::now());
             return;
         }
-        // Busy threads: wake often enough that no buffer fills (half a buffer drained: 100 us), but
-        // not so often that the wake-ups cost the program's own cores more than the draining.
-        let pause = if drained as usize > recorder::capacity() / 2 {
+        let pause = if drained > 1024 {
             Duration::from_micros(100)
-        } else if drained > 1024 {
-            Duration::from_micros(500)
         } else if drained > 0 {
             Duration::from_millis(1)
         } else {
