@@ -12,6 +12,7 @@
 //! little vanilla JS, which writes `id="report-ok"` once it has rendered without an exception.
 
 pub mod baseline;
+pub mod nccl_links;
 pub mod collect;
 pub mod flame;
 pub mod host;
