@@ -455,7 +455,15 @@ mod tests {
                 nvlink_version: 6,
                 gpus: 8,
             },
-            Record::TopoNic { ts: 1_000_200, name: StrId(18), port: 1, kind: 1, rate_mbps: 400_000, numa_node: -1, path: 3 },
+            Record::TopoNic {
+                ts: 1_000_200,
+                name: StrId(18),
+                port: 1,
+                kind: 1,
+                rate_mbps: 400_000,
+                numa_node: -1,
+                path: 3,
+            },
             Record::TopoGpuPath { ts: 1_000_300, device: 3, peer: 7, level: 5, nvlink: 1 },
             Record::HostSample {
                 scope: HostScope::Thread,

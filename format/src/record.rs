@@ -389,7 +389,16 @@ pub enum Record {
     /// `host`: the node's host name; `device`: NVML index; `bus_id`: PCI bus id as NVML writes it;
     /// `numa_node`: -1 unknown; `nvlinks`: active NVLinks, `nvlink_version`: NVML's
     /// `nvmlNvlinkVersion_t` of the first active one (see [`crate::topology`]); `gpus`: GPUs NVML sees.
-    TopoGpu { ts: u64, host: StrId, device: u32, bus_id: StrId, numa_node: i32, nvlinks: u32, nvlink_version: u32, gpus: u32 },
+    TopoGpu {
+        ts: u64,
+        host: StrId,
+        device: u32,
+        bus_id: StrId,
+        numa_node: i32,
+        nvlinks: u32,
+        nvlink_version: u32,
+        gpus: u32,
+    },
     /// Topology: one network port of the node. `kind`: [`crate::topology::NicKind`] byte; `rate_mbps`:
     /// line rate in Mbit/s (0: down or unknown); `path`: [`crate::topology::PathLevel`] byte from this
     /// process's GPU to the NIC.

@@ -6,8 +6,8 @@
 //!   quarter of the collective time: the network, not the layout, limits them. Communicators whose
 //!   ranks would fit on fewer nodes are left to `topology`. Severity: the exposed communication's
 //!   share of wall time times those collectives' share of the collective time.
-//! - `cross_node_latency`: collectives across nodes whose bytes at the allowed rate explain less
-//!   than a quarter of their time (latency-bound: small messages) take at least a quarter of the
+//! - `cross_node_latency`: collectives across nodes (messages < 1 MiB) whose bytes at the allowed rate
+//!   explain less than a quarter of their time (latency-bound) take at least a quarter of the
 //!   collective time. Severity: exposed share x their share x the latency part of their time.
 
 use serde::Serialize;
@@ -154,7 +154,7 @@ pub fn find_cross_node_latency(job: &Job, v: &NetworkView) -> Option<Verdict> {
         .summary
         .analysis
         .iter()
-        .filter(|b| b.nodes > 1 && b.bandwidth_time_share.is_some_and(|s| s < LATENCY_BOUND))
+        .filter(|b| b.nodes > 1 && b.size_bucket < LARGE && b.bandwidth_time_share.is_some_and(|s| s < LATENCY_BOUND))
         .collect();
     let ns: u64 = hit.iter().map(|b| b.gpu_ns).sum();
     let small_share = ns as f64 / v.coll_ns as f64;
@@ -199,7 +199,8 @@ pub fn find_cross_node_latency(job: &Job, v: &NetworkView) -> Option<Verdict> {
         text,
     });
     out.advice = vec![
-        "fuse small collectives (bucket gradients, coalesce parameters) so that fewer, larger messages cross nodes".into(),
+        "fuse small collectives (bucket gradients, coalesce parameters) so that fewer, larger messages cross nodes"
+            .into(),
         "let NCCL use the tree algorithm / LL protocols for small sizes (NCCL_ALGO=Tree, NCCL_PROTO)".into(),
         "keep latency-sensitive groups inside a node (tensor / expert parallel groups per node)".into(),
     ];

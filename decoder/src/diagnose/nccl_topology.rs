@@ -47,8 +47,7 @@ fn excess(b: &BucketLink, gbps: f64) -> u64 {
 }
 
 pub fn find(job: &Job, v: &NetworkView) -> Option<Verdict> {
-    let rows: Vec<&BucketLink> =
-        v.summary.analysis.iter().filter(|b| b.nodes > 1 && b.size_bucket >= LARGE).collect();
+    let rows: Vec<&BucketLink> = v.summary.analysis.iter().filter(|b| b.nodes > 1 && b.size_bucket >= LARGE).collect();
     let mut best: Option<(u64, TopologyEvidence, &BucketLink, Vec<u32>)> = None;
     for b in &rows {
         let links: Vec<_> = v.summary.node_links.iter().filter(|l| l.comm == b.comm && l.line_gbps > 0.0).collect();
@@ -65,7 +64,8 @@ pub fn find(job: &Job, v: &NetworkView) -> Option<Verdict> {
             ..Default::default()
         };
         let (cost, ranks) = if !slow.is_empty() && healthy {
-            let worst = slow.iter().min_by(|a, c| (a.send_gbps / a.line_gbps).total_cmp(&(c.send_gbps / c.line_gbps)))?;
+            let worst =
+                slow.iter().min_by(|a, c| (a.send_gbps / a.line_gbps).total_cmp(&(c.send_gbps / c.line_gbps)))?;
             ev.cause = "degraded_link".into();
             ev.degraded_hosts = slow.iter().map(|l| l.host.clone()).collect();
             ev.link_gbps = worst.send_gbps;
@@ -136,12 +136,16 @@ pub fn find(job: &Job, v: &NetworkView) -> Option<Verdict> {
     };
     out.advice = match ev.cause.as_str() {
         "degraded_link" => vec![
-            format!("check the NIC, cable and switch port of {} (ibstat, link errors, negotiated rate)", ev.degraded_hosts.join(", ")),
+            format!(
+                "check the NIC, cable and switch port of {} (ibstat, link errors, negotiated rate)",
+                ev.degraded_hosts.join(", ")
+            ),
             "drain the node or exclude it from the job until the link is fixed".into(),
         ],
         _ => vec![
             "lay out the process groups so that each group's ranks share a node (contiguous ranks per group)".into(),
-            "put the bandwidth-heavy groups (tensor / expert parallel) inside nodes and the data-parallel one across".into(),
+            "put the bandwidth-heavy groups (tensor / expert parallel) inside nodes and the data-parallel one across"
+                .into(),
         ],
     };
     out.evidence = super::evidence::Evidence::Topology(ev);

@@ -257,9 +257,7 @@ impl RingConverter<'_, '_> {
             | Record::NcclProxy { .. }
             | Record::TopoGpu { .. }
             | Record::TopoNic { .. }
-            | Record::TopoGpuPath { .. } => {
-                self.on_nccl_plugin(rec)
-            }
+            | Record::TopoGpuPath { .. } => self.on_nccl_plugin(rec),
             Record::Api { .. } => self.on_api(rec),
             Record::ApiRepeat { .. } => self.on_api_repeat(rec),
             Record::Kernel { .. } => self.on_kernel(rec),

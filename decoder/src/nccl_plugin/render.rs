@@ -75,10 +75,20 @@ pub fn render(p: &NcclPluginSummary, top: usize) -> String {
     }
     if p.analysis.iter().any(|b| b.allowed_gbps.is_some()) {
         out.push_str("\n== NCCL bandwidth against the links (busbw / what NVLink or the nodes' NICs allow)\n");
-        let mut tb =
-            Table::new(&["comm", "op", "size <=", "nodes", "needed", "busbw GB/s", "allowed GB/s", "link", "of link", "bw time"])
-                .left(0)
-                .left(1);
+        let mut tb = Table::new(&[
+            "comm",
+            "op",
+            "size <=",
+            "nodes",
+            "needed",
+            "busbw GB/s",
+            "allowed GB/s",
+            "link",
+            "of link",
+            "bw time",
+        ])
+        .left(0)
+        .left(1);
         for b in &p.analysis {
             tb.row(vec![
                 b.comm[..8].to_string(),

@@ -12,11 +12,11 @@
 //! little vanilla JS, which writes `id="report-ok"` once it has rendered without an exception.
 
 pub mod baseline;
-pub mod nccl_links;
 pub mod collect;
 pub mod flame;
 pub mod host;
 pub mod html;
+pub mod nccl_links;
 pub mod verdicts;
 
 use std::path::{Path, PathBuf};

@@ -140,7 +140,10 @@ mod tests {
         assert_eq!(hostname(&root).as_deref(), Some("node-a"));
         let p = ports(&root);
         assert_eq!(p.len(), 2, "{p:?}");
-        assert_eq!((p[0].name.as_str(), p[0].port, p[0].kind, p[0].rate_mbps), ("mlx5_0", 1, NicKind::Infiniband, 200_000));
+        assert_eq!(
+            (p[0].name.as_str(), p[0].port, p[0].kind, p[0].rate_mbps),
+            ("mlx5_0", 1, NicKind::Infiniband, 200_000)
+        );
         assert_eq!((p[1].name.as_str(), p[1].kind, p[1].rate_mbps), ("eth0", NicKind::Ethernet, 25_000));
         let g = pci_device_path(&root, &sysfs_bus_id("00000000:10:00.0")).unwrap();
         assert_eq!(numa_node(Some(&g)), 0);

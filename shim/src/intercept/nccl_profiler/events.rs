@@ -69,7 +69,7 @@ const P_START: usize = 5;
 const P_WIRE: usize = 6;
 const P_WAIT: usize = 7;
 const P_WAYS: usize = 8; // step ways handed out (a counter)
-// A step way: its last state change, that state, its transfer size.
+                         // A step way: its last state change, that state, its transfer size.
 const S_LAST_TS: usize = 0;
 const S_LAST_STATE: usize = 1;
 const S_BYTES: usize = 2;
@@ -130,7 +130,8 @@ pub struct Context {
 
 static POOL: [Slot; SLOTS] = [const { Slot::new() }; SLOTS];
 /// The step ways of the proxy operation in the slot of the same index.
-static WAYS: [[AtomicU64; STEP_WAYS * WAY_FIELDS]; SLOTS] = [const { [const { AtomicU64::new(0) }; STEP_WAYS * WAY_FIELDS] }; SLOTS];
+static WAYS: [[AtomicU64; STEP_WAYS * WAY_FIELDS]; SLOTS] =
+    [const { [const { AtomicU64::new(0) }; STEP_WAYS * WAY_FIELDS] }; SLOTS];
 static CONTEXT_POOL: [Context; CONTEXTS] = [const {
     Context {
         used: AtomicBool::new(false),
