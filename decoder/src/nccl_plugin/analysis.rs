@@ -72,7 +72,9 @@ pub fn analyse(ranks: &[(u32, &RankNccl)], topo: Option<&TopologySummary>) -> (V
     let per_node_capacity = topo.map_or(0, |t| t.nodes.iter().map(|n| n.ranks.len() as u32).max().unwrap_or(0));
     let host = |r: u32| topo.and_then(|t| t.host_of(r)).map(str::to_string);
     let mut out = Vec::new();
-    let mut buckets: BTreeMap<(u64, CollOp, u64), (u64, u64, u64, u64)> = BTreeMap::new();
+    // (comm, op, size bucket) -> (calls, bytes, GPU ns, timed tasks).
+    type Sums = (u64, u64, u64, u64);
+    let mut buckets: BTreeMap<(u64, CollOp, u64), Sums> = BTreeMap::new();
     for (_, r) in ranks {
         for (&(comm, op, bucket), s) in &r.tasks {
             let e = buckets.entry((comm, op, bucket)).or_default();

@@ -323,7 +323,8 @@ pub fn start_proxy_step(parent: usize) -> Option<usize> {
     }
     let way = p.f[P_WAYS].fetch_add(1, Relaxed) as usize % STEP_WAYS;
     let w = &WAYS[pi][way * WAY_FIELDS..(way + 1) * WAY_FIELDS];
-    w[S_LAST_TS].store(ticks::now(), Relaxed);
+    // No clock read here: the time before a step's first state is attributed to nothing.
+    w[S_LAST_TS].store(0, Relaxed);
     w[S_LAST_STATE].store(NO_STATE, Relaxed);
     w[S_BYTES].store(0, Relaxed);
     Some(handle_of(pi) + 1 + way)
