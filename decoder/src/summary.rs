@@ -565,7 +565,9 @@ impl Summary {
         s.nvtx.sort_by(|a, b| b.gpu_ns.cmp(&a.gpu_ns).then(b.range_ns.cmp(&a.range_ns)));
         s.counters =
             crate::gpu_counters::CountersSummary::merge(ranks.iter().map(|r| (r.rank, r.label.as_str(), &r.counters)));
-        s.nccl_plugin = crate::nccl_plugin::table::merge(ranks.iter().map(|r| &r.nccl));
+        s.nccl_plugin = crate::nccl_plugin::table::merge(
+            ranks.iter().enumerate().map(|(i, r)| (r.rank.unwrap_or(i as u32), &r.nccl)),
+        );
         s.ranks = ranks;
         s
     }

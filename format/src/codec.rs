@@ -126,6 +126,12 @@ record_codec! {
             comm: u64, seq: u64, channel: u8, peer: i32, is_send: u8, steps: u32, bytes: u64, start: tick,
             end: since(start), wire: u64, wait: u64,
         }
+        TopoGpu = TOPO_GPU {
+            ts: tick, host: str, device: u32, bus_id: str, numa_node: i32, nvlinks: u32, nvlink_version: u32,
+            gpus: u32,
+        }
+        TopoNic = TOPO_NIC { ts: tick, name: str, port: u32, kind: u8, rate_mbps: u64, numa_node: i32, path: u8 }
+        TopoGpuPath = TOPO_GPU_PATH { ts: tick, device: u32, peer: u32, level: u8, nvlink: u8 }
         HostSample = HOST_SAMPLE { scope: byte(HostScope), id: u32, metric: byte(HostMetric), ts: tick, value: u64 }
         HostEntity = HOST_ENTITY { scope: byte(HostScope), id: u32, parent: u32, ts: tick, name: str }
     }
@@ -274,7 +280,7 @@ pub fn decode_one<'a>(buf: &'a [u8], st: &mut DeltaState) -> Result<(Decoded<'a>
     }
     let known = (type_code::CLOCK_SYNC..=type_code::OVERHEAD).contains(&code)
         || code == type_code::API_REPEAT
-        || (type_code::NCCL_COMM_INFO..=type_code::NCCL_PROXY).contains(&code)
+        || (type_code::NCCL_COMM_INFO..=type_code::TOPO_GPU_PATH).contains(&code)
         || (type_code::HOST_SAMPLE..=type_code::HOST_ENTITY).contains(&code);
     if !known {
         return Ok((Decoded::Unknown { code, payload }, total));
@@ -439,6 +445,26 @@ mod tests {
                 wait: 9_000,
             },
             Record::HostEntity { scope: HostScope::Thread, id: 4243, parent: 4242, ts: 1_900_000, name: StrId(12) },
+            Record::TopoGpu {
+                ts: 1_000_100,
+                host: StrId(16),
+                device: 3,
+                bus_id: StrId(17),
+                numa_node: 1,
+                nvlinks: 18,
+                nvlink_version: 6,
+                gpus: 8,
+            },
+            Record::TopoNic {
+                ts: 1_000_200,
+                name: StrId(18),
+                port: 1,
+                kind: 1,
+                rate_mbps: 400_000,
+                numa_node: -1,
+                path: 3,
+            },
+            Record::TopoGpuPath { ts: 1_000_300, device: 3, peer: 7, level: 5, nvlink: 1 },
             Record::HostSample {
                 scope: HostScope::Thread,
                 id: 4243,

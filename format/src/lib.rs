@@ -25,6 +25,7 @@ pub mod reader;
 pub mod record;
 pub mod settings;
 pub mod strings;
+pub mod topology;
 pub mod varint;
 pub mod writer;
 

@@ -385,6 +385,27 @@ pub enum Record {
         wire: u64,
         wait: u64,
     },
+    /// Topology (once per process, off the hot path): this process's GPU as NVML and sysfs see it.
+    /// `host`: the node's host name; `device`: NVML index; `bus_id`: PCI bus id as NVML writes it;
+    /// `numa_node`: -1 unknown; `nvlinks`: active NVLinks, `nvlink_version`: NVML's
+    /// `nvmlNvlinkVersion_t` of the first active one (see [`crate::topology`]); `gpus`: GPUs NVML sees.
+    TopoGpu {
+        ts: u64,
+        host: StrId,
+        device: u32,
+        bus_id: StrId,
+        numa_node: i32,
+        nvlinks: u32,
+        nvlink_version: u32,
+        gpus: u32,
+    },
+    /// Topology: one network port of the node. `kind`: [`crate::topology::NicKind`] byte; `rate_mbps`:
+    /// line rate in Mbit/s (0: down or unknown); `path`: [`crate::topology::PathLevel`] byte from this
+    /// process's GPU to the NIC.
+    TopoNic { ts: u64, name: StrId, port: u32, kind: u8, rate_mbps: u64, numa_node: i32, path: u8 },
+    /// Topology: the path from this process's GPU (`device`) to another GPU of the node (`peer`):
+    /// `level` a [`crate::topology::PathLevel`] byte, `nvlink` 1 when NVML reports NVLink P2P between them.
+    TopoGpuPath { ts: u64, device: u32, peer: u32, level: u8, nvlink: u8 },
     /// A string-table entry carried in the ring (used when the dictionary region is full).
     /// The bytes live in the record payload; decoders see it through [`crate::Decoded::String`].
     StringRef { id: StrId },
@@ -426,7 +447,11 @@ pub mod type_code {
     pub const NCCL_COMM_INFO: u8 = 22;
     pub const NCCL_TASK: u8 = 23;
     pub const NCCL_PROXY: u8 = 24;
-    // 22-27: NCCL records (another change); host records take 28-33.
+    /// 25-27: topology (once per process).
+    pub const TOPO_GPU: u8 = 25;
+    pub const TOPO_NIC: u8 = 26;
+    pub const TOPO_GPU_PATH: u8 = 27;
+    // host records take 28-33.
     pub const HOST_SAMPLE: u8 = 28;
     pub const HOST_ENTITY: u8 = 29;
 }
@@ -460,6 +485,7 @@ impl Record {
             | Record::Counter { ts, .. }
             | Record::Marker { ts, .. }
             | Record::NcclCommInfo { ts, .. } => Some(ts),
+            Record::TopoGpu { ts, .. } | Record::TopoNic { ts, .. } | Record::TopoGpuPath { ts, .. } => Some(ts),
             Record::HostSample { ts, .. } | Record::HostEntity { ts, .. } => Some(ts),
             Record::ExternalCorrelation { .. } | Record::ThreadName { .. } | Record::StringRef { .. } => None,
         }
@@ -493,6 +519,9 @@ pub fn type_name(code: u8) -> &'static str {
         NCCL_COMM_INFO => "nccl_comm_info",
         NCCL_TASK => "nccl_task",
         NCCL_PROXY => "nccl_proxy",
+        TOPO_GPU => "topo_gpu",
+        TOPO_NIC => "topo_nic",
+        TOPO_GPU_PATH => "topo_gpu_path",
         HOST_SAMPLE => "host_sample",
         HOST_ENTITY => "host_entity",
         _ => "unknown",

@@ -28,11 +28,14 @@ pub mod vars {
     pub const JOB_ID: &str = "TPROF_JOB_ID";
     pub const HOST_HZ: &str = "TPROF_HOST_HZ";
     pub const DUMP_SIGNAL: &str = "TPROF_DUMP_SIGNAL";
+    /// Root the topology probe reads the system under (`sys/class/infiniband`, `sys/class/net`,
+    /// `sys/bus/pci`, `proc/sys/kernel/hostname`); `%r` is replaced by the rank. Default `/`.
+    pub const SYSROOT: &str = "TPROF_SYSROOT";
     /// Test only: tprof panics where it first records this name (see the shim's `config`).
     pub const TEST_PANIC: &str = "TPROF_TEST_PANIC";
 
     /// Every variable above.
-    pub const ALL: [&str; 23] = [
+    pub const ALL: [&str; 24] = [
         DISABLE,
         OUT,
         RING_MB,
@@ -55,6 +58,7 @@ pub mod vars {
         JOB_ID,
         HOST_HZ,
         DUMP_SIGNAL,
+        SYSROOT,
         TEST_PANIC,
     ];
 }

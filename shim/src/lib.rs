@@ -13,3 +13,4 @@ pub mod lifecycle;
 pub mod nvtx;
 pub mod record;
 pub mod service;
+pub mod topology;

@@ -21,6 +21,7 @@ const MAX_MEM_SAMPLES: usize = 200_000;
 pub struct FactCollector {
     info: Option<ProcessInfo>,
     host: crate::host::HostSeries,
+    nccl: crate::nccl_plugin::table::RankNccl,
     steps: Option<StepFinder>,
     span: (Ns, Ns),
     ops: Vec<RawOp>,
@@ -91,6 +92,7 @@ impl FactCollector {
             devices: FastMap::default(),
             exited: false,
             host: Default::default(),
+            nccl: Default::default(),
             api_count: 0,
             clock: CollectiveEnds::default(),
             result: None,
@@ -328,6 +330,10 @@ impl TraceSink for FactCollector {
         self.host.entity(e);
     }
 
+    fn handle_nccl_plugin(&mut self, e: &crate::nccl_plugin::NcclPluginEvent) {
+        self.nccl.handle(e);
+    }
+
     fn handle_process_end(&mut self, p: ProcId) {
         self.clock.handle_process_end(p);
         let Some(info) = self.info.take() else { return };
@@ -411,6 +417,11 @@ impl TraceSink for FactCollector {
                 let mut h = std::mem::take(&mut self.host);
                 h.finish();
                 h
+            },
+            nccl: {
+                let mut n = std::mem::take(&mut self.nccl);
+                n.finish();
+                n
             },
         });
     }

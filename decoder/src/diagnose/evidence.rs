@@ -34,6 +34,9 @@ pub enum Evidence {
     Slowdown(super::slowdown::SlowdownEvidence),
     HostCpuContention(super::host_contention::HostCpuContentionEvidence),
     HostMemoryPressure(super::host_pressure::HostMemoryPressureEvidence),
+    NetworkBound(super::nccl_network::NetworkBoundEvidence),
+    Topology(super::nccl_topology::TopologyEvidence),
+    CrossNodeLatency(super::nccl_network::CrossNodeLatencyEvidence),
 }
 
 impl Evidence {
@@ -57,6 +60,9 @@ impl Evidence {
             Evidence::AmpOverflow(e) => &e.text,
             Evidence::HotspotKernel(e) => &e.text,
             Evidence::Slowdown(e) => &e.text,
+            Evidence::NetworkBound(e) => &e.text,
+            Evidence::Topology(e) => &e.text,
+            Evidence::CrossNodeLatency(e) => &e.text,
         }
     }
 
@@ -435,6 +441,12 @@ mod tests {
             (
                 "host_memory_pressure",
                 (keys(super::super::host_pressure::HostMemoryPressureEvidence::default()), nested(&[])),
+            ),
+            ("network_bound", (keys(super::super::nccl_network::NetworkBoundEvidence::default()), nested(&[]))),
+            ("topology", (keys(super::super::nccl_topology::TopologyEvidence::default()), nested(&[]))),
+            (
+                "cross_node_latency",
+                (keys(super::super::nccl_network::CrossNodeLatencyEvidence::default()), nested(&[])),
             ),
         ])
     }

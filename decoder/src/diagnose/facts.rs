@@ -349,6 +349,9 @@ pub struct RankFacts {
     pub pid: u32,
     #[serde(skip)]
     pub host_series: crate::host::HostSeries,
+    /// The NCCL profiler plugin's and the topology probe's records.
+    #[serde(skip)]
+    pub nccl: crate::nccl_plugin::table::RankNccl,
 }
 
 /// One sample of a GPU health counter.

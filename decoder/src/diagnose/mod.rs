@@ -28,6 +28,8 @@ pub mod host_pressure;
 pub mod hotspot;
 pub mod launch_bound;
 pub mod memory;
+pub mod nccl_network;
+pub mod nccl_topology;
 pub mod slow_collective;
 pub mod slowdown;
 pub mod straggler;
@@ -67,6 +69,9 @@ pub enum VerdictKind {
     Slowdown,
     HostCpuContention,
     HostMemoryPressure,
+    NetworkBound,
+    Topology,
+    CrossNodeLatency,
 }
 
 impl VerdictKind {
@@ -87,6 +92,9 @@ impl VerdictKind {
             VerdictKind::Slowdown => "slowdown",
             VerdictKind::HostCpuContention => "host_cpu_contention",
             VerdictKind::HostMemoryPressure => "host_memory_pressure",
+            VerdictKind::NetworkBound => "network_bound",
+            VerdictKind::Topology => "topology",
+            VerdictKind::CrossNodeLatency => "cross_node_latency",
         }
     }
 }
@@ -207,6 +215,11 @@ pub fn diagnose_facts(
     verdicts.extend(slowdown::find(&job));
     verdicts.extend(host_contention::find(&job));
     verdicts.extend(host_pressure::find_memory_pressure(&job));
+    if let Some(net) = nccl_network::view(&job) {
+        verdicts.extend(nccl_network::find_network_bound(&job, &net));
+        verdicts.extend(nccl_topology::find(&job, &net));
+        verdicts.extend(nccl_network::find_cross_node_latency(&job, &net));
+    }
     hang_after_oom_is_a_consequence(&mut verdicts);
     attribute_straggler_to_cause(&mut verdicts, "launch", VerdictKind::LaunchBound);
     attribute_straggler_to_cause(&mut verdicts, "sync", VerdictKind::SyncBound);

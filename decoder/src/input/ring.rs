@@ -14,7 +14,8 @@ use super::nvtx_pairing::{OpenRange, PairingLosses, RangeTracker};
 use super::Notes;
 use crate::error::InputError;
 use crate::model::*;
-use crate::nccl_plugin::{NcclComm, NcclPluginEvent, NcclProxyOp, NcclTask};
+use crate::nccl_plugin::{NcclComm, NcclPluginEvent, NcclProxyOp, NcclTask, TopoGpu, TopoGpuPath, TopoNic};
+use tprof_format::topology::{NicKind, PathLevel};
 
 /// Open a ring file, as an input error naming the file.
 pub fn open(path: &Path) -> Result<RingReader, InputError> {
@@ -251,9 +252,12 @@ impl RingConverter<'_, '_> {
             | Record::ExternalCorrelation { .. }
             | Record::Overhead { .. }
             | Record::StringRef { .. } => {}
-            Record::NcclCommInfo { .. } | Record::NcclTask { .. } | Record::NcclProxy { .. } => {
-                self.on_nccl_plugin(rec)
-            }
+            Record::NcclCommInfo { .. }
+            | Record::NcclTask { .. }
+            | Record::NcclProxy { .. }
+            | Record::TopoGpu { .. }
+            | Record::TopoNic { .. }
+            | Record::TopoGpuPath { .. } => self.on_nccl_plugin(rec),
             Record::Api { .. } => self.on_api(rec),
             Record::ApiRepeat { .. } => self.on_api_repeat(rec),
             Record::Kernel { .. } => self.on_kernel(rec),
@@ -600,6 +604,37 @@ impl RingConverter<'_, '_> {
                     wait_ns: self.clock.ns(start.saturating_add(wait)).saturating_sub(self.clock.ns(start)),
                 })
             }
+            Record::TopoGpu { ts, host, device, bus_id, numa_node, nvlinks, nvlink_version, gpus } => {
+                NcclPluginEvent::TopoGpu(TopoGpu {
+                    proc,
+                    ts: self.clock.ns(ts),
+                    host: self.names.get(host),
+                    device,
+                    bus_id: self.names.get(bus_id),
+                    numa_node,
+                    nvlinks,
+                    nvlink_version,
+                    gpus,
+                })
+            }
+            Record::TopoNic { ts, name, port, kind, rate_mbps, numa_node, path } => NcclPluginEvent::TopoNic(TopoNic {
+                proc,
+                ts: self.clock.ns(ts),
+                name: self.names.get(name),
+                port,
+                kind: NicKind::from_u8(kind),
+                rate_mbps,
+                numa_node,
+                path: PathLevel::from_u8(path),
+            }),
+            Record::TopoGpuPath { ts, device, peer, level, nvlink } => NcclPluginEvent::TopoPath(TopoGpuPath {
+                proc,
+                ts: self.clock.ns(ts),
+                device,
+                peer,
+                level: PathLevel::from_u8(level),
+                nvlink: nvlink == 1,
+            }),
             _ => return,
         };
         self.sink.handle_nccl_plugin(&ev);

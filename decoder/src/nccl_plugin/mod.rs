@@ -3,8 +3,11 @@
 //! channels NCCL chose, and the proxy operations (network sends and receives per channel and peer).
 //! [`model`] holds the decoded events, [`table`] the per-communicator view the summary prints.
 
+pub mod analysis;
 pub mod model;
 pub mod render;
 pub mod table;
+pub mod topology;
 
 pub use model::{NcclComm, NcclPluginEvent, NcclProxyOp, NcclTask};
+pub use topology::{TopoGpu, TopoGpuPath, TopoNic};

@@ -70,10 +70,13 @@ pub struct NcclProxyOp {
     pub wait_ns: u64,
 }
 
-/// One record of the plugin.
+/// One record of the plugin, or of the topology probe (records 25-27, once per process).
 #[derive(Debug, Clone, PartialEq)]
 pub enum NcclPluginEvent {
     Comm(NcclComm),
     Task(NcclTask),
     Proxy(NcclProxyOp),
+    TopoGpu(super::topology::TopoGpu),
+    TopoNic(super::topology::TopoNic),
+    TopoPath(super::topology::TopoGpuPath),
 }

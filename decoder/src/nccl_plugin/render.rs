@@ -56,6 +56,70 @@ pub fn render(p: &NcclPluginSummary, top: usize) -> String {
         ]);
     }
     out.push_str(&tb.render());
+    if let Some(t) = &p.topology {
+        out.push_str(&format!("\n== Topology: {} nodes, {} GPUs recorded\n", t.nodes.len(), t.gpus.len()));
+        let mut tb = Table::new(&["host", "ranks", "GPUs", "NICs", "NIC GB/s", "NVLink GB/s"]).left(0).left(3);
+        for n in &t.nodes {
+            let nics: Vec<String> =
+                n.nics.iter().map(|c| format!("{}:{} {} {:.1} GB/s", c.name, c.port, c.kind, c.rate_gbps)).collect();
+            tb.row(vec![
+                n.host.clone(),
+                format!("r{}", crate::convert::compress_ranges(&n.ranks)),
+                n.gpus.to_string(),
+                if nics.is_empty() { "-".into() } else { nics.join(", ") },
+                format!("{:.1}", n.nic_gbps),
+                format!("{:.1}", n.nvlink_gbps),
+            ]);
+        }
+        out.push_str(&tb.render());
+    }
+    if p.analysis.iter().any(|b| b.allowed_gbps.is_some()) {
+        out.push_str("\n== NCCL bandwidth against the links (busbw / what NVLink or the nodes' NICs allow)\n");
+        let mut tb = Table::new(&[
+            "comm",
+            "op",
+            "size <=",
+            "nodes",
+            "needed",
+            "busbw GB/s",
+            "allowed GB/s",
+            "link",
+            "of link",
+            "bw time",
+        ])
+        .left(0)
+        .left(1);
+        for b in &p.analysis {
+            tb.row(vec![
+                b.comm[..8].to_string(),
+                b.op.clone(),
+                byte_size(b.size_bucket),
+                b.nodes.to_string(),
+                b.nodes_needed.to_string(),
+                format!("{:.2}", b.busbw_gbps),
+                b.allowed_gbps.map_or("-".into(), |a| format!("{a:.1}")),
+                b.limit.to_string(),
+                b.link_share.map_or("-".into(), |x| format!("{:.0}%", x * 100.0)),
+                b.bandwidth_time_share.map_or("-".into(), |x| format!("{:.0}%", x * 100.0)),
+            ]);
+        }
+        out.push_str(&tb.render());
+    }
+    if !p.node_links.is_empty() {
+        out.push_str("\n== Node sends across nodes (proxy operations) against the line rate\n");
+        let mut tb = Table::new(&["comm", "host", "ranks", "bytes", "send GB/s", "line GB/s"]).left(0).left(1);
+        for l in &p.node_links {
+            tb.row(vec![
+                l.comm[..8].to_string(),
+                l.host.clone(),
+                format!("r{}", crate::convert::compress_ranges(&l.ranks)),
+                byte_size(l.bytes),
+                format!("{:.2}", l.send_gbps),
+                format!("{:.1}", l.line_gbps),
+            ]);
+        }
+        out.push_str(&tb.render());
+    }
     if !p.links.is_empty() {
         let shown = p.links.len().min(top.max(1) * 4);
         out.push_str(&format!("\n== Network links from proxy operations ({shown} of {})\n", p.links.len()));

@@ -34,20 +34,20 @@ pub fn task_bytes(t: &NcclTask, nranks: u32) -> u64 {
 }
 
 #[derive(Debug, Clone, Default)]
-struct CommInfo {
-    name: String,
-    nnodes: u32,
-    nranks: u32,
-    rank: u32,
-    version: u8,
+pub(super) struct CommInfo {
+    pub(super) name: String,
+    pub(super) nnodes: u32,
+    pub(super) nranks: u32,
+    pub(super) rank: u32,
+    pub(super) version: u8,
 }
 
 #[derive(Debug, Clone, Default)]
-struct TaskStats {
-    calls: u64,
-    bytes: u64,
-    gpu_ns: u64,
-    gpu_timed: u64,
+pub(super) struct TaskStats {
+    pub(super) calls: u64,
+    pub(super) bytes: u64,
+    pub(super) gpu_ns: u64,
+    pub(super) gpu_timed: u64,
     graph_captured: u64,
     /// Tasks without algorithm, protocol or channels (p2p has no algorithm or protocol).
     undescribed: u64,
@@ -57,30 +57,32 @@ struct TaskStats {
 }
 
 #[derive(Debug, Clone, Default)]
-struct LinkStats {
-    ops: u64,
-    bytes: u64,
-    wire_ns: u64,
-    wait_ns: u64,
+pub(super) struct LinkStats {
+    pub(super) ops: u64,
+    pub(super) bytes: u64,
+    pub(super) wire_ns: u64,
+    pub(super) wait_ns: u64,
     /// The operations' time spans merged per task: first start .. last end, summed over tasks.
     span_ns: u64,
     /// Tasks that used the link.
-    tasks: u64,
+    pub(super) tasks: u64,
 }
 
 /// One rank's plugin records, aggregated as they arrive.
 #[derive(Debug, Clone, Default)]
 pub struct RankNccl {
-    comms: HashMap<u64, CommInfo>,
-    tasks: HashMap<(u64, CollOp, u64), TaskStats>,
-    links: HashMap<(u64, i32, bool), LinkStats>,
+    pub(super) comms: HashMap<u64, CommInfo>,
+    pub(super) tasks: HashMap<(u64, CollOp, u64), TaskStats>,
+    pub(super) links: HashMap<(u64, i32, bool), LinkStats>,
+    /// The topology records (25-27).
+    pub topo: super::topology::RankTopo,
     /// Per (comm, seq, peer, send): the span of the operations of one task on one link.
     open_spans: HashMap<(u64, u64, i32, bool), (u64, u64)>,
 }
 
 impl RankNccl {
     pub fn is_empty(&self) -> bool {
-        self.comms.is_empty() && self.tasks.is_empty()
+        self.comms.is_empty() && self.tasks.is_empty() && self.topo.is_empty()
     }
 
     pub fn handle(&mut self, e: &NcclPluginEvent) {
@@ -118,6 +120,9 @@ impl RankNccl {
                 }
                 *s.channels.entry(t.nchannels).or_default() += 1;
             }
+            NcclPluginEvent::TopoGpu(g) => self.topo.gpu = Some(g.clone()),
+            NcclPluginEvent::TopoNic(n) => self.topo.nics.push(n.clone()),
+            NcclPluginEvent::TopoPath(p) => self.topo.paths.push(p.clone()),
             NcclPluginEvent::Proxy(p) => {
                 let l = self.links.entry((p.comm, p.peer, p.is_send)).or_default();
                 l.ops += 1;
@@ -206,6 +211,12 @@ pub struct NcclPluginSummary {
     pub links: Vec<LinkRow>,
     /// Share of the tasks' GPU time spent in communicators that span nodes.
     pub inter_node_share: f64,
+    /// Nodes, GPUs and links as the topology probe recorded them (None: no topology records).
+    pub topology: Option<super::topology::TopologySummary>,
+    /// Per communicator, operation and size: bandwidth against what the links allow.
+    pub analysis: Vec<super::analysis::BucketLink>,
+    /// Per communicator spanning nodes and node: the send rate its proxy operations reached.
+    pub node_links: Vec<super::analysis::NodeLink>,
 }
 
 fn most<K: Clone + Default>(m: &BTreeMap<K, u64>) -> K {
@@ -220,12 +231,13 @@ fn scope(nnodes: u32) -> &'static str {
     }
 }
 
-/// Merges the ranks' records; None when no rank has any.
-pub fn merge<'a>(ranks: impl Iterator<Item = &'a RankNccl>) -> Option<NcclPluginSummary> {
-    let ranks: Vec<&RankNccl> = ranks.filter(|r| !r.is_empty()).collect();
-    if ranks.is_empty() {
+/// Merges the ranks' records (with their rank numbers); None when no rank has any.
+pub fn merge<'a>(ranks: impl Iterator<Item = (u32, &'a RankNccl)>) -> Option<NcclPluginSummary> {
+    let numbered: Vec<(u32, &RankNccl)> = ranks.filter(|(_, r)| !r.is_empty()).collect();
+    if numbered.is_empty() {
         return None;
     }
+    let ranks: Vec<&RankNccl> = numbered.iter().map(|(_, r)| *r).collect();
     let mut comms: BTreeMap<u64, (CommInfo, u32)> = BTreeMap::new();
     for r in &ranks {
         for (&id, c) in &r.comms {
@@ -322,5 +334,9 @@ pub fn merge<'a>(ranks: impl Iterator<Item = &'a RankNccl>) -> Option<NcclPlugin
         }
     }
     out.links.sort_by(|a, b| (&a.comm, a.rank, a.peer, a.direction).cmp(&(&b.comm, b.rank, b.peer, b.direction)));
+    out.topology = super::topology::merge(numbered.iter().map(|(n, r)| (*n, &r.topo)));
+    let (analysis, node_links) = super::analysis::analyse(&numbered, out.topology.as_ref());
+    out.analysis = analysis;
+    out.node_links = node_links;
     Some(out)
 }

@@ -74,6 +74,7 @@ pub fn render(d: &ReportData) -> String {
     h.push_str("<section id=\"host\"><h2>Host resources over time</h2><p class=\"hint\">From the host sampler (TPROF_HOST_HZ): CPU of the main process and its DataLoader workers, RSS, input read rate, machine CPU. Pick a chart:</p><select id=\"host-select\"></select><div class=\"chart\" id=\"host-chart\"></div></section>\n");
     kernels(&mut h, d);
     nccl(&mut h, d);
+    super::nccl_links::section(&mut h, d);
     h.push_str("<section id=\"memory\"><h2>Device memory over time</h2><p class=\"hint\">Bytes reserved per rank and device (allocations tracked by tprof; max per time bucket).</p><div class=\"chart\" id=\"memory-chart\"></div></section>\n");
     h.push_str("<section id=\"counters\"><h2>GPU counters over time</h2><p class=\"hint\">Sampled from NVML by one process per device (GPM metrics on Hopper and newer). Pick a counter:</p><select id=\"counter-select\"></select><div class=\"chart\" id=\"counter-chart\"></div></section>\n");
     flamegraph(&mut h, d);

@@ -16,6 +16,7 @@ pub mod collect;
 pub mod flame;
 pub mod host;
 pub mod html;
+pub mod nccl_links;
 pub mod verdicts;
 
 use std::path::{Path, PathBuf};

@@ -55,6 +55,8 @@ pub struct Config {
     pub gpu_metrics_hz: Option<String>,
     /// `TPROF_HOST_HZ` as given: read when the host sampler starts (`host_metrics::sample_rate`).
     pub host_hz: Option<String>,
+    /// `TPROF_SYSROOT`: the root the topology probe reads sysfs and procfs under (default `/`).
+    pub sysroot: Option<String>,
     /// `TPROF_JOB_ID`: the job id in the ring header (default: the launcher's, see `process`).
     pub job_id: Option<String>,
     /// `TPROF_TEST_PANIC` (tests only): tprof panics where it first records this name (an API,
@@ -86,6 +88,7 @@ impl Default for Config {
             cupti_path: None,
             gpu_metrics_hz: None,
             host_hz: None,
+            sysroot: None,
             job_id: None,
             test_panic: None,
         }
@@ -228,6 +231,7 @@ impl Config {
         }
         self.gpu_metrics_hz = get(vars::GPU_METRICS_HZ);
         self.host_hz = get(vars::HOST_HZ);
+        self.sysroot = get(vars::SYSROOT).filter(|v| !v.trim().is_empty());
         if let Some(v) = get(vars::JOB_ID) {
             if !v.trim().is_empty() {
                 self.job_id = Some(v);

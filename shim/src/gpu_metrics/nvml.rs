@@ -1,5 +1,5 @@
 //! Minimal run-time NVML binding: `dlopen("libnvidia-ml.so.1")` and the 14 functions the sampler
-//! reads. Declarations follow the public `nvml.h`; GPM structs as in CUDA_FACTS.md section 7.
+//! reads, and 5 optional topology queries. Declarations follow the public `nvml.h`; GPM structs as in CUDA_FACTS.md section 7.
 
 use std::ffi::{c_int, c_uint, c_void, CStr};
 use std::ptr::null_mut;
@@ -87,6 +87,40 @@ type FnGpmFree = unsafe extern "C" fn(GpmSample) -> NvmlReturn;
 type FnGpmGet = unsafe extern "C" fn(Device, GpmSample) -> NvmlReturn;
 type FnGpmMetrics = unsafe extern "C" fn(*mut GpmMetricsGet) -> NvmlReturn;
 
+type FnPciInfo = unsafe extern "C" fn(Device, *mut PciInfo) -> NvmlReturn;
+type FnNvLinkState = unsafe extern "C" fn(Device, c_uint, *mut c_int) -> NvmlReturn;
+type FnNvLinkVersion = unsafe extern "C" fn(Device, c_uint, *mut c_uint) -> NvmlReturn;
+type FnCommonAncestor = unsafe extern "C" fn(Device, Device, *mut c_uint) -> NvmlReturn;
+type FnP2PStatus = unsafe extern "C" fn(Device, Device, c_uint, *mut c_uint) -> NvmlReturn;
+
+/// `nvmlPciInfo_t` (nvml.h, `nvmlDeviceGetPciInfo_v3`).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct PciInfo {
+    pub bus_id_legacy: [u8; 16],
+    pub domain: c_uint,
+    pub bus: c_uint,
+    pub device: c_uint,
+    pub pci_device_id: c_uint,
+    pub pci_sub_system_id: c_uint,
+    pub bus_id: [u8; 32],
+}
+
+/// `NVML_NVLINK_MAX_LINKS`.
+pub const NVLINK_MAX_LINKS: u32 = 18;
+/// `NVML_P2P_CAPS_INDEX_NVLINK`, `NVML_P2P_STATUS_OK`.
+const P2P_CAPS_INDEX_NVLINK: c_uint = 2;
+const P2P_STATUS_OK: c_uint = 0;
+
+/// Optional topology entry points (each may be absent).
+struct TopoFns {
+    pci: Option<FnPciInfo>,
+    link_state: Option<FnNvLinkState>,
+    link_version: Option<FnNvLinkVersion>,
+    ancestor: Option<FnCommonAncestor>,
+    p2p: Option<FnP2PStatus>,
+}
+
 /// Optional GPM entry points (absent in NVML before 11.8).
 struct GpmFns {
     support: FnGpmSupport,
@@ -106,6 +140,7 @@ pub struct Nvml {
     power: FnPower,
     temp: FnTemp,
     gpm: Option<GpmFns>,
+    topo: TopoFns,
 }
 
 // SAFETY: the struct holds only function pointers into a library that stays loaded (never
@@ -176,6 +211,13 @@ impl Nvml {
                     metrics: want!(h, c"nvmlGpmMetricsGet", FnGpmMetrics)?,
                 })
             })(),
+            topo: TopoFns {
+                pci: want!(h, c"nvmlDeviceGetPciInfo_v3", FnPciInfo),
+                link_state: want!(h, c"nvmlDeviceGetNvLinkState", FnNvLinkState),
+                link_version: want!(h, c"nvmlDeviceGetNvLinkVersion", FnNvLinkVersion),
+                ancestor: want!(h, c"nvmlDeviceGetTopologyCommonAncestor", FnCommonAncestor),
+                p2p: want!(h, c"nvmlDeviceGetP2PStatus", FnP2PStatus),
+            },
         };
         // SAFETY: nvmlInit_v2 takes no arguments; it may be called from any thread.
         let rc = unsafe { init() };
@@ -201,6 +243,59 @@ impl Nvml {
         // SAFETY: writes one device handle into `d`.
         let rc = unsafe { (self.handle)(index, &mut d) };
         (rc == NVML_SUCCESS && !d.0.is_null()).then_some(d)
+    }
+
+    /// The PCI bus id ("00000000:3B:00.0"), when NVML offers it.
+    pub fn pci_bus_id(&self, d: Device) -> Option<String> {
+        let f = self.topo.pci?;
+        // SAFETY: all-zero bytes are a valid nvmlPciInfo_t (integers and byte arrays).
+        let mut p: PciInfo = unsafe { std::mem::zeroed() };
+        // SAFETY: `d` is a valid handle; writes one nvmlPciInfo_t.
+        let rc = unsafe { f(d, &mut p) };
+        if rc != NVML_SUCCESS {
+            return None;
+        }
+        let end = p.bus_id.iter().position(|&b| b == 0).unwrap_or(p.bus_id.len());
+        Some(String::from_utf8_lossy(&p.bus_id[..end]).into_owned())
+    }
+
+    /// Active NVLinks of `d` and the `nvmlNvlinkVersion_t` of the first active one.
+    pub fn nvlinks(&self, d: Device) -> (u32, u32) {
+        let Some(state) = self.topo.link_state else { return (0, 0) };
+        let (mut active, mut version) = (0, 0);
+        for link in 0..NVLINK_MAX_LINKS {
+            let mut on: c_int = 0;
+            // SAFETY: `d` is a valid handle; writes one nvmlEnableState_t (an int).
+            if unsafe { state(d, link, &mut on) } != NVML_SUCCESS || on != 1 {
+                continue;
+            }
+            active += 1;
+            if version == 0 {
+                if let Some(f) = self.topo.link_version {
+                    let mut v: c_uint = 0;
+                    // SAFETY: as above; writes one unsigned int.
+                    if unsafe { f(d, link, &mut v) } == NVML_SUCCESS {
+                        version = v;
+                    }
+                }
+            }
+        }
+        (active, version)
+    }
+
+    /// `nvmlGpuTopologyLevel_t` between two devices, and whether NVLink P2P works between them.
+    pub fn path(&self, a: Device, b: Device) -> (Option<u32>, Option<bool>) {
+        let level = self.topo.ancestor.and_then(|f| {
+            let mut l: c_uint = 0;
+            // SAFETY: both are valid handles; writes one nvmlGpuTopologyLevel_t.
+            (unsafe { f(a, b, &mut l) } == NVML_SUCCESS).then_some(l)
+        });
+        let nvlink = self.topo.p2p.and_then(|f| {
+            let mut st: c_uint = 0;
+            // SAFETY: both are valid handles; writes one nvmlGpuP2PStatus_t.
+            (unsafe { f(a, b, P2P_CAPS_INDEX_NVLINK, &mut st) } == NVML_SUCCESS).then_some(st == P2P_STATUS_OK)
+        });
+        (level, nvlink)
     }
 
     pub fn utilization(&self, d: Device) -> Option<Utilization> {

@@ -471,6 +471,7 @@ static int coll_poll(void *varg, uint64_t start_ns, uint64_t *end_ns)
     a->prof.start_ns = start_ns;
     a->prof.xfer_ns = max_arr;
     a->prof.end_ns = *end_ns;
+    a->prof.own_ns = a->dur_ns;
     sgp_complete(&a->prof);
     if (a->ctr) {
         __atomic_add_fetch(&a->ctr->nvlink_tx_bytes, a->bus_bytes, __ATOMIC_RELAXED);
@@ -698,7 +699,7 @@ static void launch_coll(const qop *q)
     void *group = sgp_group_start(&c->prof);
     void *task = sgp_task_start(&c->prof, q->api, group, c->rank, &t);
     sgp_job j = {c->prof.ctx, task, c->prof.mask, t.nchannels, 0, 0, 0, c->ring_send, c->ring_recv,
-                 (uint64_t)(bus / t.nchannels), NULL};
+                 (uint64_t)(bus / t.nchannels), NULL, 0};
     a->prof = j;
     launch(c, q->stream, kname, 16, coll_poll, a, &cd);
     sgp_stop(&c->prof, task);
@@ -740,7 +741,7 @@ static void launch_p2p(const qop *q, int n)
         int cross = c->nnodes > 1 && shm_ranks(c->hdr)[q[i].peer].pad != shm_ranks(c->hdr)[c->rank].pad;
         int send = q[i].op == OP_SEND;
         sgp_job j = {c->prof.ctx, tasks[i], c->prof.mask, 1, 0, 0, 0, cross && send ? q[i].peer : -1,
-                     cross && !send ? q[i].peer : -1, a->items[i].bytes, NULL};
+                     cross && !send ? q[i].peer : -1, a->items[i].bytes, NULL, 0};
         a->items[i].prof = j;
     }
     launch(c, q[0].stream, "ncclDevKernel_SendRecv", 8, p2p_poll, a, &cd);

@@ -193,7 +193,8 @@ static void run_job(const sgp_job *j)
             }
     }
     if (nops) {
-        uint64_t seg = (j->end_ns - j->xfer_ns) / (uint64_t)nsteps;
+        uint64_t wire_end = j->own_ns && j->xfer_ns + j->own_ns < j->end_ns ? j->xfer_ns + j->own_ns : j->end_ns;
+        uint64_t seg = (wire_end - j->xfer_ns) / (uint64_t)nsteps;
         sleep_until(j->start_ns);
         for (int k = 0; k < nsteps; k++) {
             void *steps[MAX_OPS] = {0};
@@ -212,9 +213,10 @@ static void run_job(const sgp_job *j)
                 sgp_args_v4 a = {.proxyStep = {(size_t)chunk}};
                 if (is_send[i]) record_state(steps[i], SGP_STEP_SEND_WAIT, &a);
             }
-            sleep_until(j->xfer_ns + (k == nsteps - 1 ? j->end_ns - j->xfer_ns : (uint64_t)(k + 1) * seg));
+            sleep_until(k == nsteps - 1 ? wire_end : j->xfer_ns + (uint64_t)(k + 1) * seg);
             for (int i = 0; i < nops; i++) stop_event(steps[i]);
         }
+        sleep_until(j->end_ns); /* the slowest rank's transfer */
         for (int i = 0; i < nops; i++) stop_event(ops[i]);
     }
     if ((j->mask & SGP_KERNEL_CH) && j->task) {

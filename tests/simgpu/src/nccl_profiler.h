@@ -12,7 +12,8 @@
  * Nodes: SIMGPU_NODES (default 1) nodes of SIMGPU_RANKS_PER_NODE ranks (default WORLD_SIZE / nodes,
  * rounded up); a process's node is RANK / ranks per node. NIC: SIMGPU_NIC_GBPS GB/s per rank
  * (default 25), SIMGPU_NIC_GBPS_NODE<k> for node k (a degraded link), SIMGPU_NIC_LATENCY_US (default
- * 10) once per collective that crosses nodes.
+ * 10) once per collective that crosses nodes. A proxy step is on the wire for this rank's own share
+ * of the transfer (its node's NIC); after the last step the operation waits for the slowest rank.
  */
 #ifndef SIMGPU_NCCL_PROFILER_H
 #define SIMGPU_NCCL_PROFILER_H
@@ -43,6 +44,7 @@ typedef struct sgp_job {
     int send_peer, recv_peer;           /* cross-node ring neighbours (-1: none) */
     uint64_t bytes_per_op;              /* bytes each proxy operation moves */
     struct sgp_job *next;
+    uint64_t own_ns; /* this rank's own transfer time (its NIC); 0: on the wire until end_ns */
 } sgp_job;
 
 int sgp_node(void);

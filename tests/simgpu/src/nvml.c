@@ -554,3 +554,6 @@ NX nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *m)
 #undef D
     return NVML_SUCCESS;
 }
+
+/* The index of a handle, for nvml_topology.c (-1: not ours or NVML not initialised). */
+int sg_nvml_index(nvmlDevice_t d) { return inited() ? dev_index(d) : -1; }

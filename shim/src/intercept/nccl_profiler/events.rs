@@ -8,6 +8,11 @@
 //! - a proxy operation ends at its stop: `Record::NcclProxy`, its steps' time on the wire, waiting and
 //!   bytes summed into it as each step stops (one record per channel and peer, not per step).
 //!
+//! Proxy steps (most of the plugin's events) take no slot of their own: a step is one of its
+//! operation's [`STEP_WAYS`] step ways (NCCL keeps at most `NCCL_STEPS` = 8 steps of an operation in
+//! flight), its handle the operation's slot address + 1 + way, so a step costs no pool search, no
+//! generation and no parent check, only its time stamps and the sums into its operation.
+//!
 //! A stale parent is told by the slot's generation: a child keeps `index | generation << 32`.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::*};
@@ -34,6 +39,7 @@ pub enum Kind {
     Task = 1,
     Api = 2,
     ProxyOp = 3,
+    /// Not a slot kind (steps live in their operation's ways); kept so the byte stays reserved.
     ProxyStep = 4,
     KernelCh = 5,
 }
@@ -62,12 +68,14 @@ const P_BYTES: usize = 4;
 const P_START: usize = 5;
 const P_WIRE: usize = 6;
 const P_WAIT: usize = 7;
-// ProxyStep:
+const P_WAYS: usize = 8; // step ways handed out (a counter)
+                         // A step way: its last state change, that state, its transfer size.
 const S_LAST_TS: usize = 0;
 const S_LAST_STATE: usize = 1;
-const S_WIRE: usize = 2;
-const S_WAIT: usize = 3;
-const S_BYTES: usize = 4;
+const S_BYTES: usize = 2;
+const WAY_FIELDS: usize = 3;
+/// Step ways of a proxy operation.
+pub const STEP_WAYS: usize = 8;
 // KernelCh: the parent link only.
 
 /// No state yet (a step that has not reported one).
@@ -121,6 +129,9 @@ pub struct Context {
 }
 
 static POOL: [Slot; SLOTS] = [const { Slot::new() }; SLOTS];
+/// The step ways of the proxy operation in the slot of the same index.
+static WAYS: [[AtomicU64; STEP_WAYS * WAY_FIELDS]; SLOTS] =
+    [const { [const { AtomicU64::new(0) }; STEP_WAYS * WAY_FIELDS] }; SLOTS];
 static CONTEXT_POOL: [Context; CONTEXTS] = [const {
     Context {
         used: AtomicBool::new(false),
@@ -149,6 +160,16 @@ pub fn handle_of(i: usize) -> usize {
 fn slot_at(handle: usize) -> Option<(usize, &'static Slot)> {
     let i = index_in(&POOL, handle)?;
     Some((i, &POOL[i]))
+}
+
+/// The proxy operation slot and step way a step handle names (slot address + 1 + way).
+fn step_at(handle: usize) -> Option<(&'static Slot, &'static [AtomicU64])> {
+    let way = handle.checked_sub(POOL.as_ptr() as usize)? % std::mem::size_of::<Slot>();
+    if way == 0 || way > STEP_WAYS {
+        return None;
+    }
+    let (i, s) = slot_at(handle - way)?;
+    (s.kind() == Kind::ProxyOp).then(|| (s, &WAYS[i][(way - 1) * WAY_FIELDS..way * WAY_FIELDS]))
 }
 
 fn link(i: usize) -> u64 {
@@ -291,6 +312,7 @@ pub fn start_proxy_op(ctx: &Context, parent: usize, pid: i32, channel: u8, peer:
     s.set(P_START, ticks::now());
     s.set(P_WIRE, 0);
     s.set(P_WAIT, 0);
+    s.set(P_WAYS, 0);
     Some(handle_of(i))
 }
 
@@ -299,15 +321,13 @@ pub fn start_proxy_step(parent: usize) -> Option<usize> {
     if p.kind() != Kind::ProxyOp {
         return None;
     }
-    let i = alloc(Kind::ProxyStep)?;
-    let s = &POOL[i];
-    s.parent.store(link(pi), Relaxed);
-    s.set(S_LAST_TS, ticks::now());
-    s.set(S_LAST_STATE, NO_STATE);
-    s.set(S_WIRE, 0);
-    s.set(S_WAIT, 0);
-    s.set(S_BYTES, 0);
-    Some(handle_of(i))
+    let way = p.f[P_WAYS].fetch_add(1, Relaxed) as usize % STEP_WAYS;
+    let w = &WAYS[pi][way * WAY_FIELDS..(way + 1) * WAY_FIELDS];
+    // No clock read here: the time before a step's first state is attributed to nothing.
+    w[S_LAST_TS].store(0, Relaxed);
+    w[S_LAST_STATE].store(NO_STATE, Relaxed);
+    w[S_BYTES].store(0, Relaxed);
+    Some(handle_of(pi) + 1 + way)
 }
 
 /// A kernel channel of the task `parent`; `p_timer`: its start on the GPU's global timer (0: none).
@@ -338,29 +358,30 @@ fn on_wire(state: i32) -> bool {
     )
 }
 
-/// Attributes the time since the step's last state change to that state.
-fn close_state(s: &Slot, now: u64) {
-    let last = s.get(S_LAST_STATE);
-    let dt = now.saturating_sub(s.get(S_LAST_TS));
+/// Attributes the time since the step way's last state change to that state, in its operation.
+fn close_state(op: &Slot, w: &[AtomicU64], now: u64) {
+    let last = w[S_LAST_STATE].load(Relaxed);
+    let dt = now.saturating_sub(w[S_LAST_TS].load(Relaxed));
     if last != NO_STATE {
-        let field = if on_wire(last as i32) { S_WIRE } else { S_WAIT };
-        s.f[field].fetch_add(dt, Relaxed);
+        let field = if on_wire(last as i32) { P_WIRE } else { P_WAIT };
+        op.f[field].fetch_add(dt, Relaxed);
     }
-    s.set(S_LAST_TS, now);
+    w[S_LAST_TS].store(now, Relaxed);
 }
 
 /// `recordEventState`: `trans_size` is the state's transfer size when it carries one,
 /// `p_timer` the kernel channel's stop on the GPU timer.
 pub fn record_state(handle: usize, st: i32, trans_size: Option<u64>, p_timer: Option<u64>) {
+    if let Some((op, w)) = step_at(handle) {
+        close_state(op, w, ticks::now());
+        w[S_LAST_STATE].store(st as u32 as u64, Relaxed);
+        if let Some(b) = trans_size {
+            w[S_BYTES].fetch_max(b, Relaxed);
+        }
+        return;
+    }
     let Some((_, s)) = slot_at(handle) else { return };
     match s.kind() {
-        Kind::ProxyStep => {
-            close_state(s, ticks::now());
-            s.set(S_LAST_STATE, st as u32 as u64);
-            if let Some(b) = trans_size {
-                s.f[S_BYTES].fetch_max(b, Relaxed);
-            }
-        }
         Kind::ProxyOp => {
             // Versions 1-3 report transfer sizes on the operation's own states.
             if let Some(b) = trans_size {
@@ -380,6 +401,12 @@ pub fn record_state(handle: usize, st: i32, trans_size: Option<u64>, p_timer: Op
 
 /// `stopEvent`.
 pub fn stop(handle: usize) {
+    if let Some((op, w)) = step_at(handle) {
+        close_state(op, w, ticks::now());
+        op.f[P_BYTES].fetch_add(w[S_BYTES].load(Relaxed), Relaxed);
+        op.f[P_STEPS].fetch_add(1, Relaxed);
+        return;
+    }
     let Some((_, s)) = slot_at(handle) else { return };
     match s.kind() {
         Kind::Task => {
@@ -387,16 +414,6 @@ pub fn stop(handle: usize) {
             finish_task(s);
         }
         Kind::Api => free(s),
-        Kind::ProxyStep => {
-            close_state(s, ticks::now());
-            if let Some(p) = linked(s.parent.load(Relaxed)).filter(|p| p.kind() == Kind::ProxyOp) {
-                p.f[P_WIRE].fetch_add(s.get(S_WIRE), Relaxed);
-                p.f[P_WAIT].fetch_add(s.get(S_WAIT), Relaxed);
-                p.f[P_BYTES].fetch_add(s.get(S_BYTES), Relaxed);
-                p.f[P_STEPS].fetch_add(1, Relaxed);
-            }
-            free(s);
-        }
         Kind::ProxyOp => {
             emit_proxy(s, ticks::now());
             free(s);
@@ -407,7 +424,7 @@ pub fn stop(handle: usize) {
             }
             free(s);
         }
-        Kind::Free => {}
+        Kind::Free | Kind::ProxyStep => {}
     }
 }
 
@@ -477,6 +494,38 @@ mod tests {
         assert!(slot_at(0).is_none());
         assert!(slot_at(handle_of(SLOTS - 1) + std::mem::size_of::<Slot>()).is_none());
         assert!(context_at(h).is_none());
+    }
+
+    #[test]
+    fn steps_sum_into_their_operation_through_its_ways() {
+        let ctx = context_at(context_new(0x77, false).unwrap()).unwrap();
+        let d = TaskDescr {
+            comm: 0,
+            op: CollOp::AllReduce,
+            seq: 1,
+            count: 1,
+            datatype: StrId::NONE,
+            algo: StrId::NONE,
+            proto: StrId::NONE,
+            nchannels: 1,
+            nwarps: 1,
+            peer: -1,
+        };
+        let task = start_task(ctx, 0, &d, 0).unwrap();
+        let op = start_proxy_op(ctx, task, std::process::id() as i32, 0, 1, true).unwrap();
+        let steps: Vec<usize> = (0..3).map(|_| start_proxy_step(op).unwrap()).collect();
+        assert_eq!(steps, [op + 1, op + 2, op + 3]);
+        for &st in &steps {
+            record_state(st, state::PROXY_STEP_SEND_WAIT, Some(100), None);
+            stop(st);
+        }
+        let (_, o) = slot_at(op).unwrap();
+        assert_eq!((o.get(P_STEPS), o.get(P_BYTES)), (3, 300));
+        assert!(step_at(op + STEP_WAYS + 1).is_none());
+        assert!(step_at(task + 1).is_none(), "a task has no step ways");
+        free(o);
+        free(slot_at(task).unwrap().1);
+        ctx.used.store(false, Release);
     }
 
     #[test]

@@ -1,0 +1,164 @@
+//! The topology probe: once per process, on its own short-lived thread once the driver works, it
+//! writes what the node looks like from this process's GPU: `TopoGpu` (host, GPU, NUMA node,
+//! NVLinks), one `TopoNic` per network port (line rate, NUMA node, PCIe path from the GPU) and one
+//! `TopoGpuPath` per other GPU (NVML's common ancestor, NVLink P2P). Never on a hot path.
+//!
+//! The GPU is the one the process's local rank uses (`CUDA_VISIBLE_DEVICES` respected), else the
+//! first. sysfs and procfs are read under `TPROF_SYSROOT` (default `/`; `%r` = the rank).
+
+pub mod sysfs;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use tprof_format::topology::PathLevel;
+use tprof_format::Record;
+
+use crate::base::{config, panic_fence, process, switch, ticks};
+use crate::gpu_metrics::nvml::Nvml;
+use crate::gpu_metrics::Identity;
+use crate::lifecycle;
+use crate::record::interning::intern;
+use crate::record::{recorder, reentrancy};
+
+static STARTED_PID: AtomicU32 = AtomicU32::new(0);
+
+/// The root sysfs and procfs are read under: `TPROF_SYSROOT` with `%r` replaced by the rank.
+pub fn sysroot(setting: Option<&str>, rank: Option<u32>) -> PathBuf {
+    match setting {
+        Some(s) => PathBuf::from(s.replace("%r", &rank.map_or_else(|| "0".to_string(), |r| r.to_string()))),
+        None => PathBuf::from("/"),
+    }
+}
+
+/// The NVML index this process's GPU has.
+fn own_device(id: &Identity, count: u32) -> u32 {
+    let visible: Vec<u32> = match &id.visible {
+        Some(v) => v.iter().copied().filter(|&d| d < count).collect(),
+        None => (0..count).collect(),
+    };
+    match (id.local_rank, visible.len()) {
+        (_, 0) => 0,
+        (Some(l), n) => visible[l as usize % n],
+        (None, _) => visible[0],
+    }
+}
+
+/// Starts the probe (idempotent per process; never blocks or panics).
+pub fn start() {
+    panic_fence::ffi_guard((), || {
+        let pid = std::process::id();
+        let prev = STARTED_PID.load(Ordering::Acquire);
+        if prev == pid || STARTED_PID.compare_exchange(prev, pid, Ordering::AcqRel, Ordering::Acquire).is_err() {
+            return;
+        }
+        let _ = std::thread::Builder::new().name("tprof-topology".into()).spawn(|| {
+            let Some(_inside) = reentrancy::Reentrancy::enter() else { return };
+            panic_fence::ffi_guard((), probe);
+        });
+    })
+}
+
+fn probe() {
+    let identity = Identity::from_env();
+    let root = sysroot(config::config().sysroot.as_deref(), identity.rank);
+    let host = sysfs::hostname(&root).unwrap_or_else(process::hostname);
+    let ports = sysfs::ports(&root);
+    let nvml = Nvml::load().ok();
+    let count = nvml.as_ref().map_or(0, |n| n.device_count());
+    let device = own_device(&identity, count);
+    let handle = nvml.as_ref().and_then(|n| n.device(device));
+    let bus_id = match (&nvml, handle) {
+        (Some(n), Some(h)) => n.pci_bus_id(h).unwrap_or_default(),
+        _ => String::new(),
+    };
+    let gpu_path = (!bus_id.is_empty()).then(|| sysfs::pci_device_path(&root, &sysfs::sysfs_bus_id(&bus_id))).flatten();
+    let gpu_numa = sysfs::numa_node(gpu_path.as_deref());
+    let (nvlinks, nvlink_version) = match (&nvml, handle) {
+        (Some(n), Some(h)) => n.nvlinks(h),
+        _ => (0, 0),
+    };
+    recorder::emit(Record::TopoGpu {
+        ts: ticks::now(),
+        host: intern(&host),
+        device,
+        bus_id: intern(&bus_id),
+        numa_node: gpu_numa,
+        nvlinks,
+        nvlink_version,
+        gpus: count,
+    });
+    for p in &ports {
+        let numa = sysfs::numa_node(p.pci_path.as_deref());
+        let path = match (&gpu_path, &p.pci_path) {
+            (Some(g), Some(n)) => sysfs::path_level(g, n, gpu_numa, numa),
+            _ => PathLevel::Unknown,
+        };
+        recorder::emit(Record::TopoNic {
+            ts: ticks::now(),
+            name: intern(&p.name),
+            port: p.port,
+            kind: p.kind as u8,
+            rate_mbps: p.rate_mbps,
+            numa_node: numa,
+            path: path as u8,
+        });
+    }
+    if let (Some(n), Some(h)) = (&nvml, handle) {
+        for peer in (0..count).filter(|&d| d != device) {
+            let Some(ph) = n.device(peer) else { continue };
+            let (level, nvlink) = n.path(h, ph);
+            recorder::emit(Record::TopoGpuPath {
+                ts: ticks::now(),
+                device,
+                peer,
+                level: level.map_or(PathLevel::Unknown, PathLevel::from_nvml) as u8,
+                nvlink: match nvlink {
+                    Some(true) => 1,
+                    Some(false) => 0,
+                    None => 2,
+                },
+            });
+        }
+    }
+}
+
+extern "C" fn constructor() {
+    // Only in libtprof.so itself (test executables linking the rlib do not probe).
+    panic_fence::ffi_guard((), || {
+        if crate::base::dynamic_loader::own_library_path().is_some() {
+            lifecycle::register_init_hook(start_when_ready);
+            crate::base::driver::on_ready(start_when_ready);
+        }
+    })
+}
+
+fn start_when_ready() {
+    if switch::state() == switch::ENABLED && crate::base::driver::works() {
+        start();
+    }
+}
+
+#[used]
+#[link_section = ".init_array"]
+static INIT: extern "C" fn() = constructor;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sysroot_takes_the_rank() {
+        assert_eq!(sysroot(None, Some(3)), PathBuf::from("/"));
+        assert_eq!(sysroot(Some("/tmp/sys-r%r"), Some(3)), PathBuf::from("/tmp/sys-r3"));
+    }
+
+    #[test]
+    fn own_device_follows_the_local_rank() {
+        let id = |l: Option<u32>, v: Option<Vec<u32>>| Identity { local_rank: l, visible: v, ..Default::default() };
+        assert_eq!(own_device(&id(Some(5), None), 8), 5);
+        assert_eq!(own_device(&id(Some(1), Some(vec![6, 7])), 8), 7);
+        assert_eq!(own_device(&id(None, None), 8), 0);
+        assert_eq!(own_device(&id(Some(3), None), 0), 0);
+    }
+}
