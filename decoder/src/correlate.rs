@@ -317,12 +317,12 @@ pub struct RangeStat {
 
 /// Correlation entries per generation: GPU work is matched to launches (and launches to early GPU
 /// work) among the last one to two generations, so memory stays bounded however long the trace.
-const GENERATION: usize = 1 << 18;
+pub(crate) const GENERATION: usize = 1 << 18;
 
 /// Two generations of a correlation map: inserts go to the young one; when it is full, the old one
 /// is dropped and the young one becomes old.
 #[derive(Debug)]
-struct Generations<V> {
+pub(crate) struct Generations<V> {
     young: SeqMap<u64, V>,
     old: SeqMap<u64, V>,
 }
@@ -335,29 +335,46 @@ impl<V> Default for Generations<V> {
 
 impl<V> Generations<V> {
     #[inline]
-    fn get(&self, k: u64) -> Option<&V> {
+    pub(crate) fn get(&self, k: u64) -> Option<&V> {
         self.young.get(&k).or_else(|| self.old.get(&k))
     }
     #[inline]
-    fn get_mut(&mut self, k: u64) -> Option<&mut V> {
+    pub(crate) fn get_mut(&mut self, k: u64) -> Option<&mut V> {
         match self.young.get_mut(&k) {
             Some(v) => Some(v),
             None => self.old.get_mut(&k),
         }
     }
     #[inline]
-    fn remove(&mut self, k: u64) -> Option<V> {
+    pub(crate) fn remove(&mut self, k: u64) -> Option<V> {
         self.young.remove(&k).or_else(|| self.old.remove(&k))
     }
     #[inline]
-    fn insert(&mut self, k: u64, v: V) {
+    pub(crate) fn insert(&mut self, k: u64, v: V) {
+        drop(self.insert_evicting(k, v));
+    }
+    /// Inserts; when the young generation was full, returns the old one it pushed out.
+    #[inline]
+    pub(crate) fn insert_evicting(&mut self, k: u64, v: V) -> Option<SeqMap<u64, V>> {
+        let mut evicted = None;
         if self.young.len() >= GENERATION {
             // A map that filled a generation will fill the next one: allocate it at full size
             // once instead of rehashing through every doubling.
             let next = SeqMap::with_capacity_and_hasher(GENERATION, Default::default());
-            self.old = std::mem::replace(&mut self.young, next);
+            evicted = Some(std::mem::replace(&mut self.old, std::mem::replace(&mut self.young, next)));
         }
         self.young.insert(k, v);
+        evicted
+    }
+    /// Entries held, both generations.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.young.len() + self.old.len()
+    }
+    /// Every entry, both generations; the map is left empty.
+    pub(crate) fn drain(&mut self) -> impl Iterator<Item = (u64, V)> {
+        let (young, old) = (std::mem::take(&mut self.young), std::mem::take(&mut self.old));
+        old.into_iter().chain(young)
     }
 }
 

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use super::display_names::{frame_name, memcpy_name, memset_name, DisplayNames};
 use super::{Exporter, Written};
+use crate::correlate::Generations;
 use crate::intervals::{FastMap, SeqMap};
 use crate::model::*;
 
@@ -29,10 +30,12 @@ pub struct FoldedExporter {
     path: PathBuf,
     output: FoldedOutput,
     display: DisplayNames,
-    /// Launch correlation -> innermost range open at the launch.
-    launches: SeqMap<u64, Option<RangeId>>,
-    /// GPU time whose launch has not been seen yet: correlation -> (frame, ns).
-    early: SeqMap<u64, Vec<(Name, Ns)>>,
+    /// Launch correlation -> innermost range open at the launch (the last one to two generations of
+    /// launches: GPU work arrives soon after its launch, so memory does not grow with the trace).
+    launches: Generations<Option<RangeId>>,
+    /// GPU time whose launch has not been seen yet: correlation -> (frame, ns); what a generation
+    /// pushes out unmatched stands at the root, as at the end of the process.
+    early: Generations<Vec<(Name, Ns)>>,
     ranges: SeqMap<RangeId, (Name, Option<RangeId>)>,
     direct: FastMap<(Option<RangeId>, Name), Ns>,
     stacks: BTreeMap<String, u64>,
@@ -45,8 +48,8 @@ impl FoldedExporter {
             path: path.to_path_buf(),
             output,
             display: DisplayNames::default(),
-            launches: SeqMap::default(),
-            early: SeqMap::default(),
+            launches: Generations::default(),
+            early: Generations::default(),
             ranges: SeqMap::default(),
             direct: FastMap::default(),
             stacks: BTreeMap::new(),
@@ -63,12 +66,14 @@ impl FoldedExporter {
         if correlation == 0 {
             return;
         }
-        if let Some(done) = self.early.remove(&correlation) {
+        if let Some(done) = self.early.remove(correlation) {
             for (frame, ns) in done {
                 *self.direct.entry((range, frame)).or_default() += ns;
             }
         }
-        self.launches.entry(correlation).or_insert(range);
+        if self.launches.get(correlation).is_none() {
+            self.launches.insert(correlation, range);
+        }
     }
 
     fn gpu(&mut self, correlation: u64, frame: Name, start: Ns, end: Ns) {
@@ -77,10 +82,24 @@ impl FoldedExporter {
             return;
         }
         self.activities += 1;
-        match self.launches.get(&correlation) {
+        match self.launches.get(correlation) {
             Some(&r) => *self.direct.entry((r, frame)).or_default() += ns,
-            None if correlation != 0 => self.early.entry(correlation).or_default().push((frame, ns)),
+            None if correlation != 0 => match self.early.get_mut(correlation) {
+                Some(v) => v.push((frame, ns)),
+                None => {
+                    if let Some(unmatched) = self.early.insert_evicting(correlation, vec![(frame, ns)]) {
+                        self.at_root(unmatched.into_values());
+                    }
+                }
+            },
             None => *self.direct.entry((None, frame)).or_default() += ns,
+        }
+    }
+
+    /// GPU time without a launch: at the root of the stacks.
+    fn at_root(&mut self, unmatched: impl IntoIterator<Item = Vec<(Name, Ns)>>) {
+        for (frame, ns) in unmatched.into_iter().flatten() {
+            *self.direct.entry((None, frame)).or_default() += ns;
         }
     }
 
@@ -161,11 +180,8 @@ impl TraceSink for FoldedExporter {
 
     fn handle_process_end(&mut self, _p: ProcId) {
         // GPU work whose launch never showed up stands at the root.
-        for (_, v) in std::mem::take(&mut self.early) {
-            for (frame, ns) in v {
-                *self.direct.entry((None, frame)).or_default() += ns;
-            }
-        }
+        let unmatched: Vec<_> = self.early.drain().map(|(_, v)| v).collect();
+        self.at_root(unmatched);
         let mut cache = HashMap::new();
         let direct = std::mem::take(&mut self.direct);
         for ((range, frame), ns) in direct {
@@ -176,7 +192,7 @@ impl TraceSink for FoldedExporter {
             };
             *self.stacks.entry(stack).or_default() += ns;
         }
-        self.launches.clear();
+        self.launches = Generations::default();
         self.ranges.clear();
         self.display.clear();
     }
@@ -190,5 +206,47 @@ impl TraceSink for FoldedExporter {
 impl Exporter for FoldedExporter {
     fn written(&self) -> Written {
         Written { files: vec![self.path.clone()], events: self.activities }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kernel(correlation: u64, start: Ns) -> Kernel {
+        Kernel {
+            proc: ProcId(0),
+            device: 0,
+            context: 1,
+            stream: 7,
+            start,
+            end: start + 10,
+            name: Name::from("k"),
+            grid: [1; 3],
+            block: [1; 3],
+            registers: 0,
+            shared_mem: 0,
+            correlation,
+            graph_id: 0,
+            collective: None,
+        }
+    }
+
+    /// A million kernels whose launches never show up (a CUPTI-only process): the unmatched map
+    /// keeps at most two generations, and every nanosecond still lands, at the root.
+    #[test]
+    fn gpu_work_without_launches_is_bounded_and_none_is_lost() {
+        let mut f = FoldedExporter::new(Path::new("/dev/null"), FoldedOutput::Folded);
+        let n = 1_000_000u64;
+        for c in 1..=n {
+            f.handle_kernel(&kernel(c, c * 100));
+            assert!(f.early.len() <= 2 * crate::correlate::GENERATION);
+        }
+        // A launch inside a range whose kernel comes right after it is still attributed.
+        f.ranges.insert(RangeId(1), (Name::from("step"), None));
+        f.launch(n + 1, Some(RangeId(1)));
+        f.handle_kernel(&kernel(n + 1, 0));
+        f.handle_process_end(ProcId(0));
+        assert_eq!(f.lines(), vec![format!("k {}", n * 10), "step;k 10".to_string()]);
     }
 }
