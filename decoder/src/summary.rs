@@ -452,16 +452,7 @@ pub fn size_bucket(bytes: u64) -> u64 {
 }
 
 /// Demangle a C++ kernel name when it is mangled (capped like every name, see `bounded_names`).
-pub fn demangle(name: &str) -> String {
-    if name.starts_with("_Z") {
-        if let Ok(sym) = cpp_demangle::Symbol::new(name) {
-            if let Ok(s) = sym.demangle(&cpp_demangle::DemangleOptions::default()) {
-                return crate::bounded_names::cap(&s).into_owned();
-            }
-        }
-    }
-    crate::bounded_names::cap(name).into_owned()
-}
+pub use crate::bounded_names::demangle;
 
 /// One kernel or API call name, over all ranks.
 #[derive(Debug, Clone, Serialize)]

@@ -3,39 +3,16 @@
 //! names from the input are capped in every output (a multi-megabyte kernel name gives small outputs,
 //! names that differ only past the cap stay distinct).
 
+mod ring_support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use tprof_format::{ApiDomain, ClockSource, FileHeader, Record, RingGeometry, RingWriter, StrId};
-
-const T0: u64 = 1_700_000_000_000_000_000;
-const MONO0: u64 = 1_000_000_000;
-
-fn tprof(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tprof")).args(args).output().expect("tprof runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
+use ring_support::{launch, tprof, MONO0, T0};
+use tprof_format::{FileHeader, Record, RingGeometry, RingWriter, StrId};
 
 fn header() -> FileHeader {
-    FileHeader {
-        pid: 77,
-        hostname: "capped".into(),
-        cmdline: vec!["names".into()],
-        rank: Some(0),
-        world_size: Some(1),
-        start_wall_ns: T0,
-        start_mono_ns: MONO0,
-        start_ticks: MONO0,
-        clock_source: ClockSource::Monotonic,
-        ticks_per_sec: 1e9,
-        mode: "full".into(),
-        writer: "test".into(),
-        ..FileHeader::default()
-    }
+    FileHeader { cmdline: vec!["names".into()], ..ring_support::header(77, "capped", 0, 1) }
 }
 
 /// A ring whose kernels are named by `names` (string ids 10, 11, ...): each launched once per step
@@ -51,32 +28,7 @@ fn ring_with_kernels(path: &Path, names: &[String], dict_bytes: u64) {
     for _step in 0..5 {
         w.append(&Record::NvtxPush { tid: 1, domain: StrId(0), name: StrId(2), ts: t });
         for k in 0..names.len() as u32 {
-            w.append(&Record::Api {
-                tid: 1,
-                domain: ApiDomain::Runtime,
-                name: StrId(1),
-                start: t,
-                end: t + 2_000,
-                result: 0,
-                correlation: corr,
-                detail: StrId(10 + k),
-                stream: 7,
-                arg: 0,
-            });
-            w.append(&Record::Kernel {
-                device: 0,
-                context: 1,
-                stream: 7,
-                start: t + 3_000,
-                end: t + 50_000,
-                grid: [1, 1, 1],
-                block: [32, 1, 1],
-                registers: 16,
-                shared_mem: 0,
-                correlation: corr,
-                name: StrId(10 + k),
-                graph_id: 0,
-            });
+            launch(&mut w, StrId(1), StrId(10 + k), t, 47_000, corr);
             corr += 1;
             t += 60_000;
         }

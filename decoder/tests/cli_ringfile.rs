@@ -2,19 +2,13 @@
 //! truncated file, a directory, a non-ring file. Damage is reported with file and byte offset, and
 //! everything intact is still decoded.
 
+mod ring_support;
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
+
+use ring_support::tprof;
 
 use tprof_format::{ApiDomain, ClockSource, Decoded, FileHeader, Record, RingGeometry, RingReader, RingWriter, StrId};
-
-fn tprof(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tprof")).args(args).output().expect("run tprof");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
 
 fn write_ring(dir: &Path) -> PathBuf {
     let path = dir.join("host-r3-p77.tprof");

@@ -2,13 +2,13 @@
 //! file really holds (under an address-space limit), damaged fields are not trusted, and every
 //! problem is named (file, offset, what) with a failing exit status.
 
+mod ring_support;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
-use tprof_format::{ApiDomain, ClockSource, FileHeader, Record, RingGeometry, RingWriter, StrId};
-
-const T0: u64 = 1_700_000_000_000_000_000;
-const MONO0: u64 = 1_000_000_000;
+use ring_support::{launch, result, MONO0, T0};
+use tprof_format::{FileHeader, Record, RingGeometry, RingWriter, StrId};
 /// Address-space limit for the commands under test: a decoder that sizes anything by a string id
 /// or a world size asks for gigabytes and aborts.
 const AS_LIMIT: &str = "1073741824";
@@ -25,30 +25,8 @@ fn tprof_limited(args: &[&str]) -> (i32, String, String) {
     result(out)
 }
 
-fn result(out: Output) -> (i32, String, String) {
-    use std::os::unix::process::ExitStatusExt;
-    let code = out.status.code().unwrap_or_else(|| 128 + out.status.signal().unwrap_or(0));
-    (code, String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
-}
-
 fn header(rank: u32, world: u32) -> FileHeader {
-    FileHeader {
-        pid: 500 + rank,
-        ppid: 1,
-        hostname: "hosty".into(),
-        cmdline: vec!["hostile".into()],
-        rank: Some(rank),
-        world_size: Some(world),
-        job_id: Some("job".into()),
-        start_wall_ns: T0,
-        start_mono_ns: MONO0,
-        start_ticks: MONO0,
-        clock_source: ClockSource::Monotonic,
-        ticks_per_sec: 1e9,
-        mode: "full".into(),
-        writer: "test".into(),
-        ..FileHeader::default()
-    }
+    FileHeader { cmdline: vec!["hostile".into()], ..ring_support::header(500 + rank, "hosty", rank, world) }
 }
 
 const BOMB_STRINGS: u32 = 600;
@@ -81,32 +59,7 @@ fn string_id_bomb(dir: &Path, inline: bool) -> PathBuf {
     w.append(&Record::ClockSync { ticks: MONO0, mono_ns: MONO0, wall_ns: T0 });
     for k in 0..BOMB_STRINGS {
         let t = MONO0 + 1_000_000 + u64::from(k) * 10_000;
-        w.append(&Record::Api {
-            tid: 1,
-            domain: ApiDomain::Runtime,
-            name: StrId(3),
-            start: t,
-            end: t + 2_000,
-            result: 0,
-            correlation: k + 1,
-            detail: bomb_id(k),
-            stream: 7,
-            arg: 0,
-        });
-        w.append(&Record::Kernel {
-            device: 0,
-            context: 1,
-            stream: 7,
-            start: t + 3_000,
-            end: t + 8_000,
-            grid: [1, 1, 1],
-            block: [32, 1, 1],
-            registers: 16,
-            shared_mem: 0,
-            correlation: k + 1,
-            name: bomb_id(k),
-            graph_id: 0,
-        });
+        launch(&mut w, StrId(3), bomb_id(k), t, 5_000, k + 1);
     }
     let end = MONO0 + 1_000_000 + u64::from(BOMB_STRINGS) * 10_000;
     w.append(&Record::ClockSync { ticks: end, mono_ns: end, wall_ns: T0 + end - MONO0 });

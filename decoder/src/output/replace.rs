@@ -2,6 +2,9 @@
 //! created exclusively, never through a symlink) and renamed over the target only when complete. A
 //! failed write, an error or a panic leaves the old file as it was and removes the temporary file; so
 //! does SIGINT / SIGTERM / SIGHUP once [`remove_on_interrupt`] runs (the CLI's export and report).
+//! The data reach the disk (fsync) before the rename, and the rename before the command ends (fsync of
+//! the directory), so a crash or power loss leaves the old file or the whole new one, never an empty
+//! or partial file under the target's name.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -91,6 +94,7 @@ impl OutputFile {
     pub fn commit(&mut self) -> io::Result<()> {
         let mut file = self.file.take().ok_or_else(|| io::Error::other("output file already committed"))?;
         file.flush()?;
+        durable(file.sync_all())?;
         drop(file);
         let mut list = pending();
         let renamed = std::fs::rename(&self.tmp, &self.target);
@@ -100,8 +104,24 @@ impl OutputFile {
         drop(list);
         if renamed.is_err() {
             let _ = std::fs::remove_file(&self.tmp);
+            return renamed;
         }
-        renamed
+        // The rename itself is made durable by syncing the directory (best effort: the file is
+        // complete under its name already).
+        let dir = self.target.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    }
+}
+
+/// An fsync's result, where a file system that cannot sync (EINVAL, ENOTSUP: some FUSE and special
+/// file systems) is not an error.
+fn durable(r: io::Result<()>) -> io::Result<()> {
+    match r {
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::EOPNOTSUPP)) => Ok(()),
+        other => other,
     }
 }
 

@@ -140,7 +140,7 @@ impl KinetoConverter {
             if let Some(n) = &e.meta_name {
                 match e.name.as_str() {
                     "process_name" => {
-                        self.ident.process_names.insert(e.pid, n.clone());
+                        self.ident.process_names.insert(e.pid, crate::bounded_names::cap(n).into_owned());
                     }
                     "thread_name" => {
                         let id = self.names.id(n);
