@@ -19,8 +19,11 @@ enum Feed {
     Plain(File),
     /// Chunks from the gunzip thread; an `Err` ends the stream (the gzip damage, said once). Used
     /// chunks go back on the second channel.
-    Gunzip(Receiver<Result<Vec<u8>, String>>, SyncSender<Vec<u8>>),
+    Gunzip(Chunks, SyncSender<Vec<u8>>),
 }
+
+/// Gunzipped chunks, or the gzip damage that ended the stream.
+type Chunks = Receiver<Result<Vec<u8>, String>>;
 
 /// A window [`Window::data`] onto the JSON text: `data()[0]` is byte `base` of it, parsing is at `pos`.
 pub(super) struct Window {
@@ -145,7 +148,7 @@ fn read_full(f: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
 
 /// Gunzips `file` (all members) on a thread of its own, into the chunks that come back (new ones
 /// while none has); it stops when the receiver is dropped.
-fn spawn_gunzip(file: File) -> (Receiver<Result<Vec<u8>, String>>, SyncSender<Vec<u8>>) {
+fn spawn_gunzip(file: File) -> (Chunks, SyncSender<Vec<u8>>) {
     let (tx, rx) = sync_channel(CHANNEL_CHUNKS);
     let (back, used) = sync_channel::<Vec<u8>>(CHANNEL_CHUNKS + 2);
     std::thread::spawn(move || {
