@@ -13,6 +13,13 @@
 //! `cargo build --release -p tprof-shim`), `SIMGPU_LIB_DIR` (default `tests/simgpu/build`),
 //! `BENCH_CALLS` (default 200000), `BENCH_ROUNDS` (default 7), `TPROF_LIB_OLD` (a previous
 //! libtprof.so: its CUPTI-off rows run interleaved beside the new one).
+//!
+//! Instructions: when `valgrind` is installed (and `BENCH_CALLGRIND` is not 0), each launch path also
+//! runs once per CUPTI-off configuration under callgrind with collection toggled at the launch
+//! function (the wrapper and the real function have the same name, so tprof's part of the call is
+//! collected and the real call is not) and at the writer thread's loop: instructions per launch on
+//! the launching thread and on the writer thread, independent of the machine's load
+//! (`BENCH_CALLGRIND_CALLS`, default 20000).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -184,6 +191,96 @@ fn main() {
         }
     }
     println!("\ngoals: full <= +30 ns per call; closed window / metrics <= +5 ns per call");
+    if env_num("BENCH_CALLGRIND", 1) != 0 {
+        instructions_per_launch(&work, &simgpu, &lib, old_lib.as_deref(), &paths, &configs);
+    }
+}
+
+/// Instructions per launch added by tprof (callgrind, load-independent): on the launching thread
+/// (tprof's part of the launch call, the real call excluded) and on the writer thread.
+fn instructions_per_launch(
+    work: &Path,
+    simgpu: &Path,
+    lib: &Path,
+    old_lib: Option<&Path>,
+    paths: &[(&str, Vec<String>)],
+    configs: &[(&str, Option<Settings>)],
+) {
+    if !Command::new("valgrind").arg("--version").output().is_ok_and(|o| o.status.success()) {
+        println!("\nvalgrind not installed: no instruction counts");
+        return;
+    }
+    let calls = env_num("BENCH_CALLGRIND_CALLS", 20_000);
+    // The drivers launch 2000 times before the timed loop.
+    let launches = (calls + 2000) as f64;
+    println!("\ninstructions per launch added (callgrind, {calls} + 2000 launches; launching thread / writer thread)");
+    let mut libs = vec![("", lib)];
+    if let Some(old) = old_lib {
+        libs.push((" [previous lib]", old));
+    }
+    for (p, (path_label, argv)) in paths.iter().enumerate() {
+        // The C driver calls cudaLaunchKernel; nvcc's <<<>>> reaches __cudaLaunchKernel.
+        let function = if p == 0 { "cudaLaunchKernel" } else { "__cudaLaunchKernel" };
+        println!("\n{path_label}");
+        println!("{:<40} {:>10} {:>10}", "configuration", "launching", "writer");
+        for (label, tprof) in configs.iter().filter(|(l, t)| t.is_some() && l.contains("CUPTI off")) {
+            if label.starts_with("flight") || label.starts_with("sample") {
+                continue;
+            }
+            for (tag, so) in &libs {
+                let out = work.join("callgrind");
+                let _ = std::fs::remove_dir_all(&out);
+                std::fs::create_dir_all(&out).expect("callgrind dir");
+                let mut cmd = Command::new("valgrind");
+                cmd.args(["--tool=callgrind", "--separate-threads=yes", "--collect-atstart=no"])
+                    .arg(format!("--toggle-collect={function}"))
+                    .arg("--toggle-collect=tprof::service::writer_thread::run")
+                    .arg(format!("--callgrind-out-file={}", out.join("cg.out").display()))
+                    .arg(&argv[0])
+                    .arg(calls.to_string())
+                    .args(&argv[1..])
+                    .env("LD_LIBRARY_PATH", simgpu)
+                    .env("SIMGPU_LAUNCH_NS", "0")
+                    .env("SIMGPU_KERNEL_NS", "bench=1")
+                    .env("SIMGPU_SESSION", format!("bench-intercept-cg-{}", std::process::id()))
+                    .env("LD_PRELOAD", so)
+                    .env("TPROF_OUT", out.join("ring"))
+                    .env("TPROF_RING_MB", "16")
+                    .env("TPROF_QUIET", "1");
+                for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("TPROF_") && !k.starts_with("TPROF_LIB")) {
+                    cmd.env_remove(k);
+                }
+                for (k, v) in tprof.as_ref().expect("a tprof configuration") {
+                    cmd.env(k, v);
+                }
+                let o = cmd.output().expect("run valgrind");
+                assert!(o.status.success(), "callgrind run failed: {}", String::from_utf8_lossy(&o.stderr));
+                // Thread 1 launches; the writer thread is the other one with anything collected.
+                let (mut launching, mut writer) = (0u64, 0u64);
+                for e in std::fs::read_dir(&out).expect("callgrind output").flatten() {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    let Some(thread) = name.strip_prefix("cg.out-") else { continue };
+                    let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+                    let total = text
+                        .lines()
+                        .find_map(|l| l.strip_prefix("totals:").and_then(|v| v.trim().parse::<u64>().ok()))
+                        .unwrap_or(0);
+                    if thread == "01" {
+                        launching = total;
+                    } else {
+                        writer += total;
+                    }
+                }
+                let _ = std::fs::remove_dir_all(&out);
+                println!(
+                    "{:<40} {:>+10.1} {:>+10.1}",
+                    format!("{label}{tag}"),
+                    launching as f64 / launches,
+                    writer as f64 / launches
+                );
+            }
+        }
+    }
 }
 
 /// Builds `driver/launch_loop_nvcc.cu` with the CUDA 13 nvcc of the repository's `.venv` (None when

@@ -32,7 +32,7 @@ pub enum Evidence {
     AmpOverflow(AmpOverflowEvidence),
     HotspotKernel(HotspotKernelEvidence),
     Slowdown(super::slowdown::SlowdownEvidence),
-    HostCpuContention(super::host_pressure::HostCpuContentionEvidence),
+    HostCpuContention(super::host_contention::HostCpuContentionEvidence),
     HostMemoryPressure(super::host_pressure::HostMemoryPressureEvidence),
 }
 
@@ -430,7 +430,7 @@ mod tests {
             ),
             (
                 "host_cpu_contention",
-                (keys(super::super::host_pressure::HostCpuContentionEvidence::default()), nested(&[])),
+                (keys(super::super::host_contention::HostCpuContentionEvidence::default()), nested(&[])),
             ),
             (
                 "host_memory_pressure",

@@ -31,15 +31,26 @@ pub(crate) fn job_level_share(job: &Job, loss: impl Fn(&super::facts::RankFacts)
 }
 
 pub fn find(job: &Job) -> Option<Verdict> {
-    let loss: Ns = job.ranks.iter().map(|r| r.split.launch_ns).sum();
+    // Launch idle less the share `host_cpu_contention` claims (the main thread waiting for a CPU):
+    // GPU idle time is attributed once.
+    let own: Vec<Ns> = job
+        .ranks
+        .iter()
+        .map(|r| (r.split.launch_ns as f64 * (1.0 - super::host_contention::contention_share(r))) as Ns)
+        .collect();
+    let own_of = |r: &super::facts::RankFacts| {
+        job.ranks.iter().position(|x| std::ptr::eq(x, r)).map(|i| own[i]).unwrap_or(r.split.launch_ns)
+    };
+    let loss: Ns = own.iter().sum();
     if loss == 0 {
         return None;
     }
     // When every rank is launch-bound, the slowest one gates the job at every collective (the others'
     // waiting is this loss too): the cost is the largest rank's share, not the mean.
-    let severity = job_level_share(job, |r| r.split.launch_ns).unwrap_or_else(|| job.fraction(loss));
+    let job_level = job_level_share(job, own_of);
+    let severity = job_level.unwrap_or_else(|| job.fraction(loss));
     // Every rank shows it when the loss is job-wide; else the ranks with at least half the cost.
-    let cutoff = if job_level_share(job, |r| r.split.launch_ns).is_some() { 0.05 } else { 0.5 * severity };
+    let cutoff = if job_level.is_some() { 0.05 } else { 0.5 * severity };
     // ... and every rank whose steps have the launch-bound shape (hundreds of launches of tiny kernels),
     // even when its own GPU waits at collectives instead of between kernels.
     let shaped = |r: &super::facts::RankFacts| {
@@ -51,7 +62,7 @@ pub fn find(job: &Job) -> Option<Verdict> {
     let ranks: Vec<usize> = (0..job.ranks.len())
         .filter(|&i| {
             let r = &job.ranks[i];
-            r.window_ns() > 0 && (r.split.launch_ns as f64 / r.window_ns() as f64 >= cutoff || shaped(r))
+            r.window_ns() > 0 && (own[i] as f64 / r.window_ns() as f64 >= cutoff || shaped(r))
         })
         .collect();
     let steps_all = || job.ranks.iter().flat_map(|r| r.steps.iter()).filter(|s| s.gpu_start.is_some());

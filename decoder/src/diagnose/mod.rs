@@ -22,6 +22,7 @@ pub mod desync;
 pub mod efficiency;
 pub mod exposed_comm;
 pub mod hang;
+pub mod host_contention;
 pub mod host_pipeline;
 pub mod host_pressure;
 pub mod hotspot;
@@ -204,7 +205,7 @@ pub fn diagnose_facts(
     verdicts.extend(amp_overflow::find(&job));
     verdicts.extend(hotspot::find(&job));
     verdicts.extend(slowdown::find(&job));
-    verdicts.extend(host_pressure::find_cpu_contention(&job));
+    verdicts.extend(host_contention::find(&job));
     verdicts.extend(host_pressure::find_memory_pressure(&job));
     hang_after_oom_is_a_consequence(&mut verdicts);
     attribute_straggler_to_cause(&mut verdicts, "launch", VerdictKind::LaunchBound);

@@ -50,6 +50,9 @@ pub struct HostUsage {
     pub machine_cores: u32,
     pub mem_total_bytes: Option<u64>,
     pub mem_available_min_bytes: Option<u64>,
+    /// The main process's memory cgroup: its limit (smallest in the stretch) and the most charged to it.
+    pub cgroup_memory_limit_bytes: Option<u64>,
+    pub cgroup_memory_usage_max_bytes: Option<u64>,
     pub swap_in_pages: f64,
     pub swap_out_pages: f64,
     /// PSI: share of the stretch some task stalled on memory / CPU (0..1).
@@ -189,6 +192,8 @@ pub fn usage(s: &HostSeries, pid: u32, a: Ns, b: Ns) -> HostUsage {
         u.net_tx_bytes += s.delta((S::Nic, nic, M::TxBytes), a, b);
     }
     u.cpus = s.max_in((S::Process, pid, M::CpusAllowed), a, b).unwrap_or(0) as u32;
+    u.cgroup_memory_limit_bytes = s.min_in((S::Process, pid, M::CgroupMemLimitBytes), a, b);
+    u.cgroup_memory_usage_max_bytes = s.max_in((S::Process, pid, M::CgroupMemUsageBytes), a, b);
     let cores = s.ids(S::Core, M::CoreBusyNs);
     if !cores.is_empty() {
         let busy: f64 = cores.iter().map(|&c| s.delta((S::Core, c, M::CoreBusyNs), a, b)).sum();

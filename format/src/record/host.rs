@@ -81,6 +81,12 @@ wire_enum! {
         /// Pages swapped in / out (/proc/vmstat `pswpin`, `pswpout`).
         SwapInPages = 35 => "swap_in_pages",
         SwapOutPages = 36 => "swap_out_pages",
+        /// The memory limit of the process's memory cgroup (v2 `memory.max`, v1
+        /// `memory.limit_in_bytes`), bytes (gauge; written only when the cgroup has a limit).
+        CgroupMemLimitBytes = 37 => "cgroup_memory_limit_bytes",
+        /// That cgroup's charged memory (`memory.current` / `memory.usage_in_bytes`: anonymous and
+        /// page cache), bytes (gauge).
+        CgroupMemUsageBytes = 38 => "cgroup_memory_usage_bytes",
         /// PSI stall time (/proc/pressure: `some` / `full` `total`), ns.
         PsiCpuSomeNs = 40 => "psi_cpu_some_ns",
         PsiMemSomeNs = 41 => "psi_memory_some_ns",
@@ -109,6 +115,8 @@ impl HostMetric {
                 | MemAvailableBytes
                 | SwapTotalBytes
                 | SwapFreeBytes
+                | CgroupMemLimitBytes
+                | CgroupMemUsageBytes
         )
     }
 }

@@ -49,6 +49,17 @@ impl MachineSampler {
     }
 
     pub fn sample<O: HostOut>(&mut self, e: &mut Emitter<O>, buf: &mut Vec<u8>) {
+        self.sample_proc(e, buf);
+        self.sample_interfaces(e, buf);
+    }
+
+    /// NICs and InfiniBand ports followed.
+    pub fn interfaces(&self) -> usize {
+        self.interfaces.len()
+    }
+
+    /// The machine-wide /proc files: cores, run queue, memory, swap, PSI, disks.
+    pub fn sample_proc<O: HostOut>(&mut self, e: &mut Emitter<O>, buf: &mut Vec<u8>) {
         if let Some(text) = self.stat.as_ref().and_then(|f| f.read(buf)) {
             for line in text.split(|&b| b == b'\n') {
                 if let Some(rest) = line.strip_prefix(b"cpu") {
@@ -77,7 +88,9 @@ impl MachineSampler {
                 }
             }
         }
+        let mut swap = false;
         if let Some(text) = self.meminfo.as_ref().and_then(|f| f.read(buf)) {
+            swap = procfs::keyed(text, b"SwapTotal:").is_some_and(|kb| kb > 0);
             for (key, metric) in [
                 (&b"MemTotal:"[..], M::MemTotalBytes),
                 (b"MemAvailable:", M::MemAvailableBytes),
@@ -89,7 +102,8 @@ impl MachineSampler {
                 }
             }
         }
-        if let Some(text) = self.vmstat.as_ref().and_then(|f| f.read(buf)) {
+        // /proc/vmstat is the dearest file of the round (~25 us): read only where there is swap.
+        if let Some(text) = self.vmstat.as_ref().filter(|_| swap).and_then(|f| f.read(buf)) {
             for (key, metric) in [(&b"pswpin "[..], M::SwapInPages), (b"pswpout ", M::SwapOutPages)] {
                 if let Some(n) = procfs::keyed(text, key) {
                     e.sample(S::Machine, 0, metric, n);
@@ -111,7 +125,6 @@ impl MachineSampler {
             }
         }
         self.sample_disks(e, buf);
-        self.sample_interfaces(e, buf);
     }
 
     fn sample_disks<O: HostOut>(&mut self, e: &mut Emitter<O>, buf: &mut Vec<u8>) {
@@ -132,7 +145,8 @@ impl MachineSampler {
         }
     }
 
-    fn sample_interfaces<O: HostOut>(&mut self, e: &mut Emitter<O>, buf: &mut Vec<u8>) {
+    /// The sysfs NIC and InfiniBand port counters.
+    pub fn sample_interfaces<O: HostOut>(&mut self, e: &mut Emitter<O>, buf: &mut Vec<u8>) {
         let metrics = [M::RxBytes, M::TxBytes, M::RxPackets, M::TxPackets];
         for (i, nic) in self.interfaces.iter().enumerate() {
             let id = i as u32;

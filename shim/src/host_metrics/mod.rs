@@ -14,6 +14,7 @@
 //! - The thread is detached, runs inside the reentrancy guard and `ffi_guard`, and stops when the
 //!   ring writer stops. A fork child never samples (its parent's sampler covers it).
 
+pub mod cgroup;
 pub mod emit;
 pub mod machine;
 pub mod procfs;

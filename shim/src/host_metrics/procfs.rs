@@ -116,6 +116,12 @@ pub fn parse_schedstat(text: &[u8]) -> Option<(u64, u64)> {
     Some((number(f.next()?)?, number(f.next()?)?))
 }
 
+/// `schedstat` with its third field: (on a CPU, waiting, timeslices run).
+pub fn parse_schedstat3(text: &[u8]) -> Option<(u64, u64, u64)> {
+    let mut f = text.split(|b| b.is_ascii_whitespace()).filter(|s| !s.is_empty());
+    Some((number(f.next()?)?, number(f.next()?)?, number(f.next()?)?))
+}
+
 /// `status`: (voluntary, involuntary) context switches.
 pub fn parse_switches(text: &[u8]) -> Option<(u64, u64)> {
     Some((keyed(text, b"voluntary_ctxt_switches:")?, keyed(text, b"nonvoluntary_ctxt_switches:")?))
@@ -183,6 +189,7 @@ mod tests {
     #[test]
     fn small_formats() {
         assert_eq!(parse_schedstat(b"1264852 146985 1\n"), Some((1264852, 146985)));
+        assert_eq!(parse_schedstat3(b"1264852 146985 7\n"), Some((1264852, 146985, 7)));
         let status = b"Name:\tx\nvoluntary_ctxt_switches:\t12\nnonvoluntary_ctxt_switches:\t3\n";
         assert_eq!(parse_switches(status), Some((12, 3)));
         let io = b"rchar: 6976\nwchar: 5\nsyscr: 10\nsyscw: 0\nread_bytes: 4096\nwrite_bytes: 0\n";

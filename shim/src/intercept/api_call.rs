@@ -141,6 +141,38 @@ pub(crate) fn count_closed_call() -> bool {
     false
 }
 
+/// A wrapper's window test, inlined into it: true when the window is closed and the call was counted
+/// (forward it), false when it is to be recorded. Once initialisation has decided, counting is a few
+/// loads and a store with no call (the thread context through static TLS), so the wrapper forwards
+/// the call with a jump, without saving its arguments; the first call initialises tprof
+/// ([`count_closed_call`]). No panic is possible here (relaxed loads and stores; the counter block's
+/// first registration is fenced).
+#[inline(always)]
+pub(crate) fn closed_and_counted() -> bool {
+    if crate::base::switch::is_recording() {
+        return false;
+    }
+    if crate::base::switch::is_undecided() {
+        return !count_closed_call();
+    }
+    crate::record::call_counters::count_call_in(crate::record::thread::ctx(), false);
+    true
+}
+
+/// The wrappers' shortest path: true when the call is only to be counted and forwarded (window
+/// closed, tprof decided, no stream capture to follow) and it was counted, through static TLS, without
+/// a single call instruction, so the wrapper forwards with a jump and never saves its arguments. False:
+/// nothing was done, the wrapper takes its full path (which counts, initialises, records or follows).
+/// Loads and one store that cannot panic.
+#[inline(always)]
+pub(crate) fn counted_closed_fast() -> bool {
+    if crate::base::switch::is_recording() || crate::base::switch::is_undecided() || graph_capture::any_active() {
+        return false;
+    }
+    let Some(ctx) = crate::record::thread::ctx_static() else { return false };
+    crate::record::call_counters::try_count_closed(ctx)
+}
+
 /// Starts a call behind the panic fence: `begin` (one of the `begin*` functions) and, when it
 /// records or tracks the call, the description of its `work` and [`ApiCall::start`]. None: the call is
 /// neither recorded nor tracked (or tprof panicked: it is off now).
@@ -339,6 +371,7 @@ impl ApiCall {
     }
 
     /// `captured`: a launch recorded into a graph, not executed (no estimated kernel).
+    #[inline(always)]
     fn emit(&self, domain: ApiDomain, name: &StaticName, result: i32, work: &Work, end: u64, captured: bool) {
         let ctx = self.ctx;
         let tid = ctx.tid();
@@ -366,12 +399,14 @@ impl ApiCall {
         if let Work::Poll { handle, .. } = *work {
             return crate::record::recorder::emit_repeatable_in(ctx, api, handle);
         }
-        crate::record::recorder::emit_in(ctx, api);
         let estimate = result == 0 && !captured && !crate::cupti::is_active();
+        if let (Work::Launch { name, grid, block, smem, stream }, true) = (*work, estimate) {
+            // The launch's two records in one go (one buffer check, one publication).
+            let kernel = self.estimated_kernel(stream, graph_capture::KernelNode { name, grid, block, smem }, 0);
+            return crate::record::recorder::emit_pair_in(ctx, api, kernel);
+        }
+        crate::record::recorder::emit_in(ctx, api);
         match *work {
-            Work::Launch { name, grid, block, smem, stream } if estimate => {
-                self.emit_estimated_kernel(stream, graph_capture::KernelNode { name, grid, block, smem }, 0);
-            }
             Work::GraphLaunch { exec, stream } if estimate => {
                 graph_capture::for_each_graph_kernel(exec, |k, graph_id| {
                     self.emit_estimated_kernel(stream, k, graph_id)
@@ -397,23 +432,25 @@ impl ApiCall {
 
     /// A kernel known to run, GPU time unknown (CUPTI off): `start == end == 0`.
     fn emit_estimated_kernel(&self, stream: u64, k: graph_capture::KernelNode, graph_id: u32) {
-        crate::record::recorder::emit_in(
-            self.ctx,
-            Record::Kernel {
-                device: self.ctx.device.get(),
-                context: 0,
-                stream: stream as u32,
-                start: 0,
-                end: 0,
-                grid: k.grid.arr(),
-                block: k.block.arr(),
-                registers: 0,
-                shared_mem: k.smem,
-                correlation: self.correlation,
-                name: k.name,
-                graph_id,
-            },
-        );
+        crate::record::recorder::emit_in(self.ctx, self.estimated_kernel(stream, k, graph_id));
+    }
+
+    #[inline(always)]
+    fn estimated_kernel(&self, stream: u64, k: graph_capture::KernelNode, graph_id: u32) -> Record {
+        Record::Kernel {
+            device: self.ctx.device.get(),
+            context: 0,
+            stream: stream as u32,
+            start: 0,
+            end: 0,
+            grid: k.grid.arr(),
+            block: k.block.arr(),
+            registers: 0,
+            shared_mem: k.smem,
+            correlation: self.correlation,
+            name: k.name,
+            graph_id,
+        }
     }
 }
 
@@ -449,12 +486,26 @@ macro_rules! interpose {
             #[allow(clippy::missing_safety_doc)]
             pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
                 type Real = unsafe extern "C" fn($($ty),*) -> $ret;
+                let resolved = $name::REAL.resolved();
+                if !resolved.is_null() && $crate::intercept::api_call::counted_closed_fast() {
+                    // SAFETY: the slot holds the real definition of this symbol, which has this C signature.
+                    let real = unsafe { std::mem::transmute::<*mut std::ffi::c_void, Real>(resolved) };
+                    // SAFETY: forwarding the caller's arguments unchanged to the real function.
+                    return unsafe { real($($arg),*) };
+                }
+                // SAFETY: the caller's arguments, unchanged, to the full path of this wrapper.
+                return unsafe { full($($arg),*) };
+                /// Everything but the shortest path: resolution, initialisation, the closed window
+                /// when the short way is not available, recording. Same C signature as the wrapper,
+                /// so the wrapper reaches it with a jump.
+                #[inline(never)]
+                unsafe extern "C" fn full($($arg: $ty),*) -> $ret {
                 let Some(real) = $name::REAL.get() else { return $name::REAL.missing($missing) };
                 // SAFETY: the slot holds the real definition of this symbol, which has this C signature.
                 let real = unsafe { std::mem::transmute::<*mut std::ffi::c_void, Real>(real) };
                 // Window closed: count the call and forward it, before anything else is set up
                 // (while a stream capture is in progress, follow it: it may add to the graph).
-                if !$crate::base::switch::is_recording() && !$crate::intercept::api_call::count_closed_call() {
+                if $crate::intercept::api_call::closed_and_counted() {
                     if !$crate::intercept::graph_capture::any_active() {
                         // SAFETY: forwarding the caller's arguments unchanged to the real function.
                         return unsafe { real($($arg),*) };
@@ -486,6 +537,7 @@ macro_rules! interpose {
                 }
                 // SAFETY: the caller's arguments, unchanged, with the real function of this symbol.
                 unsafe { traced(real, true, $($arg),*) }
+                }
             }
         )*
 

@@ -44,6 +44,13 @@ impl RealFn {
         RealFn { name, ptr: AtomicPtr::new(null_mut()), warned: AtomicBool::new(false) }
     }
 
+    /// The real function once resolved, else null (no resolution: the wrappers' closed-window path,
+    /// which takes the full path when it is null).
+    #[inline(always)]
+    pub fn resolved(&self) -> *mut c_void {
+        self.ptr.load(Ordering::Acquire)
+    }
+
     /// The exported symbol name this slot stands for.
     pub fn name(&self) -> &'static CStr {
         self.name

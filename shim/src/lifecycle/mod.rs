@@ -54,6 +54,8 @@ fn init_slow() {
         return;
     }
     let _inside = crate::record::reentrancy::Reentrancy::enter();
+    // The writer thread, as it starts, compares: the short way to the thread context (static TLS).
+    crate::record::thread::learn_static_tls();
     install_panic_hook(crate::record::reentrancy::Reentrancy::active);
     let outcome = std::panic::catch_unwind(init_inner);
     match outcome {

@@ -73,6 +73,20 @@ pub fn count_call_in(ctx: &crate::record::thread::ThreadCtx, recording: bool) {
     a.store(a.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
 }
 
+/// Counts a closed-window call when the thread has its block already (true), else does nothing
+/// (false): no call, for the wrappers' shortest path.
+#[inline(always)]
+pub fn try_count_closed(ctx: &crate::record::thread::ThreadCtx) -> bool {
+    let p = ctx.counters.get();
+    if p.is_null() || p == RETIRED_BLOCK {
+        return false;
+    }
+    // SAFETY: blocks are never freed, and only this thread writes its block.
+    let c = unsafe { &*p };
+    c.closed.store(c.closed.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+    true
+}
+
 #[cold]
 #[inline(never)]
 fn count_slow(ctx: &crate::record::thread::ThreadCtx, recording: bool) {

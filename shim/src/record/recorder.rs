@@ -226,9 +226,37 @@ pub fn emit_in(ctx: &crate::record::thread::ThreadCtx, rec: Record) {
     push(ctx, rec);
 }
 
-/// Stores `rec` in the calling thread's buffer (or drops and counts it).
+/// Two records of one call (a launch's `Api` and its estimated `Kernel`), stored together: one buffer
+/// check and one publication. Either both are stored or both are dropped and counted.
 #[inline(always)]
-fn push(ctx: &crate::record::thread::ThreadCtx, rec: Record) {
+pub fn emit_pair_in(ctx: &crate::record::thread::ThreadCtx, first: Record, second: Record) {
+    if ctx.repeat.armed.get() {
+        flush_repeats_in(ctx);
+    }
+    let Some(b) = own_or_register(ctx, 2) else { return };
+    let p = &b.producer;
+    let head = p.head.load(Ordering::Relaxed);
+    if head.wrapping_add(1).wrapping_sub(p.tail_seen.load(Ordering::Relaxed)) > b.mask
+        && !refresh_tail(b, head.wrapping_add(1))
+    {
+        p.dropped.store(p.dropped.load(Ordering::Relaxed) + 2, Ordering::Relaxed);
+        return;
+    }
+    let (Some(a), Some(c)) = (b.slots.get(head & b.mask), b.slots.get(head.wrapping_add(1) & b.mask)) else { return };
+    // SAFETY: slots `head` and `head + 1` are not visible to the consumer until `head` is published
+    // below, and the consumer has finished with them (tail passed them), so this thread has exclusive
+    // access.
+    unsafe {
+        (*a.get()).write(first);
+        (*c.get()).write(second);
+    }
+    p.head.store(head.wrapping_add(2), Ordering::Release);
+}
+
+/// The calling thread's buffer of this generation, registered on the thread's first record; None
+/// (the `records` dropped and counted) when the thread can have none.
+#[inline(always)]
+fn own_or_register(ctx: &crate::record::thread::ThreadCtx, records: u64) -> Option<&'static ThreadBuffer> {
     let (buf, generation) = (ctx.buffer.get(), ctx.buffer_generation.get());
     let buf = if !buf.is_null() && generation == GENERATION.load(Ordering::Relaxed) {
         buf
@@ -236,13 +264,20 @@ fn push(ctx: &crate::record::thread::ThreadCtx, rec: Record) {
         match register(generation) {
             Some(b) => b,
             None => {
-                ORPHAN_DROPS.fetch_add(1, Ordering::Relaxed);
-                return;
+                ORPHAN_DROPS.fetch_add(records, Ordering::Relaxed);
+                return None;
             }
         }
     };
-    // SAFETY: `buf` points to a live buffer owned by this thread (registered in this generation).
-    let b = unsafe { &*buf };
+    // SAFETY: `buf` points to a live buffer owned by this thread (registered in this generation);
+    // buffers are never freed.
+    Some(unsafe { &*buf })
+}
+
+/// Stores `rec` in the calling thread's buffer (or drops and counts it).
+#[inline(always)]
+fn push(ctx: &crate::record::thread::ThreadCtx, rec: Record) {
+    let Some(b) = own_or_register(ctx, 1) else { return };
     let p = &b.producer;
     let head = p.head.load(Ordering::Relaxed);
     if head.wrapping_sub(p.tail_seen.load(Ordering::Relaxed)) > b.mask && !refresh_tail(b, head) {

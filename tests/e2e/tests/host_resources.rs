@@ -79,7 +79,10 @@ fn samples_in_summary_json_and_exports() {
     assert_eq!(h["steps"].as_array().unwrap().len(), s["ranks"][0]["steps"].as_array().unwrap().len());
     assert!(h["sampler_rounds"].as_u64().unwrap() >= 3, "{h}");
     assert!(h["threads"].as_array().unwrap().iter().any(|t| t["name"] == "tprof-host"), "{h}");
-    let trace = r.rings.path().join("trace.json");
+    // Outputs beside, not among, the rings: `tprof report DIR` would read a trace.json in DIR as a
+    // Kineto trace (a second process on another timebase).
+    let outputs = tprof_e2e::programs::TempDir::new("host-resources-out");
+    let trace = outputs.path().join("trace.json");
     let out = Command::new(tprof_bin())
         .args(["export", "--format", "chrome", "-o"])
         .arg(&trace)
@@ -96,9 +99,93 @@ fn samples_in_summary_json_and_exports() {
         .collect();
     assert!(!worker_cpu.is_empty(), "no host worker CPU counter track");
     assert!(worker_cpu.iter().all(|v| (0.0..=1.05).contains(v)), "one worker uses at most one core: {worker_cpu:?}");
-    let report = r.rings.path().join("report.html");
+    let report = outputs.path().join("report.html");
     let out = Command::new(tprof_bin()).arg("report").arg(r.rings.path()).arg("-o").arg(&report).output().unwrap();
     assert!(out.status.success());
     let html = std::fs::read_to_string(&report).unwrap();
     assert!(html.contains("id=\"host-chart\"") && html.contains("\"cpu_workers\""), "report has the host timeline");
+    host_timeline_in_chromium(&html, outputs.path(), &h["run"]);
+}
+
+/// The report's host timeline drawn by headless Chromium: every chart the selector offers (picked
+/// through the page's own `<select>`, its SVG copied out by a script added to a copy of the page)
+/// has one line per rank with a point per time bin, and the values drawn (read back through the
+/// chart's own grid: the 0 and top lines and their labels) agree with `summary`'s run figures.
+fn host_timeline_in_chromium(html: &str, dir: &std::path::Path, run: &serde_json::Value) {
+    let browser = tprof_e2e::report::chromium();
+    let copy = r#"<script>(function(){var s=document.getElementById("host-select");
+for(var i=0;i<s.options.length;i++){s.value=s.options[i].value;s.dispatchEvent(new Event("change"));
+var d=document.createElement("div");d.id="drawn-"+s.value;d.innerHTML=document.getElementById("host-chart").innerHTML;
+document.body.appendChild(d);}})();</script></body>"#;
+    let page = dir.join("report-host.html");
+    std::fs::write(&page, html.replacen("</body>", copy, 1)).unwrap();
+    let o = tprof_e2e::report::chromium_run(
+        &page,
+        &dir.join("chromium-profile"),
+        &["--dump-dom", "--virtual-time-budget=5000"],
+    );
+    let dom = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        dom.contains("id=\"report-ok\""),
+        "{} did not finish the page: {}",
+        browser.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let mut drawn = std::collections::BTreeMap::new();
+    for key in ["cpu_main", "cpu_workers", "rss", "input", "machine_cpu"] {
+        let Some(at) = dom.find(&format!("id=\"drawn-{key}\"")) else { continue };
+        let svg = &dom[at..at + dom[at..].find("</svg>").expect("an svg")];
+        drawn.insert(key, chart_values(svg));
+    }
+    for key in ["cpu_main", "cpu_workers", "rss", "machine_cpu"] {
+        assert!(drawn.contains_key(key), "host chart {key} not drawn: {:?}", drawn.keys());
+    }
+    let mean = |v: &Vec<f64>| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    let max = |v: &Vec<f64>| v.iter().copied().fold(0.0, f64::max);
+    for (key, values) in &drawn {
+        assert!(values.len() >= 20, "{key}: {} points drawn: {values:?}", values.len());
+        assert!(values.iter().all(|v| *v >= -1e-6), "{key}: {values:?}");
+    }
+    // The drawn lines carry the samples: means over the bins near the run's figures.
+    let near = |key: &str, got: f64, want: f64| {
+        assert!((got - want).abs() <= 0.25 * want.abs() + 0.05, "{key}: drawn mean {got:.3}, summary {want:.3}");
+    };
+    near("cpu_workers", mean(&drawn["cpu_workers"]), run["worker_cores"].as_f64().unwrap());
+    near("cpu_main", mean(&drawn["cpu_main"]), run["main_cores"].as_f64().unwrap());
+    let rss_gib = run["rss_bytes"].as_u64().unwrap() as f64 / (1u64 << 30) as f64;
+    // (The top grid label has two decimals: 0.005 GiB of rounding.)
+    let rss_max = max(&drawn["rss"]);
+    assert!(
+        rss_max <= rss_gib * 1.01 + 0.005 && rss_max >= 0.5 * rss_gib,
+        "rss drawn up to {rss_max} GiB, summary {rss_gib}"
+    );
+    let util = run["machine_cpu_util"].as_f64().unwrap() * 100.0;
+    near("machine_cpu", mean(&drawn["machine_cpu"]), util);
+}
+
+/// The values of the first line of a drawn chart, through its grid: the lines at 0 and at the top
+/// value (labelled) give the mapping from y back to values.
+fn chart_values(svg: &str) -> Vec<f64> {
+    let attr = |tag: &str, name: &str| -> Option<String> {
+        let at = tag.find(&format!(" {name}=\""))? + name.len() + 3;
+        Some(tag[at..at + tag[at..].find('"')?].to_string())
+    };
+    let tags: Vec<&str> = svg.split('<').collect();
+    let lines: Vec<f64> =
+        tags.iter().filter(|t| t.starts_with("line ")).filter_map(|t| attr(t, "y1")?.parse().ok()).collect();
+    // Grid labels follow their lines: the first <text> after the last grid line is the top value.
+    let labels: Vec<f64> = tags
+        .iter()
+        .filter(|t| t.starts_with("text ") && t.contains("text-anchor=\"end\"") && !t.contains("class=\"axis\""))
+        .filter_map(|t| t.split('>').nth(1)?.trim().parse().ok())
+        .collect();
+    assert!(lines.len() >= 5 && labels.len() >= 5, "grid of the chart: {svg}");
+    let (y0, ytop, top) = (lines[0], lines[4], labels[4]);
+    let path = tags.iter().find(|t| t.starts_with("path ")).expect("a drawn line");
+    let d = attr(path, "d").expect("path data");
+    d.split(['M', 'L'])
+        .filter(|p| !p.is_empty())
+        .filter_map(|p| p.split_whitespace().nth(1)?.parse::<f64>().ok())
+        .map(|y| (y0 - y) / (y0 - ytop) * top)
+        .collect()
 }

@@ -104,6 +104,9 @@ static void usage(FILE *f) {
 "  --batch-work KIND     what making a batch (--batch-ms) does, in the workers or else the main\n"
 "                        thread: sleep (default), cpu (that much CPU time computing), io (1 MiB\n"
 "                        read from a file in 16 reads behind sleeps: a slow filesystem)\n"
+"  --host-mb MB          hold MB of host memory (written at start, an eighth of its pages\n"
+"                        rewritten every step: a dataset cached in RAM); run it under a memory\n"
+"                        limit to make host memory pressure\n"
 "  --graphs              capture forward into a CUDA graph once, replay it with cudaGraphLaunch\n"
 "  --scalable-init N     create the communicator with ncclCommInitRankScalable from N unique ids\n"
 "                        (PyTorch's default above 128 ranks) instead of ncclCommInitRank\n"
@@ -147,7 +150,7 @@ enum {
   O_MAX_INFLIGHT, O_QUIET, O_DATA_STALL, O_LAUNCH_BOUND, O_OP_OVERHEAD, O_SYNC, O_PAGEABLE,
   O_NO_OVERLAP, O_SLOW_LINK, O_STRAGGLER, O_STRAGGLER_MS, O_HANG_AT, O_HANG_RANK, O_DESYNC_AT,
   O_DESYNC_RANK, O_DESYNC_KIND, O_OOM_AT, O_AMP, O_WORKERS, O_GRAPHS, O_SCALABLE, O_SLOW_AT,
-  O_SLOW_RANK, O_SLOW_PCT, O_BATCH_WORK
+  O_SLOW_RANK, O_SLOW_PCT, O_BATCH_WORK, O_HOST_MB
 };
 
 void parse_options(int argc, char **argv, options *o) {
@@ -200,6 +203,7 @@ void parse_options(int argc, char **argv, options *o) {
       {"slowdown-pct", required_argument, 0, O_SLOW_PCT},
       {"workers", required_argument, 0, O_WORKERS},
       {"batch-work", required_argument, 0, O_BATCH_WORK},
+      {"host-mb", required_argument, 0, O_HOST_MB},
       {"graphs", no_argument, 0, O_GRAPHS},
       {"scalable-init", required_argument, 0, O_SCALABLE},
       {"help", no_argument, 0, 'h'},
@@ -261,6 +265,7 @@ void parse_options(int argc, char **argv, options *o) {
     case O_SLOW_RANK: o->slowdown_rank = parse_int(name, optarg); break;
     case O_SLOW_PCT: o->slowdown_pct = parse_num(name, optarg); break;
     case O_WORKERS: o->workers = parse_int(name, optarg); break;
+    case O_HOST_MB: o->host_mb = parse_num(name, optarg); break;
     case O_GRAPHS: o->graphs = 1; break;
     case 'h': usage(stdout); exit(EXIT_OK);
     default:
@@ -285,6 +290,7 @@ void parse_options(int argc, char **argv, options *o) {
   REQUIRE(o->buckets >= 1, "--buckets must be >= 1");
   REQUIRE(o->max_inflight >= 1 && o->max_inflight <= 8, "--max-inflight must be 1..8");
   REQUIRE(o->workers >= 0 && o->workers <= 64, "--workers must be 0..64");
+  REQUIRE(o->host_mb >= 0 && o->host_mb <= 1 << 20, "--host-mb must be 0..1048576");
   REQUIRE(o->amp_overflow_every >= 0, "--amp-overflow-every must be >= 1");
   REQUIRE(o->log_every >= 0, "--log-every must be >= 0");
   REQUIRE(o->scalable_ids >= 0 && o->scalable_ids <= SIMTRAIN_MAX_IDS, "--scalable-init must be 1..8");

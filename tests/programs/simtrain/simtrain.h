@@ -74,6 +74,7 @@ typedef struct options {
   int amp_overflow_every;/* 0: never */
   int workers;
   int batch_work;       /* enum batch_work: what producing a batch does */
+  double host_mb;       /* host memory held and touched (a dataset cache in RAM), MB */
   int graphs;
   int scalable_ids;     /* > 0: ncclCommInitRankScalable with that many unique ids */
   int quiet;

@@ -336,9 +336,19 @@ int run_rank(const options *o, const rank_info *ri) {
   setup(&j);
   CK(cudaDeviceSynchronize());
 
+  /* --host-mb: a dataset cache in host RAM (every page written now, an eighth again each step). */
+  size_t cache_bytes = (size_t)(o->host_mb * 1048576.0);
+  volatile unsigned char *cache = cache_bytes ? malloc(cache_bytes) : NULL;
+  if (cache_bytes && !cache) {
+    fprintf(stderr, "simtrain: cannot allocate --host-mb %.0f\n", o->host_mb);
+    return EXIT_SYSTEM;
+  }
+  for (size_t i = 0; i < cache_bytes; i += 4096) cache[i] = (unsigned char)i;
+
   double t0 = now_s();
   for (int step = 0; step < o->steps; step++) {
     nvtxRangePushA("step");
+    for (size_t i = (size_t)(step % 8) * 4096; i < cache_bytes; i += 8 * 4096) cache[i]++;
     if (step >= o->max_inflight) CK(cudaEventSynchronize(j.step_done[step % o->max_inflight]));
     if (o->oom_at >= 0) oom_grow(&j, step);
     load_batch(&j, step);
@@ -358,6 +368,7 @@ int run_rank(const options *o, const rank_info *ri) {
   double wall = now_s() - t0;
 
   if (o->workers > 0) dataloader_stop(&j.dl);
+  free((void *)cache);
   if (j.have_nccl) nccl_check(&j, j.nccl.CommDestroy(j.nccl_comm), "ncclCommDestroy");
   if (j.fwd_graph) CK(cudaGraphExecDestroy(j.fwd_graph));
   printf("simtrain rank=%d world=%d device=%d steps=%d wall_s=%.3f steps_per_s=%.2f "
