@@ -26,8 +26,10 @@
 //! Then, on one Kineto trace (the generated job of `--hta-events`, exported with `--format
 //! kineto`), `tprof summary --threads 1` vs Holistic Trace Analysis' `TraceAnalysis(trace_dir)` +
 //! `get_temporal_breakdown()` in the same run (python from `.venv/bin/python` or `$PYTHON`), and
-//! the same on the real traces in `../shared/data/kineto/` when present. The ratio is
-//! HTA time / tprof time (goal: >= 10).
+//! the same on the real traces in `$TPROF_KINETO_DATA` (default `../shared/data/kineto/`) when
+//! present: put HTA's own `tests/data/trace_diff/control/control.json.gz` there for the
+//! `trace_diff_control_control` comparison of issue #19. The ratio is HTA time / tprof time
+//! (goal: >= 20).
 //!
 //! Last, the Kineto import alone (`support/kineto_import.rs`): a generated trace of `--kineto-mb`
 //! MB (default 1024; 0 skips it), MB/s of JSON per core and peak RSS, next to HTA on the same file.
@@ -303,7 +305,7 @@ a = TraceAnalysis(trace_dir=sys.argv[1], include_last_profiler_step=True)
 t1 = time.perf_counter()
 df = a.get_temporal_breakdown(visualize=False)
 t2 = time.perf_counter()
-print(json.dumps({"load": t1 - t0, "breakdown": t2 - t1, "ranks": len(df)}))
+print(json.dumps({"load": t1 - t0, "breakdown": t2 - t1, "ranks": len(df)}), file=sys.stderr, flush=True)
 "#;
 
 /// HTA load + temporal breakdown (seconds, measured inside python, import time excluded) and the
@@ -311,13 +313,12 @@ print(json.dumps({"load": t1 - t0, "breakdown": t2 - t1, "ranks": len(df)}))
 fn run_hta(py: &Path, dir: &Path) -> Option<(f64, Run)> {
     let script = std::env::temp_dir().join(format!("tprof-bench-hta-{}.py", std::process::id()));
     std::fs::write(&script, HTA_SCRIPT).ok()?;
-    let mut r = measure(py, &[script.display().to_string(), dir.display().to_string()], &[]);
-    let out = Command::new(py).arg(&script).arg(dir).output().ok()?;
+    // One run: the script's figures come on stderr, before /usr/bin/time's.
+    let r = measure(py, &[script.display().to_string(), dir.display().to_string()], &[]);
     let _ = std::fs::remove_file(&script);
-    let text = String::from_utf8_lossy(&out.stdout);
-    let v: serde_json::Value = serde_json::from_str(text.lines().last()?).ok()?;
+    let line = r.stderr.lines().find(|l| l.starts_with("{\"load\""))?;
+    let v: serde_json::Value = serde_json::from_str(line).ok()?;
     let inner = v["load"].as_f64()? + v["breakdown"].as_f64()?;
-    r.ok &= out.status.success();
     Some((inner, r))
 }
 
@@ -502,8 +503,10 @@ fn hta_compare(o: &Opts, bin: &Path, py: &Path, cores: usize) {
     } else {
         println!("kineto export failed: {}", last_line(&r.stderr));
     }
-    // The real traces shipped with the project.
-    let shared = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/kineto"));
+    // The real traces shipped with the project (or wherever TPROF_KINETO_DATA says).
+    let shared = std::env::var_os("TPROF_KINETO_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/kineto")));
     if shared.is_dir() {
         let mut files: Vec<PathBuf> = std::fs::read_dir(&shared)
             .map(|rd| rd.flatten().map(|e| e.path()).filter(|p| p.to_string_lossy().ends_with(".json.gz")).collect())
@@ -525,7 +528,7 @@ fn hta_compare(o: &Opts, bin: &Path, py: &Path, cores: usize) {
         let ev = if events > 0 { format!("{:.2} M", events as f64 / 1e6) } else { summary_events(bin, &dir) };
         match run_hta(py, &dir) {
             Some((inner, h)) => println!(
-                "| {:<44} | {:>9} | {:>10.3} s | {:>10} | {:>6.2} s ({:.1}) | {:>9} | {:>8.1}x",
+                "| {:<44} | {:>9} | {:>10.3} s | {:>10} | {:>6.2} s ({:.1}) | {:>9} | {:>8.1}x {}",
                 name,
                 ev,
                 t.secs,
@@ -533,7 +536,8 @@ fn hta_compare(o: &Opts, bin: &Path, py: &Path, cores: usize) {
                 inner,
                 h.secs,
                 mb(h.peak_rss_kb),
-                inner / t.secs.max(1e-9)
+                inner / t.secs.max(1e-9),
+                if inner / t.secs.max(1e-9) >= 20.0 { "(goal >= 20x: met)" } else { "(goal >= 20x: NOT met)" }
             ),
             None => {
                 println!("| {:<44} | {:>9} | {:>10.3} s | {:>10} | HTA failed", name, ev, t.secs, mb(t.peak_rss_kb))

@@ -4,6 +4,8 @@
 //! buffers, the name table, and one entry per NCCL kernel, process, thread and communicator.
 
 use std::collections::HashMap;
+
+use rustc_hash::FxHashMap;
 use std::path::Path;
 
 use super::event::{counter_args, Cat, NumArg, Ph, RawEvent};
@@ -20,7 +22,7 @@ const SORT_BUDGET: usize = 48 << 20;
 /// Names as small ids.
 #[derive(Default)]
 pub(super) struct NameTable {
-    ids: HashMap<Name, u32>,
+    ids: FxHashMap<Name, u32>,
     pub names: Vec<Name>,
 }
 

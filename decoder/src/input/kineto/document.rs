@@ -171,7 +171,7 @@ pub(super) fn walk(path: &Path, win: &mut Window, on_event: &mut OnEvent<'_>) ->
                     Ok(())
                 })?;
                 if let Step::Done(()) = step {
-                    w.distributed_info = serde_json::from_slice(&win.data[win.pos - len..win.pos]).ok();
+                    w.distributed_info = serde_json::from_slice(&win.data()[win.pos - len..win.pos]).ok();
                 }
                 step
             }
@@ -208,7 +208,7 @@ fn recover(path: &Path, win: &mut Window, w: &mut Walked, d: Damage) -> Result<b
     w.stopped = Some(d);
     const KEY: &[u8] = b"\"traceEvents\"";
     // From the byte after the damage (a damaged key must not be found again).
-    win.pos = (win.mark + 1).min(win.data.len());
+    win.pos = (win.mark + 1).min(win.len());
     loop {
         let rest = win.rest();
         let key = memchr::memmem::find(rest, KEY);
@@ -242,7 +242,7 @@ fn recover(path: &Path, win: &mut Window, w: &mut Walked, d: Damage) -> Result<b
             continue;
         }
         // Keep the last bytes: the key may straddle two reads.
-        win.pos = win.data.len().saturating_sub(KEY.len() + 64).max(win.pos);
+        win.pos = win.len().saturating_sub(KEY.len() + 64).max(win.pos);
         if !win.fill(path)? {
             return Ok(false);
         }
@@ -353,7 +353,7 @@ fn deliver(win: &Window, at: usize, w: &mut Walked, ev: &RawEvent, index: usize,
         w.repaired += 1;
         w.first_repaired.get_or_insert(win.offset_of(at + pos));
     }
-    on_event(ev, index, &win.data[at..]);
+    on_event(ev, index, &win.data()[at..]);
 }
 
 enum Resync {
@@ -376,8 +376,8 @@ fn resync(
     let mut prev = b'{';
     loop {
         let mut j = win.pos;
-        while j < win.data.len() {
-            let c = win.data[j];
+        while j < win.len() {
+            let c = win.data()[j];
             if c == b'{' && prev != b':' && prev != b'[' {
                 win.pos = j;
                 let index = w.elements;
@@ -414,7 +414,7 @@ fn resync(
             }
             j += 1;
         }
-        win.pos = win.data.len();
+        win.pos = win.len();
         if !win.fill(path)? {
             w.truncated_at = Some(win.bytes_seen());
             return Ok(Resync::Eof);

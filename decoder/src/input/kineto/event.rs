@@ -3,7 +3,9 @@
 //! counted) unless it can be read without doubt: a timestamp or duration written as a numeric
 //! string is used as the number.
 
-use super::json::{expect, literal, number, peek, skip_value, string, Fail, R};
+use std::borrow::Cow;
+
+use super::json::{expect, literal, number, peek, skip_value, string, string_bytes, Fail, R};
 
 /// The event's category in today's Kineto spelling (PyTorch <= 1.9 wrote `Kernel`, `Memcpy`,
 /// `Memset`, `Runtime`, `Driver`, `Operator`; a null category is an empty one).
@@ -21,15 +23,15 @@ pub(super) enum Cat {
 }
 
 impl Cat {
-    fn from_name(s: &str) -> Cat {
+    fn from_name(s: &[u8]) -> Cat {
         match s {
-            "kernel" | "Kernel" => Cat::Kernel,
-            "gpu_memcpy" | "Memcpy" => Cat::Memcpy,
-            "gpu_memset" | "Memset" => Cat::Memset,
-            "cuda_runtime" | "Runtime" => Cat::Runtime,
-            "cuda_driver" | "Driver" => Cat::Driver,
-            "user_annotation" => Cat::UserAnnotation,
-            "cpu_op" | "Operator" => Cat::CpuOp,
+            b"kernel" | b"Kernel" => Cat::Kernel,
+            b"gpu_memcpy" | b"Memcpy" => Cat::Memcpy,
+            b"gpu_memset" | b"Memset" => Cat::Memset,
+            b"cuda_runtime" | b"Runtime" => Cat::Runtime,
+            b"cuda_driver" | b"Driver" => Cat::Driver,
+            b"user_annotation" => Cat::UserAnnotation,
+            b"cpu_op" | b"Operator" => Cat::CpuOp,
             _ => Cat::Other,
         }
     }
@@ -167,11 +169,17 @@ fn time_value(b: &[u8], i: &mut usize, ev: &mut RawEvent, what: &'static str) ->
     }
 }
 
-/// A string field; another type marks the event bad (null too, unless `null_ok`).
-fn string_value(b: &[u8], i: &mut usize, ev: &mut RawEvent, null_ok: bool, what: &'static str) -> R<Option<String>> {
+/// A string field (as bytes); another type marks the event bad (null too, unless `null_ok`).
+fn string_value<'a>(
+    b: &'a [u8],
+    i: &mut usize,
+    ev: &mut RawEvent,
+    null_ok: bool,
+    what: &'static str,
+) -> R<Option<Cow<'a, [u8]>>> {
     let at = *i;
     if peek(b, i)? == b'"' {
-        return Ok(Some(string(b, i)?.into_owned()));
+        return Ok(Some(string_bytes(b, i)?));
     }
     let is_null = b[*i] == b'n';
     skip_value(b, i, 1)?;
@@ -237,7 +245,7 @@ fn dims_arg(b: &[u8], i: &mut usize) -> R<[u32; 3]> {
 }
 
 /// Calls `each(key, i)` for every key of the object at `i`, which must consume the value.
-fn object(b: &[u8], i: &mut usize, mut each: impl FnMut(&str, &mut usize) -> R<()>) -> R<()> {
+fn object(b: &[u8], i: &mut usize, mut each: impl FnMut(&[u8], &mut usize) -> R<()>) -> R<()> {
     expect(b, i, b'{', "expected '{'")?;
     if peek(b, i)? == b'}' {
         *i += 1;
@@ -247,7 +255,7 @@ fn object(b: &[u8], i: &mut usize, mut each: impl FnMut(&str, &mut usize) -> R<(
         if peek(b, i)? != b'"' {
             return Err(Fail::Bad(*i, "expected a key"));
         }
-        let key = string(b, i)?;
+        let key = string_bytes(b, i)?;
         expect(b, i, b':', "expected ':' after a key")?;
         each(&key, i)?;
         match peek(b, i)? {
@@ -264,26 +272,26 @@ fn object(b: &[u8], i: &mut usize, mut each: impl FnMut(&str, &mut usize) -> R<(
 fn args(b: &[u8], i: &mut usize, ev: &mut RawEvent) -> R<()> {
     object(b, i, |key, i| {
         let num = match key {
-            "correlation" => NumArg::Correlation,
-            "stream" => NumArg::Stream,
-            "device" => NumArg::Device,
-            "context" => NumArg::Context,
-            "registers per thread" => NumArg::Registers,
-            "shared memory" => NumArg::SharedMem,
-            "bytes" => NumArg::Bytes,
-            "External id" => NumArg::ExternalId,
-            "In msg nelems" => NumArg::InNelems,
-            "Out msg nelems" => NumArg::OutNelems,
-            "Group size" => NumArg::GroupSize,
-            "grid" => return dims_arg(b, i).map(|d| ev.grid = d),
-            "block" => return dims_arg(b, i).map(|d| ev.block = d),
-            "Collective name" => {
+            b"correlation" => NumArg::Correlation,
+            b"stream" => NumArg::Stream,
+            b"device" => NumArg::Device,
+            b"context" => NumArg::Context,
+            b"registers per thread" => NumArg::Registers,
+            b"shared memory" => NumArg::SharedMem,
+            b"bytes" => NumArg::Bytes,
+            b"External id" => NumArg::ExternalId,
+            b"In msg nelems" => NumArg::InNelems,
+            b"Out msg nelems" => NumArg::OutNelems,
+            b"Group size" => NumArg::GroupSize,
+            b"grid" => return dims_arg(b, i).map(|d| ev.grid = d),
+            b"block" => return dims_arg(b, i).map(|d| ev.block = d),
+            b"Collective name" => {
                 ev.collective_key = true;
                 return str_arg(b, i).map(|s| ev.collective_name = s);
             }
-            "dtype" => return str_arg(b, i).map(|s| ev.dtype = s),
-            "Process Group Name" => return str_arg(b, i).map(|s| ev.process_group = s),
-            "name" => return str_arg(b, i).map(|s| ev.meta_name = s),
+            b"dtype" => return str_arg(b, i).map(|s| ev.dtype = s),
+            b"Process Group Name" => return str_arg(b, i).map(|s| ev.process_group = s),
+            b"name" => return str_arg(b, i).map(|s| ev.meta_name = s),
             _ => return skip_value(b, i, 1),
         };
         ev.nums[num as usize] = num_arg(b, i)?;
@@ -297,20 +305,20 @@ pub(super) fn parse_event(b: &[u8], i: &mut usize, ev: &mut RawEvent) -> R<()> {
     ev.clear();
     object(b, i, |key, i| {
         match key {
-            "ph" => {
+            b"ph" => {
                 let s = string_value(b, i, ev, false, "\"ph\" is not a string")?;
                 ev.ph = match s.as_deref() {
-                    Some("X") => Ph::X,
-                    Some("C") => Ph::C,
-                    Some("M") => Ph::M,
+                    Some(b"X") => Ph::X,
+                    Some(b"C") => Ph::C,
+                    Some(b"M") => Ph::M,
                     _ => Ph::Other,
                 };
             }
-            "cat" => {
+            b"cat" => {
                 let s = string_value(b, i, ev, true, "\"cat\" is not a string")?;
                 ev.cat = s.as_deref().map(Cat::from_name).unwrap_or_default();
             }
-            "name" => {
+            b"name" => {
                 let at = *i;
                 if peek(b, i)? == b'"' {
                     let s = string(b, i)?;
@@ -321,11 +329,11 @@ pub(super) fn parse_event(b: &[u8], i: &mut usize, ev: &mut RawEvent) -> R<()> {
                     ev.mark_bad(at, "\"name\" is not a string");
                 }
             }
-            "pid" => ev.pid = id_value(b, i)?,
-            "tid" => ev.tid = id_value(b, i)?,
-            "ts" => ev.ts = time_value(b, i, ev, "\"ts\" is not a finite number")?,
-            "dur" => ev.dur = time_value(b, i, ev, "\"dur\" is not a finite number")?,
-            "args" => {
+            b"pid" => ev.pid = id_value(b, i)?,
+            b"tid" => ev.tid = id_value(b, i)?,
+            b"ts" => ev.ts = time_value(b, i, ev, "\"ts\" is not a finite number")?,
+            b"dur" => ev.dur = time_value(b, i, ev, "\"dur\" is not a finite number")?,
+            b"args" => {
                 let at = peek(b, i).map(|_| *i)?;
                 match b[at] {
                     b'{' => {
@@ -360,7 +368,7 @@ pub(super) fn counter_args(b: &[u8], ev: &RawEvent) -> (Vec<(String, f64)>, usiz
                 None
             }
         };
-        all.insert(key.to_string(), v);
+        all.insert(String::from_utf8_lossy(key).into_owned(), v);
         Ok(())
     });
     let n = all.len();

@@ -4,6 +4,8 @@
 
 use std::borrow::Cow;
 
+use super::scan;
+
 /// Why a token did not parse.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum Fail {
@@ -73,24 +75,42 @@ pub(super) fn expect(b: &[u8], i: &mut usize, c: u8, what: &'static str) -> R<()
 
 /// A string starting at the `"` at `i`.
 pub(super) fn string<'a>(b: &'a [u8], i: &mut usize) -> R<Cow<'a, str>> {
+    let at = *i + 1;
+    let bad = |_| Fail::Bad(at, "invalid UTF-8 in a string");
+    Ok(match string_bytes(b, i)? {
+        Cow::Borrowed(raw) => Cow::Borrowed(std::str::from_utf8(raw).map_err(bad)?),
+        Cow::Owned(v) => Cow::Owned(String::from_utf8(v).map_err(|e| bad(e.utf8_error()))?),
+    })
+}
+
+/// The string starting at the `"` at `i` as its bytes (escapes decoded), checked as [`string`]
+/// checks it (UTF-8, no control characters) but without building a `str`: keys and skipped values.
+#[inline]
+pub(super) fn string_bytes<'a>(b: &'a [u8], i: &mut usize) -> R<Cow<'a, [u8]>> {
     let start = *i + 1;
-    match memchr::memchr2(b'"', b'\\', b.get(start..).unwrap_or_default()) {
+    let rest = b.get(start..).unwrap_or_default();
+    let (k, flags) = scan::string_span(rest);
+    match rest.get(k) {
         None => Err(Fail::More),
-        Some(k) if b[start + k] == b'"' => {
-            let raw = &b[start..start + k];
-            if raw.iter().any(|&c| c < 0x20) {
-                return Err(Fail::Bad(start, "control character in a string"));
+        Some(b'"') => {
+            let raw = &rest[..k];
+            if flags != 0 {
+                if flags & scan::CONTROL != 0 {
+                    return Err(Fail::Bad(start, "control character in a string"));
+                }
+                if std::str::from_utf8(raw).is_err() {
+                    return Err(Fail::Bad(start, "invalid UTF-8 in a string"));
+                }
             }
-            let s = std::str::from_utf8(raw).map_err(|_| Fail::Bad(start, "invalid UTF-8 in a string"))?;
             *i = start + k + 1;
-            Ok(Cow::Borrowed(s))
+            Ok(Cow::Borrowed(raw))
         }
         // An escape: decode the whole string the slow way.
-        Some(_) => escaped_string(b, i),
+        Some(_) => escaped_string(b, i).map(Cow::Owned),
     }
 }
 
-fn escaped_string<'a>(b: &'a [u8], i: &mut usize) -> R<Cow<'a, str>> {
+fn escaped_string(b: &[u8], i: &mut usize) -> R<Vec<u8>> {
     let mut out: Vec<u8> = Vec::new();
     let mut j = *i + 1;
     loop {
@@ -144,9 +164,11 @@ fn escaped_string<'a>(b: &'a [u8], i: &mut usize) -> R<Cow<'a, str>> {
             }
         }
     }
-    let s = String::from_utf8(out).map_err(|_| Fail::Bad(*i, "invalid UTF-8 in a string"))?;
+    if std::str::from_utf8(&out).is_err() {
+        return Err(Fail::Bad(*i, "invalid UTF-8 in a string"));
+    }
     *i = j + 1;
-    Ok(Cow::Owned(s))
+    Ok(out)
 }
 
 fn hex4(b: &[u8], j: usize) -> R<u32> {
@@ -167,18 +189,8 @@ pub(super) fn number(b: &[u8], i: &mut usize) -> R<Num> {
     if neg {
         j += 1;
     }
-    for (word, v) in [(&b"Infinity"[..], f64::INFINITY), (&b"NaN"[..], f64::NAN)] {
-        if b.get(j).is_some_and(|&c| c == word[0]) {
-            let have = &b[j..b.len().min(j + word.len())];
-            if !word.starts_with(have) {
-                return Err(Fail::Bad(start, "not a number"));
-            }
-            if have.len() < word.len() {
-                return Err(Fail::More);
-            }
-            *i = j + word.len();
-            return Ok(Num::F(if neg { -v } else { v }));
-        }
+    if matches!(b.get(j), Some(b'I' | b'N')) {
+        return special_number(b, i, j, neg);
     }
     let int_start = j;
     let mut int: u64 = 0;
@@ -198,19 +210,26 @@ pub(super) fn number(b: &[u8], i: &mut usize) -> R<Num> {
         return Err(Fail::Bad(start, "number with a leading zero"));
     }
     let mut float = overflow;
+    // The digits without the point, while they fit (then the value may be exact: see below).
+    let mut mantissa = Some(int).filter(|_| !overflow);
+    let mut frac_digits = 0;
     if b.get(j) == Some(&b'.') {
         float = true;
         j += 1;
         let f0 = j;
         while j < b.len() && b[j].is_ascii_digit() {
+            let d = (b[j] - b'0') as u64;
+            mantissa = mantissa.and_then(|m| m.checked_mul(10)).and_then(|m| m.checked_add(d));
             j += 1;
         }
         if j == f0 {
             return Err(if j >= b.len() { Fail::More } else { Fail::Bad(start, "number without digits after '.'") });
         }
+        frac_digits = j - f0;
     }
     if matches!(b.get(j), Some(b'e' | b'E')) {
         float = true;
+        mantissa = None;
         j += 1;
         if matches!(b.get(j), Some(b'+' | b'-')) {
             j += 1;
@@ -236,8 +255,30 @@ pub(super) fn number(b: &[u8], i: &mut usize) -> R<Num> {
             return Ok(Num::I((int as i128).wrapping_neg() as i64));
         }
     }
+    if let Some(v) = mantissa.and_then(|m| scan::exact_decimal(m, frac_digits, neg)) {
+        return Ok(Num::F(v));
+    }
     let text = std::str::from_utf8(&b[start..j]).map_err(|_| Fail::Bad(start, "not a number"))?;
     text.parse::<f64>().map(Num::F).map_err(|_| Fail::Bad(start, "not a number"))
+}
+
+/// `Infinity` or `NaN` at `j` (after the sign, if any, of the number at `i`).
+fn special_number(b: &[u8], i: &mut usize, j: usize, neg: bool) -> R<Num> {
+    let start = *i;
+    for (word, v) in [(&b"Infinity"[..], f64::INFINITY), (&b"NaN"[..], f64::NAN)] {
+        if b.get(j).is_some_and(|&c| c == word[0]) {
+            let have = &b[j..b.len().min(j + word.len())];
+            if !word.starts_with(have) {
+                return Err(Fail::Bad(start, "not a number"));
+            }
+            if have.len() < word.len() {
+                return Err(Fail::More);
+            }
+            *i = j + word.len();
+            return Ok(Num::F(if neg { -v } else { v }));
+        }
+    }
+    Err(Fail::Bad(start, "not a number"))
 }
 
 /// Skips the literal `word` (true, false, null) at `i`.
@@ -259,7 +300,7 @@ pub(super) fn skip_value(b: &[u8], i: &mut usize, depth: u32) -> R<()> {
         return Err(Fail::Bad(*i, "nested too deep"));
     }
     match peek(b, i)? {
-        b'"' => string(b, i).map(|_| ()),
+        b'"' => string_bytes(b, i).map(|_| ()),
         b'{' => {
             *i += 1;
             if peek(b, i)? == b'}' {
@@ -270,7 +311,7 @@ pub(super) fn skip_value(b: &[u8], i: &mut usize, depth: u32) -> R<()> {
                 if peek(b, i)? != b'"' {
                     return Err(Fail::Bad(*i, "expected a key"));
                 }
-                string(b, i)?;
+                string_bytes(b, i)?;
                 expect(b, i, b':', "expected ':' after a key")?;
                 skip_value(b, i, depth + 1)?;
                 match peek(b, i)? {

@@ -24,6 +24,7 @@ mod json;
 mod records;
 #[cfg(test)]
 mod salvage_tests;
+mod scan;
 mod source;
 mod spill;
 

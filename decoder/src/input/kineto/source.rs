@@ -1,11 +1,12 @@
 //! The bytes of a Kineto trace as a sliding window: a plain file read in chunks, or a `.json.gz`
 //! gunzipped on its own thread (gunzip and parse overlap) and handed over in chunks through a
-//! bounded channel. Only the window is held: memory does not grow with the file.
+//! bounded channel (the chunks go back to the gunzip thread to be filled again). Only the window is
+//! held: memory does not grow with the file, and the window's bytes are allocated once.
 
 use std::fs::File;
 use std::io::Read;
 use std::path::Path;
-use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 
 use crate::error::InputError;
 
@@ -16,13 +17,19 @@ const CHANNEL_CHUNKS: usize = 4;
 
 enum Feed {
     Plain(File),
-    /// Chunks from the gunzip thread; an `Err` ends the stream (the gzip damage, said once).
-    Gunzip(Receiver<Result<Vec<u8>, String>>),
+    /// Chunks from the gunzip thread; an `Err` ends the stream (the gzip damage, said once). Used
+    /// chunks go back on the second channel.
+    Gunzip(Chunks, SyncSender<Vec<u8>>),
 }
 
-/// A window `data` onto the JSON text: `data[0]` is byte `base` of it, parsing is at `pos`.
+/// Gunzipped chunks, or the gzip damage that ended the stream.
+type Chunks = Receiver<Result<Vec<u8>, String>>;
+
+/// A window [`Window::data`] onto the JSON text: `data()[0]` is byte `base` of it, parsing is at `pos`.
 pub(super) struct Window {
-    pub data: Vec<u8>,
+    /// The window's bytes are `buf[..len]`; the rest is room for the next read (kept, not zeroed again).
+    buf: Vec<u8>,
+    len: usize,
     pub pos: usize,
     /// Where the last parse attempt began (kept in step when [`Window::fill`] moves the bytes).
     pub mark: usize,
@@ -41,20 +48,32 @@ impl Window {
         let mut magic = [0u8; 2];
         let n = read_full(&mut file, &mut magic).map_err(|e| InputError::io(path, e))?;
         let gzipped = n == 2 && magic == [0x1f, 0x8b];
-        let mut data = Vec::with_capacity(2 * CHUNK);
+        let mut buf = Vec::new();
         let feed = if gzipped {
             let file = File::open(path).map_err(|e| InputError::io(path, e))?;
-            Feed::Gunzip(spawn_gunzip(file))
+            let (rx, back) = spawn_gunzip(file);
+            Feed::Gunzip(rx, back)
         } else {
-            data.extend_from_slice(&magic[..n]);
+            buf.extend_from_slice(&magic[..n]);
             Feed::Plain(file)
         };
-        Ok(Window { data, pos: 0, mark: 0, base: 0, eof: false, feed, gzipped, gzip_error: None })
+        let len = buf.len();
+        Ok(Window { buf, len, pos: 0, mark: 0, base: 0, eof: false, feed, gzipped, gzip_error: None })
+    }
+
+    /// The bytes of the window.
+    pub fn data(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+
+    /// Bytes in the window.
+    pub fn len(&self) -> usize {
+        self.len
     }
 
     /// The bytes not parsed yet.
     pub fn rest(&self) -> &[u8] {
-        &self.data[self.pos..]
+        &self.buf[self.pos..self.len]
     }
 
     /// Offset in the JSON text of `data[i]`.
@@ -68,7 +87,7 @@ impl Window {
 
     /// Bytes of the JSON text seen so far.
     pub fn bytes_seen(&self) -> u64 {
-        self.base + self.data.len() as u64
+        self.base + self.len as u64
     }
 
     /// Drops the bytes before `pos` and appends the next chunk; false at the end of the text.
@@ -77,29 +96,32 @@ impl Window {
             return Ok(false);
         }
         if self.pos > 0 {
-            self.data.drain(..self.pos);
+            self.buf.copy_within(self.pos..self.len, 0);
+            self.len -= self.pos;
             self.base += self.pos as u64;
             self.pos = 0;
         }
+        let len = self.len;
         match &mut self.feed {
             Feed::Plain(f) => {
-                let len = self.data.len();
-                self.data.resize(len + CHUNK, 0);
-                let got = read_full(f, &mut self.data[len..]);
-                let n = match got {
-                    Ok(n) => n,
-                    Err(e) => {
-                        self.data.truncate(len);
-                        return Err(InputError::io(path, e));
-                    }
-                };
-                self.data.truncate(len + n);
+                if self.buf.len() < len + CHUNK {
+                    self.buf.resize(len + CHUNK, 0);
+                }
+                let n = read_full(f, &mut self.buf[len..len + CHUNK]).map_err(|e| InputError::io(path, e))?;
+                self.len = len + n;
                 if n == 0 {
                     self.eof = true;
                 }
             }
-            Feed::Gunzip(rx) => match rx.recv() {
-                Ok(Ok(chunk)) => self.data.extend_from_slice(&chunk),
+            Feed::Gunzip(rx, back) => match rx.recv() {
+                Ok(Ok(chunk)) => {
+                    if self.buf.len() < len + chunk.len() {
+                        self.buf.resize(len + chunk.len(), 0);
+                    }
+                    self.buf[len..len + chunk.len()].copy_from_slice(&chunk);
+                    self.len = len + chunk.len();
+                    let _ = back.try_send(chunk);
+                }
                 Ok(Err(e)) => {
                     self.gzip_error = Some(e);
                     self.eof = true;
@@ -124,13 +146,16 @@ fn read_full(f: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
     Ok(n)
 }
 
-/// Gunzips `file` (all members) on a thread of its own; it stops when the receiver is dropped.
-fn spawn_gunzip(file: File) -> Receiver<Result<Vec<u8>, String>> {
+/// Gunzips `file` (all members) on a thread of its own, into the chunks that come back (new ones
+/// while none has); it stops when the receiver is dropped.
+fn spawn_gunzip(file: File) -> (Chunks, SyncSender<Vec<u8>>) {
     let (tx, rx) = sync_channel(CHANNEL_CHUNKS);
+    let (back, used) = sync_channel::<Vec<u8>>(CHANNEL_CHUNKS + 2);
     std::thread::spawn(move || {
         let mut gz = flate2::read::MultiGzDecoder::new(std::io::BufReader::with_capacity(CHUNK, file));
         loop {
-            let mut chunk = vec![0u8; CHUNK];
+            let mut chunk = used.try_recv().unwrap_or_default();
+            chunk.resize(CHUNK, 0);
             let mut n = 0;
             let mut failed = None;
             while n < CHUNK {
@@ -157,5 +182,5 @@ fn spawn_gunzip(file: File) -> Receiver<Result<Vec<u8>, String>> {
             }
         }
     });
-    rx
+    (rx, back)
 }

@@ -49,7 +49,8 @@ impl<T: Record> Sorter<T> {
     }
 
     fn spill(&mut self) -> std::io::Result<()> {
-        self.buf.sort_unstable_by_key(T::key);
+        // Keys computed once and sorted with indices: the records are large to move around.
+        self.buf.sort_by_cached_key(T::key);
         let mut f = BufWriter::with_capacity(1 << 20, tempfile::tempfile()?);
         let mut rec = vec![0u8; T::SIZE];
         for r in self.buf.drain(..) {
@@ -64,7 +65,12 @@ impl<T: Record> Sorter<T> {
 
     /// Every record pushed, in key order.
     pub fn into_sorted(mut self) -> std::io::Result<Merged<T>> {
-        self.buf.sort_unstable_by_key(T::key);
+        self.buf.sort_by_cached_key(T::key);
+        if self.runs.is_empty() {
+            // Nothing spilled: no merge.
+            let only = Run::Memory(std::mem::take(&mut self.buf).into_iter());
+            return Ok(Merged { runs: vec![only], heads: Vec::new(), heap: BinaryHeap::new(), single: true });
+        }
         let mut runs: Vec<Run<T>> = Vec::with_capacity(self.runs.len() + 1);
         for f in self.runs.drain(..) {
             runs.push(Run::Disk(BufReader::with_capacity(64 << 10, f), vec![0u8; T::SIZE]));
@@ -79,7 +85,7 @@ impl<T: Record> Sorter<T> {
             }
             heads.push(head);
         }
-        Ok(Merged { runs, heads, heap })
+        Ok(Merged { runs, heads, heap, single: false })
     }
 }
 
@@ -106,10 +112,15 @@ pub(super) struct Merged<T: Record> {
     runs: Vec<Run<T>>,
     heads: Vec<Option<T>>,
     heap: BinaryHeap<Reverse<(T::Key, usize)>>,
+    /// One run only (in memory): read straight through.
+    single: bool,
 }
 
 impl<T: Record> Merged<T> {
     pub fn next(&mut self) -> std::io::Result<Option<T>> {
+        if self.single {
+            return self.runs[0].next();
+        }
         let Some(Reverse((_, i))) = self.heap.pop() else { return Ok(None) };
         let out = self.heads[i].take();
         let head = self.runs[i].next()?;
