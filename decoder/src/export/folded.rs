@@ -26,6 +26,11 @@ pub enum FoldedOutput {
     Svg,
 }
 
+/// `direct` entries before the first fold of completed chains.
+const FOLD_AT: usize = 1 << 16;
+/// Ranges followed up a chain (a deeper or looping chain is cut there).
+const MAX_DEPTH: usize = 1000;
+
 pub struct FoldedExporter {
     path: PathBuf,
     output: FoldedOutput,
@@ -37,7 +42,12 @@ pub struct FoldedExporter {
     /// pushes out unmatched stands at the root, as at the end of the process.
     early: Generations<Vec<(Name, Ns)>>,
     ranges: SeqMap<RangeId, (Name, Option<RangeId>)>,
+    /// GPU time per (innermost range, frame) not yet folded into `stacks`: an entry moves there once
+    /// its range's chain up to the top has ended (ranges end children first), so this holds only
+    /// the work of ranges still open, not one entry per range ever seen.
     direct: FastMap<(Option<RangeId>, Name), Ns>,
+    /// `direct`'s size that triggers the next fold of completed chains.
+    fold_at: usize,
     stacks: BTreeMap<String, u64>,
     activities: u64,
 }
@@ -52,6 +62,7 @@ impl FoldedExporter {
             early: Generations::default(),
             ranges: SeqMap::default(),
             direct: FastMap::default(),
+            fold_at: FOLD_AT,
             stacks: BTreeMap::new(),
             activities: 0,
         }
@@ -94,6 +105,47 @@ impl FoldedExporter {
             },
             None => *self.direct.entry((None, frame)).or_default() += ns,
         }
+        if self.direct.len() >= self.fold_at {
+            self.fold_completed();
+        }
+    }
+
+    /// Moves the GPU time of every range whose whole chain has ended into `stacks` (stacks add up, so
+    /// folding early gives the same lines as folding at the end of the process).
+    fn fold_completed(&mut self) {
+        let mut cache = HashMap::new();
+        let mut open = FastMap::default();
+        for ((range, frame), ns) in std::mem::take(&mut self.direct) {
+            if range.is_some_and(|r| !self.chain_ended(r)) {
+                open.insert((range, frame), ns);
+                continue;
+            }
+            let stack = self.stack(range, &frame, &mut cache);
+            *self.stacks.entry(stack).or_default() += ns;
+        }
+        self.direct = open;
+        // Twice what stayed: ranges open for long are not rescanned on every insertion.
+        self.fold_at = (2 * self.direct.len()).max(FOLD_AT);
+    }
+
+    /// Whether `id` and every range above it have ended (their records seen).
+    fn chain_ended(&self, id: RangeId) -> bool {
+        let mut cur = Some(id);
+        for _ in 0..=MAX_DEPTH {
+            let Some(c) = cur else { return true };
+            let Some((_, parent)) = self.ranges.get(&c) else { return false };
+            cur = *parent;
+        }
+        true // deeper than `prefix` follows: its stack is cut there either way
+    }
+
+    /// The folded line's stack for GPU time in `range` under `frame`.
+    fn stack(&self, range: Option<RangeId>, frame: &Name, cache: &mut HashMap<RangeId, String>) -> String {
+        let leaf = frame_name(frame);
+        match range.map(|r| self.prefix(r, cache)).filter(|p| !p.is_empty()) {
+            Some(p) => format!("{p};{leaf}"),
+            None => leaf,
+        }
     }
 
     /// GPU time without a launch: at the root of the stacks.
@@ -114,7 +166,7 @@ impl FoldedExporter {
             let Some((name, parent)) = self.ranges.get(&c) else { break };
             chain.push(frame_name(name));
             cur = *parent;
-            if chain.len() > 1000 {
+            if chain.len() > MAX_DEPTH {
                 break;
             }
         }
@@ -185,13 +237,10 @@ impl TraceSink for FoldedExporter {
         let mut cache = HashMap::new();
         let direct = std::mem::take(&mut self.direct);
         for ((range, frame), ns) in direct {
-            let leaf = frame_name(&frame);
-            let stack = match range.map(|r| self.prefix(r, &mut cache)).filter(|p| !p.is_empty()) {
-                Some(p) => format!("{p};{leaf}"),
-                None => leaf,
-            };
+            let stack = self.stack(range, &frame, &mut cache);
             *self.stacks.entry(stack).or_default() += ns;
         }
+        self.fold_at = FOLD_AT;
         self.launches = Generations::default();
         self.ranges.clear();
         self.display.clear();
@@ -248,5 +297,34 @@ mod tests {
         f.handle_kernel(&kernel(n + 1, 0));
         f.handle_process_end(ProcId(0));
         assert_eq!(f.lines(), vec![format!("k {}", n * 10), "step;k 10".to_string()]);
+    }
+
+    /// 300k layer ranges with a kernel each: those under an ended `step` are folded as they come
+    /// (the per-range map stays small), those under `outer`, which ends last, wait for it; the lines
+    /// are what folding at the end gives.
+    #[test]
+    fn ended_chains_are_folded_early_and_the_lines_are_unchanged() {
+        let mut f = FoldedExporter::new(Path::new("/dev/null"), FoldedOutput::Folded);
+        let (step, outer) = (RangeId(1), RangeId(2));
+        f.ranges.insert(step, (Name::from("step"), None));
+        let (mut under_step, mut under_outer, mut most) = (0u64, 0u64, 0usize);
+        for i in 0..300_000u64 {
+            let layer = RangeId(10 + i);
+            let parent = if i % 3 == 0 { outer } else { step };
+            f.ranges.insert(layer, (Name::from("layer"), Some(parent)));
+            f.launch(i + 1, Some(layer));
+            f.handle_kernel(&kernel(i + 1, i * 100));
+            if parent == step {
+                under_step += 10;
+            } else {
+                under_outer += 10;
+            }
+            most = most.max(f.direct.len());
+        }
+        // 100k entries wait for `outer`; without folding there would be 300k.
+        assert!(most <= 2 * 100_000 + FOLD_AT, "{most}");
+        f.ranges.insert(outer, (Name::from("outer"), None));
+        f.handle_process_end(ProcId(0));
+        assert_eq!(f.lines(), vec![format!("outer;layer;k {under_outer}"), format!("step;layer;k {under_step}")]);
     }
 }

@@ -35,7 +35,11 @@ fn kind_of(args: &[&str]) -> (String, serde_json::Value) {
 fn input_pipeline_kinds_from_real_host_counters() {
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).max(2);
     let all = cpus.to_string();
-    let (k, h) = kind_of(&["--workers", &all, "--batch-work", "cpu", "--batch-ms", "30"]);
+    // One worker per core, each batch 80 ms of CPU against a 30 ms step: even with every core to
+    // themselves the workers deliver a batch every 80 / cpus ms (40 ms on 2 cores), so the GPU waits
+    // while every core is busy making batches. (At 30 ms per batch two workers kept up on an idle
+    // machine and there was no stall.)
+    let (k, h) = kind_of(&["--workers", &all, "--batch-work", "cpu", "--batch-ms", &(40 * cpus).to_string()]);
     assert_eq!(k, "workers_cpu_saturated", "{h}");
     assert_eq!(h["workers"].as_u64(), Some(cpus as u64), "{h}");
     assert!(h["worker_demand_each"].as_f64().unwrap() >= 0.6, "{h}");
