@@ -102,7 +102,7 @@ fn part1() {
                 .unwrap()
         })
         .collect();
-    let mut machine = MachineSampler::new();
+    let mut machine = MachineSampler::new(std::path::Path::new("/"));
     let nics = machine.interfaces();
     let (m_ns, m_vals) = measure(200, |e, buf| machine.sample_proc(e, buf));
     let (n_ns, n_vals) = measure(200, |e, buf| machine.sample_interfaces(e, buf));

@@ -2,7 +2,9 @@
 //! more (see `nccl_plugin::analysis`), for a reason the layout gives:
 //!
 //! - `degraded_link`: a node's proxy sends on a communicator reach less than half of its NIC line
-//!   rate while another node's reach at least 70% of its own: that node's link is slow (named).
+//!   rate while another node's reach at least 70% of its own: that node's link is slow (named),
+//!   unless its NIC counters show the link 70% used or more (then other traffic fills it:
+//!   `network_bound`, `shared_nic`).
 //! - `spread_over_nodes`: a communicator's ranks span more nodes than they need (the job's ranks
 //!   per node would hold them), so its large collectives cross the network instead of NVLink.
 //!
@@ -32,6 +34,9 @@ pub struct TopologyEvidence {
     pub excess_ns: u64,
     pub line_rate_gbps: f64,
     pub link_gbps: f64,
+    /// degraded_link: the share of the slow node's line rate its NIC counters show in use while
+    /// collectives across nodes ran (None: not sampled).
+    pub nic_busy_share: Option<f64>,
     pub nodes: u32,
     pub nodes_needed: u32,
     pub op: String,
@@ -51,7 +56,10 @@ pub fn find(job: &Job, v: &NetworkView) -> Option<Verdict> {
     let mut best: Option<(u64, TopologyEvidence, &BucketLink, Vec<u32>)> = None;
     for b in &rows {
         let links: Vec<_> = v.summary.node_links.iter().filter(|l| l.comm == b.comm && l.line_gbps > 0.0).collect();
-        let slow: Vec<_> = links.iter().filter(|l| l.send_gbps < DEGRADED * l.line_gbps).collect();
+        // A node whose NIC counters show the link full is busy with other traffic, not degraded
+        // (`nccl_shared_nic`).
+        let full = |host: &str| v.nic(host).and_then(|n| n.busy_share()).is_some_and(|s| s >= HEALTHY);
+        let slow: Vec<_> = links.iter().filter(|l| l.send_gbps < DEGRADED * l.line_gbps && !full(&l.host)).collect();
         let healthy = links.iter().any(|l| l.send_gbps >= HEALTHY * l.line_gbps);
         let allowed = b.allowed_gbps.unwrap_or(0.0);
         let mut ev = TopologyEvidence {
@@ -71,8 +79,13 @@ pub fn find(job: &Job, v: &NetworkView) -> Option<Verdict> {
             ev.link_gbps = worst.send_gbps;
             ev.line_rate_gbps = worst.line_gbps;
             ev.excess_ns = excess(b, allowed);
+            ev.nic_busy_share = v.nic(&worst.host).and_then(|n| n.busy_share());
+            let counters = match ev.nic_busy_share {
+                Some(s) => format!(" Its NIC counters show the link {} used, so nothing else fills it.", share(s)),
+                None => String::new(),
+            };
             ev.text = format!(
-                "communicator {}: node {} sends at {:.1} GB/s on a {:.1} GB/s line rate while the other nodes reach theirs; {} runs at {:.1} GB/s bus bandwidth of the {:.1} GB/s the links allow.",
+                "communicator {}: node {} sends at {:.1} GB/s on a {:.1} GB/s line rate while the other nodes reach theirs; {} runs at {:.1} GB/s bus bandwidth of the {:.1} GB/s the links allow.{counters}",
                 &b.comm[..8],
                 ev.degraded_hosts.join(", "),
                 worst.send_gbps,

@@ -11,6 +11,7 @@ use tprof_format::bus_bandwidth::bus_factor;
 use tprof_format::CollOp;
 
 use super::model::{NcclPluginEvent, NcclTask};
+use crate::model::Ns;
 use crate::summary::size_bucket;
 
 /// Bytes of one element of an NCCL datatype named as NCCL names it (`ncclFloat32`).
@@ -78,6 +79,9 @@ pub struct RankNccl {
     pub topo: super::topology::RankTopo,
     /// Per (comm, seq, peer, send): the span of the operations of one task on one link.
     open_spans: HashMap<(u64, u64, i32, bool), (u64, u64)>,
+    /// When this rank's proxy operations (its network transfers) ran: their spans, merged with
+    /// the previous one as they arrive (one period per collective; see `network_spans`).
+    wire: Vec<(Ns, Ns)>,
 }
 
 impl RankNccl {
@@ -132,8 +136,18 @@ impl RankNccl {
                 let span = self.open_spans.entry((p.comm, p.seq, p.peer, p.is_send)).or_insert((p.start, p.end));
                 span.0 = span.0.min(p.start);
                 span.1 = span.1.max(p.end);
+                match self.wire.last_mut() {
+                    Some(last) if p.start >= last.0 && p.start <= last.1 => last.1 = last.1.max(p.end),
+                    _ if p.end > p.start => self.wire.push((p.start, p.end)),
+                    _ => {}
+                }
             }
         }
+    }
+
+    /// When this rank's network transfers ran (the union of its proxy operations' spans).
+    pub fn network_spans(&self) -> Vec<(Ns, Ns)> {
+        crate::intervals::union(self.wire.clone())
     }
 
     /// Closes the per-task link spans (at the end of the process).

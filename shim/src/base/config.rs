@@ -139,6 +139,15 @@ fn parse_bool(var: &str, value: &str, default: bool) -> bool {
 }
 
 impl Config {
+    /// The root sysfs and procfs are read under by the topology probe and the NIC counters:
+    /// `TPROF_SYSROOT` with `%r` replaced by the rank, else `/`.
+    pub fn sysroot_of(&self, rank: Option<u32>) -> PathBuf {
+        match &self.sysroot {
+            Some(s) => PathBuf::from(s.replace("%r", &rank.map_or_else(|| "0".to_string(), |r| r.to_string()))),
+            None => PathBuf::from("/"),
+        }
+    }
+
     /// Reads the configuration from an environment lookup (the process environment in production).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Config {
         let mut c = Config::default();
@@ -314,6 +323,12 @@ mod tests {
         assert_eq!(c.ring_mb, 16);
         assert_eq!(c.mode, Mode::Flight);
         assert_eq!(c.hang_timeout, Duration::from_secs(2));
+    }
+
+    #[test]
+    fn sysroot_takes_the_rank() {
+        assert_eq!(cfg(&[]).sysroot_of(Some(3)), PathBuf::from("/"));
+        assert_eq!(cfg(&[("TPROF_SYSROOT", "/tmp/sys-r%r")]).sysroot_of(Some(3)), PathBuf::from("/tmp/sys-r3"));
     }
 
     #[test]

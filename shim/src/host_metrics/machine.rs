@@ -4,6 +4,8 @@
 //! block devices (`/proc/diskstats`, whole disks only) and network interfaces (NIC statistics in
 //! /sys/class/net, InfiniBand port counters in /sys/class/infiniband).
 
+use std::path::{Path, PathBuf};
+
 use tprof_format::{HostMetric as M, HostScope as S};
 
 use super::emit::{Emitter, HostOut};
@@ -30,7 +32,8 @@ pub struct MachineSampler {
 }
 
 impl MachineSampler {
-    pub fn new() -> MachineSampler {
+    /// `root`: where the NIC counters are read (`/`, or `TPROF_SYSROOT`); /proc is the real one.
+    pub fn new(root: &Path) -> MachineSampler {
         let mut disks: Vec<Vec<u8>> = std::fs::read_dir("/sys/block")
             .map(|d| d.flatten().map(|e| e.file_name().into_encoded_bytes()).collect())
             .unwrap_or_default();
@@ -43,7 +46,7 @@ impl MachineSampler {
             psi: ["cpu", "memory", "io"].map(|k| ProcFile::open(&format!("/proc/pressure/{k}"))),
             diskstats: ProcFile::open("/proc/diskstats"),
             disks,
-            interfaces: interfaces(),
+            interfaces: interfaces(root),
             node_of: numa_nodes(),
         }
     }
@@ -163,11 +166,11 @@ impl MachineSampler {
 
 impl Default for MachineSampler {
     fn default() -> Self {
-        MachineSampler::new()
+        MachineSampler::new(Path::new("/"))
     }
 }
 
-fn names_in(dir: &str) -> Vec<String> {
+fn names_in(dir: impl AsRef<Path>) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
         .map(|d| d.flatten().filter_map(|e| e.file_name().into_string().ok()).collect())
         .unwrap_or_default();
@@ -175,19 +178,22 @@ fn names_in(dir: &str) -> Vec<String> {
     v
 }
 
-/// NICs (not loopback) and InfiniBand ports.
-fn interfaces() -> Vec<Interface> {
+/// NICs (not loopback) and InfiniBand ports under `root`.
+fn interfaces(root: &Path) -> Vec<Interface> {
     let mut out = Vec::new();
-    for name in names_in("/sys/class/net").into_iter().filter(|n| n != "lo") {
-        let p = |f: &str| ProcFile::open(&format!("/sys/class/net/{name}/statistics/{f}"));
+    let open = |p: PathBuf| p.to_str().and_then(ProcFile::open);
+    let net = root.join("sys/class/net");
+    for name in names_in(&net).into_iter().filter(|n| n != "lo") {
+        let p = |f: &str| open(net.join(&name).join("statistics").join(f));
         let files = [p("rx_bytes"), p("tx_bytes"), p("rx_packets"), p("tx_packets")];
         if files.iter().any(Option::is_some) {
             out.push(Interface { name: name.into_bytes(), files, word_bytes: 1 });
         }
     }
-    for dev in names_in("/sys/class/infiniband") {
-        for port in names_in(&format!("/sys/class/infiniband/{dev}/ports")) {
-            let p = |f: &str| ProcFile::open(&format!("/sys/class/infiniband/{dev}/ports/{port}/counters/{f}"));
+    let ib = root.join("sys/class/infiniband");
+    for dev in names_in(&ib) {
+        for port in names_in(ib.join(&dev).join("ports")) {
+            let p = |f: &str| open(ib.join(&dev).join("ports").join(&port).join("counters").join(f));
             let files = [p("port_rcv_data"), p("port_xmit_data"), p("port_rcv_packets"), p("port_xmit_packets")];
             if files.iter().any(Option::is_some) {
                 out.push(Interface { name: format!("{dev}/{port}").into_bytes(), files, word_bytes: 4 });

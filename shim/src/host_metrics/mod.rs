@@ -20,6 +20,7 @@ pub mod machine;
 pub mod procfs;
 pub mod tree;
 
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -69,10 +70,12 @@ pub struct HostSampler {
 }
 
 impl HostSampler {
-    pub fn new(machine: bool) -> HostSampler {
+    /// `machine`: the root the NIC counters are read under (`TPROF_SYSROOT`, as the topology
+    /// probe's ports), when this process samples the machine.
+    pub fn new(machine: Option<&Path>) -> HostSampler {
         HostSampler {
             tree: tree::TreeSampler::new(),
-            machine: machine.then(machine::MachineSampler::new),
+            machine: machine.map(machine::MachineSampler::new),
             buf: Vec::with_capacity(16 * 1024),
             rounds: 0,
             spent_ns: 0,
@@ -116,7 +119,8 @@ pub fn start() {
         }
         let period = Duration::from_secs(1) / hz;
         let full_every = (FULL_ROUND_EVERY.as_nanos() / period.as_nanos()).max(1) as u64;
-        let machine = samples_machine(&Identity::from_env());
+        let identity = Identity::from_env();
+        let machine = samples_machine(&identity).then(|| cfg.sysroot_of(identity.rank));
         let spawned = std::thread::Builder::new().name("tprof-host".into()).spawn(move || {
             let Some(_inside) = reentrancy::Reentrancy::enter() else { return };
             panic_fence::ffi_guard((), || run(period, full_every, machine));
@@ -127,8 +131,9 @@ pub fn start() {
     })
 }
 
-fn run(period: Duration, full_every: u64, machine: bool) {
-    let mut sampler = HostSampler::new(machine);
+/// `machine`: the root the NIC counters are read under, when this process samples the machine.
+fn run(period: Duration, full_every: u64, machine: Option<PathBuf>) {
+    let mut sampler = HostSampler::new(machine.as_deref());
     let mut emitter = Emitter::new(RecorderOut, full_every);
     let mut next = Instant::now();
     loop {
@@ -225,7 +230,7 @@ mod tests {
             })
             .unwrap();
         started.recv().unwrap();
-        let mut s = HostSampler::new(true);
+        let mut s = HostSampler::new(Some(Path::new("/")));
         let mut e = Emitter::new(Count::default(), 100);
         s.round(&mut e, 1);
         worker.join().unwrap();

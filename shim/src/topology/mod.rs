@@ -8,7 +8,6 @@
 
 pub mod sysfs;
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use tprof_format::topology::PathLevel;
@@ -22,14 +21,6 @@ use crate::record::interning::intern;
 use crate::record::{recorder, reentrancy};
 
 static STARTED_PID: AtomicU32 = AtomicU32::new(0);
-
-/// The root sysfs and procfs are read under: `TPROF_SYSROOT` with `%r` replaced by the rank.
-pub fn sysroot(setting: Option<&str>, rank: Option<u32>) -> PathBuf {
-    match setting {
-        Some(s) => PathBuf::from(s.replace("%r", &rank.map_or_else(|| "0".to_string(), |r| r.to_string()))),
-        None => PathBuf::from("/"),
-    }
-}
 
 /// The NVML index this process's GPU has.
 fn own_device(id: &Identity, count: u32) -> u32 {
@@ -61,7 +52,7 @@ pub fn start() {
 
 fn probe() {
     let identity = Identity::from_env();
-    let root = sysroot(config::config().sysroot.as_deref(), identity.rank);
+    let root = config::config().sysroot_of(identity.rank);
     let host = sysfs::hostname(&root).unwrap_or_else(process::hostname);
     let ports = sysfs::ports(&root);
     let nvml = Nvml::load().ok();
@@ -146,12 +137,6 @@ static INIT: extern "C" fn() = constructor;
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sysroot_takes_the_rank() {
-        assert_eq!(sysroot(None, Some(3)), PathBuf::from("/"));
-        assert_eq!(sysroot(Some("/tmp/sys-r%r"), Some(3)), PathBuf::from("/tmp/sys-r3"));
-    }
 
     #[test]
     fn own_device_follows_the_local_rank() {

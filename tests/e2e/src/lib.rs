@@ -1,6 +1,7 @@
 //! Helpers for the end-to-end tests (paths to built artifacts, ground truth reader).
 pub mod diagnose;
 pub mod export;
+pub mod fake_sysfs;
 pub mod fates;
 pub mod gpu_trace;
 pub mod production;

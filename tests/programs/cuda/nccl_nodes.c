@@ -3,7 +3,8 @@
  *
  *   nccl_nodes [--ranks N] [--iters K] [--bytes B] [--group G [--interleaved]]
  *
- * The launcher re-executes itself as N ranks (RANK, LOCAL_RANK, WORLD_SIZE set; rank 0 leaves the
+ * The launcher re-executes itself as N ranks (RANK, LOCAL_RANK, WORLD_SIZE set; LOCAL_RANK is RANK
+ * unless NCCL_NODES_LOCAL_RANKS gives the ranks per node; the GPU is LOCAL_RANK; rank 0 leaves the
  * unique id in $NCCL_NODES_ID_FILE). Each rank joins the world communicator; with --group G the
  * ranks split into groups of G, contiguous (ranks 0..G-1, ...) or --interleaved (ranks r, r+N/G,
  * ...), and the loop runs on the group's communicator, else on the world's: K all-reduces of B bytes
@@ -79,7 +80,8 @@ static int run_rank(int rank, const struct opts *o, const char *id_path)
     fprintf(stderr, "%s rank %d: no unique id in %s\n", prog_name, rank, id_path);
     return EXIT_NCCL;
   }
-  CK(cudaSetDevice(rank % 8));
+  const char *local = getenv("LOCAL_RANK");
+  CK(cudaSetDevice((local ? atoi(local) : rank) % 8));
   cudaStream_t s;
   CK(cudaStreamCreate(&s));
   size_t count = o->bytes / sizeof(float);
@@ -146,6 +148,10 @@ int main(int argc, char **argv)
       char rk[16];
       snprintf(rk, sizeof rk, "%d", r);
       setenv("RANK", rk, 1);
+      /* NCCL_NODES_LOCAL_RANKS=P: P ranks per simulated node, LOCAL_RANK (and the GPU) is the rank's
+       * place on its node, as torchrun sets it on each node; unset: the rank */
+      const char *per = getenv("NCCL_NODES_LOCAL_RANKS");
+      if (per && atoi(per) > 0) snprintf(rk, sizeof rk, "%d", r % atoi(per));
       setenv("LOCAL_RANK", rk, 1);
       execv("/proc/self/exe", argv);
       _exit(127);

@@ -33,6 +33,7 @@
 #define _GNU_SOURCE
 #include "nccl_internal.h"
 #include "nccl_profiler.h"
+#include "nic_counters.h"
 #include "core_internal.h"
 #include "simgpu_core.h"
 
@@ -338,6 +339,7 @@ static void comm_ready(struct ncclComm *c)
     c->ring_send = slots[next].pad != slots[c->rank].pad ? next : -1;
     c->ring_recv = slots[prev].pad != slots[c->rank].pad ? prev : -1;
     sgp_comm_init(&c->prof, c->key, NULL, c->nnodes, n, c->rank);
+    sgn_nic_start();
 }
 
 /* Waits until every rank joined; SIMGPU_NCCL_INIT_TIMEOUT_S (default 60). */
@@ -443,6 +445,7 @@ typedef struct coll_arg {
     int env_rank;
     char hex[17];
     sgp_job prof; /* for the profiler plugin's proxy thread: times filled in at resolution */
+    uint64_t nic_tx, nic_rx; /* bytes its ring edges across nodes carry through this node's NIC */
 } coll_arg;
 
 static int coll_poll(void *varg, uint64_t start_ns, uint64_t *end_ns)
@@ -473,6 +476,7 @@ static int coll_poll(void *varg, uint64_t start_ns, uint64_t *end_ns)
     a->prof.end_ns = *end_ns;
     a->prof.own_ns = a->dur_ns;
     sgp_complete(&a->prof);
+    sgn_nic_transfer(max_arr, *end_ns, a->nic_tx, a->nic_rx);
     if (a->ctr) {
         __atomic_add_fetch(&a->ctr->nvlink_tx_bytes, a->bus_bytes, __ATOMIC_RELAXED);
         __atomic_add_fetch(&a->ctr->nvlink_rx_bytes, a->bus_bytes, __ATOMIC_RELAXED);
@@ -688,6 +692,8 @@ static void launch_coll(const qop *q)
              ((uint64_t)((q->root + 1) & 0xffff) << 24);
     a->count = q->count;
     a->bus_bytes = (uint64_t)bus;
+    a->nic_tx = c->nnodes > 1 && c->ring_send >= 0 ? (uint64_t)bus : 0;
+    a->nic_rx = c->nnodes > 1 && c->ring_recv >= 0 ? (uint64_t)bus : 0;
     a->ctr = dev_counters(c->device);
     a->pid = getpid();
     a->env_rank = sg_rank();

@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "nccl_profiler.h"
 #include "nccl_profiler_abi.h"
+#include "nic_counters.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -31,15 +32,28 @@ static double env_num(const char *name, double def)
     return end != v ? d : def;
 }
 
-int sgp_node(void)
+/* Ranks per node (0: one node). */
+static int ranks_per_node(void)
 {
     int nodes = (int)env_num("SIMGPU_NODES", 1);
-    const char *r = getenv("RANK");
-    if (nodes <= 1 || !r || !*r) return 0;
+    if (nodes <= 1) return 0;
     int world = (int)env_num("WORLD_SIZE", nodes);
     int per = (int)env_num("SIMGPU_RANKS_PER_NODE", (world + nodes - 1) / nodes);
-    if (per < 1) per = 1;
-    return atoi(r) / per;
+    return per < 1 ? 1 : per;
+}
+
+int sgp_node(void)
+{
+    const char *r = getenv("RANK");
+    int per = ranks_per_node();
+    return per && r && *r ? atoi(r) / per : 0;
+}
+
+int sgp_rank_on_node(void)
+{
+    const char *r = getenv("RANK");
+    int per = ranks_per_node();
+    return per && r && *r ? atoi(r) % per : 0;
 }
 
 double sgp_nic_gbps(int node)
@@ -47,7 +61,10 @@ double sgp_nic_gbps(int node)
     char name[64];
     snprintf(name, sizeof name, "SIMGPU_NIC_GBPS_NODE%d", node);
     double g = env_num(name, env_num("SIMGPU_NIC_GBPS", 25.0));
-    return g > 0 ? g : 1e-9;
+    /* other traffic on the NIC takes its share of the line (NCCL keeps at least 5%) */
+    double left = g - sgn_nic_other_gbps(node);
+    if (left < 0.05 * g) left = 0.05 * g;
+    return left > 0 ? left : 1e-9;
 }
 
 double sgp_nic_latency_ns(void) { return env_num("SIMGPU_NIC_LATENCY_US", 10.0) * 1000.0; }

@@ -12,7 +12,8 @@
  * Nodes: SIMGPU_NODES (default 1) nodes of SIMGPU_RANKS_PER_NODE ranks (default WORLD_SIZE / nodes,
  * rounded up); a process's node is RANK / ranks per node. NIC: SIMGPU_NIC_GBPS GB/s per rank
  * (default 25), SIMGPU_NIC_GBPS_NODE<k> for node k (a degraded link), SIMGPU_NIC_LATENCY_US (default
- * 10) once per collective that crosses nodes. A proxy step is on the wire for this rank's own share
+ * 10) once per collective that crosses nodes; SIMGPU_NIC_OTHER_GBPS_NODE<k> of other traffic on node
+ * k's NIC leaves NCCL the rest; SIMGPU_NIC_COUNTERS: the NIC's counters in a fake sysfs (nic_counters.c). A proxy step is on the wire for this rank's own share
  * of the transfer (its node's NIC); after the last step the operation waits for the slowest rank.
  */
 #ifndef SIMGPU_NCCL_PROFILER_H
@@ -48,6 +49,8 @@ typedef struct sgp_job {
 } sgp_job;
 
 int sgp_node(void);
+/* This process's index among its node's ranks (RANK % ranks per node). */
+int sgp_rank_on_node(void);
 double sgp_nic_gbps(int node);
 double sgp_nic_latency_ns(void);
 
