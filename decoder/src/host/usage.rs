@@ -213,3 +213,32 @@ pub fn usage(s: &HostSeries, pid: u32, a: Ns, b: Ns) -> HostUsage {
     u.run_queue_max = s.max_in(m(M::RunQueue), a, b);
     u
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn swap_and_psi_over_a_stretch() {
+        // 4 s of machine samples: 100 pages swapped in and 300 out per second, memory stalls
+        // (PSI some) 250 ms per second, full 50 ms per second; nothing of the process.
+        let mut s = HostSeries::default();
+        let sec = 1_000_000_000u64;
+        for i in 0..=4u64 {
+            for (metric, per_s) in [
+                (M::SwapInPages, 100),
+                (M::SwapOutPages, 300),
+                (M::PsiMemSomeNs, 250_000_000),
+                (M::PsiMemFullNs, 50_000_000),
+            ] {
+                s.series.entry((S::Machine, 0, metric)).or_default().push((i * sec, i * per_s));
+            }
+        }
+        s.finish();
+        let u = usage(&s, 1, sec, 3 * sec);
+        assert_eq!((u.swap_in_pages, u.swap_out_pages), (200.0, 600.0), "2 s of the stretch");
+        assert_eq!(u.psi_memory_some_share, Some(0.25));
+        assert_eq!(u.psi_memory_full_share, Some(0.05));
+        assert_eq!(u.psi_cpu_some_share, None, "not sampled: unknown, not zero");
+    }
+}

@@ -34,19 +34,25 @@ pub struct MachineSampler {
 impl MachineSampler {
     /// `root`: where the NIC counters are read (`/`, or `TPROF_SYSROOT`); /proc is the real one.
     pub fn new(root: &Path) -> MachineSampler {
+        MachineSampler::with_roots(Path::new("/"), root)
+    }
+
+    /// /proc files under `proc_root`, NIC counters under `sys_root` (tests give both).
+    fn with_roots(proc_root: &Path, sys_root: &Path) -> MachineSampler {
         let mut disks: Vec<Vec<u8>> = std::fs::read_dir("/sys/block")
             .map(|d| d.flatten().map(|e| e.file_name().into_encoded_bytes()).collect())
             .unwrap_or_default();
         disks.retain(|d| !(d.starts_with(b"loop") || d.starts_with(b"ram") || d.starts_with(b"zram")));
         disks.sort();
+        let proc = |f: &str| proc_root.join("proc").join(f).to_str().and_then(ProcFile::open);
         MachineSampler {
-            stat: ProcFile::open("/proc/stat"),
-            meminfo: ProcFile::open("/proc/meminfo"),
-            vmstat: ProcFile::open("/proc/vmstat"),
-            psi: ["cpu", "memory", "io"].map(|k| ProcFile::open(&format!("/proc/pressure/{k}"))),
-            diskstats: ProcFile::open("/proc/diskstats"),
+            stat: proc("stat"),
+            meminfo: proc("meminfo"),
+            vmstat: proc("vmstat"),
+            psi: ["cpu", "memory", "io"].map(|k| proc(&format!("pressure/{k}"))),
+            diskstats: proc("diskstats"),
             disks,
-            interfaces: interfaces(root),
+            interfaces: interfaces(sys_root),
             node_of: numa_nodes(),
         }
     }
@@ -218,4 +224,70 @@ fn numa_nodes() -> Vec<u32> {
         }
     }
     node_of
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host_metrics::emit::HostOut;
+    use tprof_format::{HostMetric, HostScope};
+
+    #[derive(Default)]
+    struct Rows(Vec<(HostScope, u32, HostMetric, u64)>);
+    impl HostOut for Rows {
+        fn sample(&mut self, scope: HostScope, id: u32, metric: HostMetric, _: u64, value: u64) {
+            self.0.push((scope, id, metric, value));
+        }
+        fn entity(&mut self, _: HostScope, _: u32, _: u32, _: u64, _: &[u8]) {}
+    }
+
+    fn write(p: &Path, text: &str) {
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+
+    /// One round over /proc files of the kernel's own format (swap, PSI) and an InfiniBand port.
+    fn round(root: &Path, pswpin: u64, psi_us: u64, words: u64) -> Vec<(HostScope, u32, HostMetric, u64)> {
+        write(&root.join("proc/meminfo"), "MemTotal:       24576000 kB\nMemAvailable:    1024000 kB\nSwapTotal:       8388604 kB\nSwapFree:        4194300 kB\n");
+        write(&root.join("proc/vmstat"), &format!("nr_free_pages 123\npswpin {pswpin}\npswpout 77\npgfault 5\n"));
+        write(
+            &root.join("proc/pressure/memory"),
+            &format!("some avg10=1.50 avg60=0.80 avg300=0.20 total={psi_us}\nfull avg10=0.50 avg60=0.10 avg300=0.00 total={}\n", psi_us / 3),
+        );
+        write(&root.join("sys/class/infiniband/mlx5_0/ports/1/counters/port_xmit_data"), &format!("{words}\n"));
+        let mut m = MachineSampler::with_roots(root, root);
+        let mut e = Emitter::new(Rows::default(), 1);
+        let mut buf = Vec::new();
+        e.begin(1);
+        m.sample(&mut e, &mut buf);
+        e.end();
+        e.out.0
+    }
+
+    #[test]
+    fn swap_psi_and_port_counters_are_read_in_the_kernels_format() {
+        let root = tempfile::tempdir().unwrap();
+        let got = round(root.path(), 4242, 1_500_000, 1000);
+        let find = |metric| got.iter().find(|r| r.2 == metric).map(|r| r.3);
+        assert_eq!(find(HostMetric::SwapInPages), Some(4242));
+        assert_eq!(find(HostMetric::SwapOutPages), Some(77));
+        assert_eq!(find(HostMetric::SwapTotalBytes), Some(8388604 * 1024));
+        assert_eq!(find(HostMetric::MemAvailableBytes), Some(1024000 * 1024));
+        assert_eq!(find(HostMetric::PsiMemSomeNs), Some(1_500_000_000), "PSI totals are microseconds");
+        assert_eq!(find(HostMetric::PsiMemFullNs), Some(500_000_000));
+        let tx = got.iter().find(|r| r.0 == HostScope::Nic && r.2 == HostMetric::TxBytes).map(|r| r.3);
+        assert_eq!(tx, Some(4000), "InfiniBand data counters count 4-byte words");
+    }
+
+    #[test]
+    fn without_swap_vmstat_is_not_read() {
+        let root = tempfile::tempdir().unwrap();
+        round(root.path(), 1, 1, 1);
+        write(&root.path().join("proc/meminfo"), "MemTotal:       24576000 kB\nSwapTotal:             0 kB\n");
+        let mut m = MachineSampler::with_roots(root.path(), root.path());
+        let mut e = Emitter::new(Rows::default(), 1);
+        e.begin(1);
+        m.sample(&mut e, &mut Vec::new());
+        assert!(!e.out.0.iter().any(|r| r.2 == HostMetric::SwapInPages), "{:?}", e.out.0);
+    }
 }
