@@ -44,9 +44,9 @@ pub struct ChromeExporter {
 
 impl ChromeExporter {
     pub fn create(path: &Path, origin: Ns) -> io::Result<ChromeExporter> {
-        let head = format!(
-            "\"displayTimeUnit\":\"ns\",\"otherData\":{{\"producer\":\"tprof\",\"tprof_origin_ns\":{origin}}},"
-        );
+        // The producer mark first: a directory search knows the file for tprof's own (`EXPORT_MARK`).
+        let mark = crate::input::EXPORT_MARK;
+        let head = format!("{mark},\"tprof_origin_ns\":{origin}}},\"displayTimeUnit\":\"ns\",");
         let out = EventStream::create(path, origin, &head)?;
         Ok(ChromeExporter {
             out: Some(out),

@@ -403,7 +403,8 @@ impl TraceSink for KinetoExporter {
             let rank = info.rank.unwrap_or(info.id.0);
             let world = info.world_size.unwrap_or(0).max(rank + 1);
             let head = format!(
-                "\"schemaVersion\":1,\"distributedInfo\": {{\"backend\": \"nccl\", \"rank\": {rank}, \"world_size\": {world}}},\"baseTimeNanoseconds\":{},\"displayTimeUnit\":\"ms\",\"traceName\":{},",
+                "{}}},\"schemaVersion\":1,\"distributedInfo\": {{\"backend\": \"nccl\", \"rank\": {rank}, \"world_size\": {world}}},\"baseTimeNanoseconds\":{},\"displayTimeUnit\":\"ms\",\"traceName\":{},",
+                crate::input::EXPORT_MARK,
                 self.origin,
                 serde_json::to_string(&path.display().to_string()).unwrap_or_else(|_| "\"\"".into())
             );

@@ -64,6 +64,25 @@ impl Notes {
 /// Magic bytes at the start of a ring file.
 pub const RING_MAGIC: &[u8] = b"TPROF";
 
+/// What tprof's own JSON exports (Chrome, Kineto) carry in their first bytes, so that a directory
+/// search does not read them back as traces beside the rings they came from.
+pub const EXPORT_MARK: &str = "\"otherData\":{\"producer\":\"tprof\"";
+
+/// Whether the JSON file at `path` (gzip or not) is one of tprof's own exports.
+fn is_own_export(path: &Path) -> bool {
+    let Ok(f) = std::fs::File::open(path) else { return false };
+    let mut head = Vec::with_capacity(256);
+    let mut raw = [0u8; 2];
+    let gz = std::fs::File::open(path).and_then(|mut g| g.read_exact(&mut raw)).is_ok() && raw == [0x1f, 0x8b];
+    // A short or damaged file keeps what was read: the mark is in the first bytes or nowhere.
+    let _ = if gz {
+        flate2::read::GzDecoder::new(f).take(256).read_to_end(&mut head)
+    } else {
+        f.take(256).read_to_end(&mut head)
+    };
+    memchr::memmem::find(&head, EXPORT_MARK.as_bytes()).is_some()
+}
+
 /// Recognise a file by its first bytes, then by its name.
 pub fn sniff(path: &Path) -> Result<Option<SourceKind>, InputError> {
     let mut head = [0u8; 16];
@@ -224,6 +243,9 @@ impl Walk {
                 self.dir(&p, false, notes)?;
             } else if p.is_file() {
                 match sniff(&p) {
+                    Ok(Some(SourceKind::Kineto)) if is_own_export(&p) => {
+                        notes.add(Some(&p), "skipped: an export tprof wrote (name the file to read it)")
+                    }
                     Ok(Some(kind)) => self.take(&p, kind, notes),
                     Ok(None) => notes.add(Some(&p), "skipped: not a ring file or Kineto trace"),
                     Err(e) => notes.add(Some(&p), format!("skipped: {e}")),
@@ -273,6 +295,29 @@ mod tests {
         let s = discover(&[pat], &mut notes).unwrap();
         assert_eq!(s.len(), 1);
         assert!(discover(&["/nonexistent/x*"], &mut notes).is_err());
+    }
+
+    #[test]
+    fn a_directory_search_skips_tprofs_own_exports_and_names_them() {
+        use std::io::Write;
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("r0.tprof"), b"TPROF....").unwrap();
+        let own = format!("{{{EXPORT_MARK},\"tprof_origin_ns\":5}},\"traceEvents\":[]}}");
+        std::fs::write(d.path().join("trace.json"), &own).unwrap();
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(own.as_bytes()).unwrap();
+        std::fs::write(d.path().join("rank0.pt.trace.json.gz"), gz.finish().unwrap()).unwrap();
+        std::fs::write(d.path().join("kineto.json"), b"{\"schemaVersion\":1,\"traceEvents\":[]}").unwrap();
+        let mut notes = Notes::default();
+        let s = discover(&[d.path().to_str().unwrap()], &mut notes).unwrap();
+        let names: Vec<_> = s.iter().map(|s| s.path.file_name().unwrap().to_str().unwrap()).collect();
+        assert_eq!(names, ["kineto.json", "r0.tprof"], "the two exports are left out");
+        assert_eq!(notes.0.len(), 2, "one note per export");
+        assert!(notes.0.iter().all(|n| n.message.contains("an export tprof wrote")));
+        // Named on the command line, an export is read.
+        let file = d.path().join("trace.json");
+        let s = discover(&[file.to_str().unwrap()], &mut notes).unwrap();
+        assert_eq!(s.len(), 1);
     }
 
     #[test]
