@@ -30,6 +30,7 @@ pub mod launch_bound;
 pub mod memory;
 pub mod nccl_network;
 pub mod nccl_topology;
+pub mod nccl_tuning_causes;
 pub mod slow_collective;
 pub mod slowdown;
 pub mod straggler;

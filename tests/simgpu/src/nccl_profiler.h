@@ -14,6 +14,7 @@
  * (default 25), SIMGPU_NIC_GBPS_NODE<k> for node k (a degraded link), SIMGPU_NIC_LATENCY_US (default
  * 10) once per collective that crosses nodes. A proxy step is on the wire for this rank's own share
  * of the transfer (its node's NIC); after the last step the operation waits for the slowest rank.
+ * Transports, channels, protocols and a NIC across sockets: nccl_tuning.h.
  */
 #ifndef SIMGPU_NCCL_PROFILER_H
 #define SIMGPU_NCCL_PROFILER_H
