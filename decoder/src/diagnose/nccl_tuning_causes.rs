@@ -142,3 +142,24 @@ pub fn advice(ev: &TopologyEvidence) -> Vec<String> {
         ],
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nccl_plugin::topology::SettingRow;
+
+    #[test]
+    fn p2p_is_off_as_nccl_reads_the_settings() {
+        let topo = |name: &str, value: &str| TopologySummary {
+            nccl_settings: vec![SettingRow { name: name.into(), value: value.into(), ranks: vec![0] }],
+            ..Default::default()
+        };
+        assert_eq!(p2p_off(&topo("NCCL_P2P_DISABLE", "1")), ["NCCL_P2P_DISABLE=1"]);
+        assert_eq!(p2p_off(&topo("NCCL_P2P_LEVEL", "loc")), ["NCCL_P2P_LEVEL=loc"]);
+        assert_eq!(p2p_off(&topo("NCCL_P2P_LEVEL", "0")), ["NCCL_P2P_LEVEL=0"]);
+        // 0 keeps P2P; a non-number is ignored by NCCL (default 0); any other level allows NVLink.
+        for (n, v) in [("NCCL_P2P_DISABLE", "0"), ("NCCL_P2P_DISABLE", "yes"), ("NCCL_P2P_LEVEL", "NVL")] {
+            assert!(p2p_off(&topo(n, v)).is_empty(), "{n}={v}");
+        }
+    }
+}

@@ -93,7 +93,9 @@ fn profile(name: &str, args: &[&str], extra_env: &[(&str, &str)]) -> Profiled {
     let mut spec = RunSpec::new(&prog, &all, simgpu_dir())
         .env("SIMGPU_NODES", "2")
         .env("TPROF_RING_MB", "8")
-        .env("TPROF_SYSROOT", &root);
+        .env("TPROF_SYSROOT", &root)
+        // No user ~/.nccl.conf in the recorded settings (the fake sysroot has no etc/nccl.conf).
+        .env("NCCL_CONF_FILE", "/dev/null");
     for (k, v) in extra_env {
         spec = spec.env(k, v);
     }
@@ -128,6 +130,7 @@ fn only<'a>(p: &'a Profiled, kind: &str) -> &'a Value {
 
 fn check_topology(p: &Value) {
     let t = &p["topology"];
+    assert_eq!(t["nccl_settings"], serde_json::json!([]), "no NCCL_* setting in the environment");
     let nodes = t["nodes"].as_array().expect("topology nodes");
     let hosts: Vec<&str> = nodes.iter().map(|n| n["host"].as_str().unwrap()).collect();
     assert_eq!(hosts, ["simnode0", "simnode1"]);
@@ -260,9 +263,15 @@ fn p2p_disabled_inside_nodes_falls_back_to_shm() {
 
 #[test]
 fn max_nchannels_two_is_too_few_channels() {
-    // 2 channels x 20 GB/s = 40 GB/s; the 100 GB/s links need 5 channels at that rate.
+    // 2 channels x 20 GB/s = 40 GB/s of transfer; the 100 GB/s links need 5 channels at that rate,
+    // more at the rate the kernels reach with the ranks' arrival skew of a loaded machine.
     let (e, truth) = intra_group_cause("nccl-v-channels", &[("NCCL_MAX_NCHANNELS", "2")], "too_few_channels", 40.0);
-    assert_eq!((e["nchannels"].as_u64(), e["channels_needed"].as_u64()), (Some(2), Some(5)), "{e}");
+    assert_eq!(e["nchannels"].as_u64(), Some(2), "{e}");
+    let needed = e["channels_needed"].as_f64().unwrap();
+    assert!(
+        needed >= 5.0 && (needed - 100.0 / (truth / 2.0)).abs() <= 0.6,
+        "100 GB/s over the truth's {truth} / 2: {e}"
+    );
     assert!(near(e["per_channel_gbps"].as_f64().unwrap(), truth / 2.0), "the truth's busbw over 2 channels: {e}");
 }
 
