@@ -50,7 +50,15 @@ Configuration (environment variables the mocks read):
   SIMGPU_NIC_OTHER_GBPS_NODE<k>=X  other traffic on node k's NIC, GB/s each way (NCCL gets the rest)
   SIMGPU_NIC_COUNTERS=DIR     node %n's InfiniBand port counters folder in a fake sysfs, advanced
                               with the bytes crossing nodes (its port_*_data/_packets files must exist)
-  SIMGPU_NCCL_CHANNELS=N      channels NCCL uses for messages of 256 KiB and more (default 8)
+  SIMGPU_NCCL_CHANNELS=N      channels NCCL uses for messages of 256 KiB and more (default 8;
+                              NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS bound it as in NCCL)
+  SIMGPU_NCCL_CHANNEL_GBPS=X  most a channel carries in GB/s (default 20)
+  SIMGPU_SHM_GBPS=X           SHM transport inside a node when NCCL_P2P_DISABLE=1 or
+                              NCCL_P2P_LEVEL=LOC (default 12; NCCL_SHM_DISABLE=1: the NIC)
+  SIMGPU_NIC_NUMA_NODE<k>=1   node k's NIC is on the other socket (path SYS from its GPUs): no
+                              GPU Direct RDMA, at most SIMGPU_XSOCKET_GBPS (default 10)
+  NCCL_PROTO / NCCL_ALGO      as in NCCL (lists, ^ excludes); a forced protocol or algorithm scales
+                              the bandwidth by NCCL's model (LL 1/4, LL128 0.92, Tree 0.92)
   SIMGPU_NCCL_PROFILER_MAX_VERSION=N  NCCL looks up ncclProfiler_vN and older only (default 6)
   NCCL_PROFILER_PLUGIN=LIB    as with NCCL >= 2.23: the profiler plugin (none: no plugin)
   SIMGPU_TRUTH=DIR            write the ground truth: DIR/truth-<pid>.jsonl, one JSON object per
@@ -74,7 +82,7 @@ Configuration (environment variables the mocks read):
 EOF
   # Variables the mock sources read that the list above does not describe yet.
   if [ -d "$SRC" ]; then
-    local known=" SIMGPU_LAUNCH_NS SIMGPU_CUPTI_VERSION SIMGPU_DEVICES SIMGPU_MEM_GB SIMGPU_KERNEL_NS SIMGPU_LINK_GBPS SIMGPU_LINK_LATENCY_US SIMGPU_TRUTH SIMGPU_SESSION SIMGPU_CUPTI SIMGPU_CUPTI_BUSY SIMGPU_CUPTI_DROP_EVERY SIMGPU_CUPTI_REFUSE_KIND SIMGPU_NO_DRIVER SIMGPU_LIB_DIR SIMGPU_NO_BUILD SIMGPU_NODES SIMGPU_RANKS_PER_NODE SIMGPU_NIC_GBPS SIMGPU_NIC_LATENCY_US SIMGPU_NIC_COUNTERS SIMGPU_NCCL_CHANNELS SIMGPU_NCCL_PROFILER_MAX_VERSION "
+    local known=" SIMGPU_LAUNCH_NS SIMGPU_CUPTI_VERSION SIMGPU_DEVICES SIMGPU_MEM_GB SIMGPU_KERNEL_NS SIMGPU_LINK_GBPS SIMGPU_LINK_LATENCY_US SIMGPU_TRUTH SIMGPU_SESSION SIMGPU_CUPTI SIMGPU_CUPTI_BUSY SIMGPU_CUPTI_DROP_EVERY SIMGPU_CUPTI_REFUSE_KIND SIMGPU_NO_DRIVER SIMGPU_LIB_DIR SIMGPU_NO_BUILD SIMGPU_NODES SIMGPU_RANKS_PER_NODE SIMGPU_NIC_GBPS SIMGPU_NIC_LATENCY_US SIMGPU_NIC_COUNTERS SIMGPU_NCCL_CHANNELS SIMGPU_NCCL_CHANNEL_GBPS SIMGPU_SHM_GBPS SIMGPU_XSOCKET_GBPS SIMGPU_NCCL_PROFILER_MAX_VERSION "
     local extra=""
     local v
     for v in $(grep -rhoE 'getenv\("SIMGPU_[A-Z0-9_]+"\)|env_[a-z0-9]+\("SIMGPU_[A-Z0-9_]+"' "$SRC" 2>/dev/null \

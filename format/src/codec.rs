@@ -132,6 +132,7 @@ record_codec! {
         }
         TopoNic = TOPO_NIC { ts: tick, name: str, port: u32, kind: u8, rate_mbps: u64, numa_node: i32, path: u8 }
         TopoGpuPath = TOPO_GPU_PATH { ts: tick, device: u32, peer: u32, level: u8, nvlink: u8 }
+        NcclSetting = NCCL_SETTING { ts: tick, name: str, value: str }
         HostSample = HOST_SAMPLE { scope: byte(HostScope), id: u32, metric: byte(HostMetric), ts: tick, value: u64 }
         HostEntity = HOST_ENTITY { scope: byte(HostScope), id: u32, parent: u32, ts: tick, name: str }
     }
@@ -281,7 +282,8 @@ pub fn decode_one<'a>(buf: &'a [u8], st: &mut DeltaState) -> Result<(Decoded<'a>
     let known = (type_code::CLOCK_SYNC..=type_code::OVERHEAD).contains(&code)
         || code == type_code::API_REPEAT
         || (type_code::NCCL_COMM_INFO..=type_code::TOPO_GPU_PATH).contains(&code)
-        || (type_code::HOST_SAMPLE..=type_code::HOST_ENTITY).contains(&code);
+        || (type_code::HOST_SAMPLE..=type_code::HOST_ENTITY).contains(&code)
+        || code == type_code::NCCL_SETTING;
     if !known {
         return Ok((Decoded::Unknown { code, payload }, total));
     }
@@ -465,6 +467,7 @@ mod tests {
                 path: 3,
             },
             Record::TopoGpuPath { ts: 1_000_300, device: 3, peer: 7, level: 5, nvlink: 1 },
+            Record::NcclSetting { ts: 1_000_400, name: StrId(19), value: StrId(20) },
             Record::HostSample {
                 scope: HostScope::Thread,
                 id: 4243,

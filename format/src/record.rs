@@ -406,6 +406,10 @@ pub enum Record {
     /// Topology: the path from this process's GPU (`device`) to another GPU of the node (`peer`):
     /// `level` a [`crate::topology::PathLevel`] byte, `nvlink` 1 when NVML reports NVLink P2P between them.
     TopoGpuPath { ts: u64, device: u32, peer: u32, level: u8, nvlink: u8 },
+    /// Topology: one NCCL setting of the process (an environment variable of
+    /// [`crate::topology::NCCL_SETTINGS`] that is set), written with the topology records. Added after
+    /// format version 1's first readers, which skip it by its type code.
+    NcclSetting { ts: u64, name: StrId, value: StrId },
     /// A string-table entry carried in the ring (used when the dictionary region is full).
     /// The bytes live in the record payload; decoders see it through [`crate::Decoded::String`].
     StringRef { id: StrId },
@@ -454,6 +458,8 @@ pub mod type_code {
     // host records take 28-33.
     pub const HOST_SAMPLE: u8 = 28;
     pub const HOST_ENTITY: u8 = 29;
+    /// 34: the NCCL settings beside the topology (30-33 stay with the host records).
+    pub const NCCL_SETTING: u8 = 34;
 }
 
 impl Record {
@@ -485,7 +491,10 @@ impl Record {
             | Record::Counter { ts, .. }
             | Record::Marker { ts, .. }
             | Record::NcclCommInfo { ts, .. } => Some(ts),
-            Record::TopoGpu { ts, .. } | Record::TopoNic { ts, .. } | Record::TopoGpuPath { ts, .. } => Some(ts),
+            Record::TopoGpu { ts, .. }
+            | Record::TopoNic { ts, .. }
+            | Record::TopoGpuPath { ts, .. }
+            | Record::NcclSetting { ts, .. } => Some(ts),
             Record::HostSample { ts, .. } | Record::HostEntity { ts, .. } => Some(ts),
             Record::ExternalCorrelation { .. } | Record::ThreadName { .. } | Record::StringRef { .. } => None,
         }
@@ -522,6 +531,7 @@ pub fn type_name(code: u8) -> &'static str {
         TOPO_GPU => "topo_gpu",
         TOPO_NIC => "topo_nic",
         TOPO_GPU_PATH => "topo_gpu_path",
+        NCCL_SETTING => "nccl_setting",
         HOST_SAMPLE => "host_sample",
         HOST_ENTITY => "host_entity",
         _ => "unknown",

@@ -102,6 +102,30 @@ pub fn nvlink_gbps_per_link(version: u32) -> f64 {
     }
 }
 
+/// The NCCL environment settings the shim records (`NcclSetting`, once per process, those set): the
+/// ones that change which transport, algorithm, protocol or how many channels NCCL uses.
+pub const NCCL_SETTINGS: &[&str] = &[
+    "NCCL_ALGO",
+    "NCCL_PROTO",
+    "NCCL_MIN_NCHANNELS",
+    "NCCL_MAX_NCHANNELS",
+    "NCCL_MIN_CTAS",
+    "NCCL_MAX_CTAS",
+    "NCCL_P2P_DISABLE",
+    "NCCL_P2P_LEVEL",
+    "NCCL_SHM_DISABLE",
+    "NCCL_NVLS_ENABLE",
+    "NCCL_IB_DISABLE",
+    "NCCL_IB_HCA",
+    "NCCL_NET_GDR_LEVEL",
+    "NCCL_NET_GDR_READ",
+    "NCCL_CROSS_NIC",
+    "NCCL_SOCKET_IFNAME",
+    "NCCL_TOPO_FILE",
+    "NCCL_NCHANNELS_PER_NET_PEER",
+    "NCCL_BUFFSIZE",
+];
+
 /// A line rate in Mbit/s as GB/s (1e9 bytes/s).
 pub fn mbps_to_gbps(mbps: u64) -> f64 {
     mbps as f64 / 8000.0

@@ -31,6 +31,7 @@ pub mod memory;
 pub mod nccl_network;
 pub mod nccl_shared_nic;
 pub mod nccl_topology;
+pub mod nccl_tuning_causes;
 pub mod nic_load;
 pub mod slow_collective;
 pub mod slowdown;

@@ -14,7 +14,9 @@ use super::nvtx_pairing::{OpenRange, PairingLosses, RangeTracker};
 use super::Notes;
 use crate::error::InputError;
 use crate::model::*;
-use crate::nccl_plugin::{NcclComm, NcclPluginEvent, NcclProxyOp, NcclTask, TopoGpu, TopoGpuPath, TopoNic};
+use crate::nccl_plugin::{
+    NcclComm, NcclPluginEvent, NcclProxyOp, NcclSetting, NcclTask, TopoGpu, TopoGpuPath, TopoNic,
+};
 use tprof_format::topology::{NicKind, PathLevel};
 
 /// Open a ring file, as an input error naming the file.
@@ -257,7 +259,8 @@ impl RingConverter<'_, '_> {
             | Record::NcclProxy { .. }
             | Record::TopoGpu { .. }
             | Record::TopoNic { .. }
-            | Record::TopoGpuPath { .. } => self.on_nccl_plugin(rec),
+            | Record::TopoGpuPath { .. }
+            | Record::NcclSetting { .. } => self.on_nccl_plugin(rec),
             Record::Api { .. } => self.on_api(rec),
             Record::ApiRepeat { .. } => self.on_api_repeat(rec),
             Record::Kernel { .. } => self.on_kernel(rec),
@@ -634,6 +637,12 @@ impl RingConverter<'_, '_> {
                 peer,
                 level: PathLevel::from_u8(level),
                 nvlink: nvlink == 1,
+            }),
+            Record::NcclSetting { ts, name, value } => NcclPluginEvent::Setting(NcclSetting {
+                proc,
+                ts: self.clock.ns(ts),
+                name: self.names.get(name),
+                value: self.names.get(value),
             }),
             _ => return,
         };

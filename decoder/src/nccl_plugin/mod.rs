@@ -10,4 +10,4 @@ pub mod table;
 pub mod topology;
 
 pub use model::{NcclComm, NcclPluginEvent, NcclProxyOp, NcclTask};
-pub use topology::{TopoGpu, TopoGpuPath, TopoNic};
+pub use topology::{NcclSetting, TopoGpu, TopoGpuPath, TopoNic};

@@ -70,7 +70,7 @@ pub struct NcclProxyOp {
     pub wait_ns: u64,
 }
 
-/// One record of the plugin, or of the topology probe (records 25-27, once per process).
+/// One record of the plugin, or of the topology probe (records 25-27 and 34, once per process).
 #[derive(Debug, Clone, PartialEq)]
 pub enum NcclPluginEvent {
     Comm(NcclComm),
@@ -79,4 +79,5 @@ pub enum NcclPluginEvent {
     TopoGpu(super::topology::TopoGpu),
     TopoNic(super::topology::TopoNic),
     TopoPath(super::topology::TopoGpuPath),
+    Setting(super::topology::NcclSetting),
 }

@@ -72,6 +72,9 @@ pub fn render(p: &NcclPluginSummary, top: usize) -> String {
             ]);
         }
         out.push_str(&tb.render());
+        for s in &t.nccl_settings {
+            out.push_str(&format!("  {}={} (r{})\n", s.name, s.value, crate::convert::compress_ranges(&s.ranks)));
+        }
     }
     if p.analysis.iter().any(|b| b.allowed_gbps.is_some()) {
         out.push_str("\n== NCCL bandwidth against the links (busbw / what NVLink or the nodes' NICs allow)\n");

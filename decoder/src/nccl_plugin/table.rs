@@ -75,7 +75,7 @@ pub struct RankNccl {
     pub(super) comms: HashMap<u64, CommInfo>,
     pub(super) tasks: HashMap<(u64, CollOp, u64), TaskStats>,
     pub(super) links: HashMap<(u64, i32, bool), LinkStats>,
-    /// The topology records (25-27).
+    /// The topology records (25-27, 34).
     pub topo: super::topology::RankTopo,
     /// Per (comm, seq, peer, send): the span of the operations of one task on one link.
     open_spans: HashMap<(u64, u64, i32, bool), (u64, u64)>,
@@ -127,6 +127,12 @@ impl RankNccl {
             NcclPluginEvent::TopoGpu(g) => self.topo.gpu = Some(g.clone()),
             NcclPluginEvent::TopoNic(n) => self.topo.nics.push(n.clone()),
             NcclPluginEvent::TopoPath(p) => self.topo.paths.push(p.clone()),
+            NcclPluginEvent::Setting(s) => {
+                let (name, value) = (s.name.to_string(), s.value.to_string());
+                if !self.topo.settings.iter().any(|(n, _)| *n == name) {
+                    self.topo.settings.push((name, value));
+                }
+            }
             NcclPluginEvent::Proxy(p) => {
                 let l = self.links.entry((p.comm, p.peer, p.is_send)).or_default();
                 l.ops += 1;

@@ -1,5 +1,5 @@
-//! The topology records (25-27, once per process): the process's GPU, the node's network ports and
-//! the GPU's paths to the other GPUs; per rank ([`RankTopo`]) and merged into nodes (hosts) with
+//! The topology records (25-27 and 34, once per process): the process's GPU, the node's network
+//! ports, the GPU's paths to the other GPUs and the NCCL settings the environment set; per rank ([`RankTopo`]) and merged into nodes (hosts) with
 //! what their links carry ([`TopologySummary`]).
 
 use std::collections::BTreeMap;
@@ -44,12 +44,23 @@ pub struct TopoGpuPath {
     pub nvlink: bool,
 }
 
+/// One NCCL environment setting of a process (`NCCL_P2P_DISABLE=1`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NcclSetting {
+    pub proc: ProcId,
+    pub ts: Ns,
+    pub name: Name,
+    pub value: Name,
+}
+
 /// One process's topology records.
 #[derive(Debug, Clone, Default)]
 pub struct RankTopo {
     pub gpu: Option<TopoGpu>,
     pub nics: Vec<TopoNic>,
     pub paths: Vec<TopoGpuPath>,
+    /// (name, value) of the NCCL settings that were set.
+    pub settings: Vec<(String, String)>,
 }
 
 impl RankTopo {
@@ -111,10 +122,20 @@ pub struct GpuRow {
     pub nic_path: &'static str,
 }
 
+/// One NCCL setting and the ranks that had it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SettingRow {
+    pub name: String,
+    pub value: String,
+    pub ranks: Vec<u32>,
+}
+
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct TopologySummary {
     pub nodes: Vec<NodeRow>,
     pub gpus: Vec<GpuRow>,
+    /// The NCCL settings the ranks' environments set (by name, then value).
+    pub nccl_settings: Vec<SettingRow>,
 }
 
 impl TopologySummary {
@@ -125,13 +146,21 @@ impl TopologySummary {
     pub fn node(&self, host: &str) -> Option<&NodeRow> {
         self.nodes.iter().find(|n| n.host == host)
     }
+    /// The value of NCCL setting `name` on `rank`, when its environment set it.
+    pub fn setting(&self, name: &str, rank: u32) -> Option<&str> {
+        self.nccl_settings.iter().find(|s| s.name == name && s.ranks.contains(&rank)).map(|s| s.value.as_str())
+    }
 }
 
 /// Merges the ranks' topology; None when no rank recorded one.
 pub fn merge<'a>(ranks: impl Iterator<Item = (u32, &'a RankTopo)>) -> Option<TopologySummary> {
     let mut out = TopologySummary::default();
     let mut nodes: BTreeMap<String, NodeRow> = BTreeMap::new();
+    let mut settings: BTreeMap<(String, String), Vec<u32>> = BTreeMap::new();
     for (rank, t) in ranks {
+        for (name, value) in &t.settings {
+            settings.entry((name.clone(), value.clone())).or_default().push(rank);
+        }
         let Some(g) = &t.gpu else { continue };
         let host = g.host.to_string();
         let ports = t.network_ports();
@@ -180,5 +209,12 @@ pub fn merge<'a>(ranks: impl Iterator<Item = (u32, &'a RankTopo)>) -> Option<Top
         }
     }
     out.gpus.sort_by_key(|g| g.rank);
+    out.nccl_settings = settings
+        .into_iter()
+        .map(|((name, value), mut ranks)| {
+            ranks.sort_unstable();
+            SettingRow { name, value, ranks }
+        })
+        .collect();
     Some(out)
 }

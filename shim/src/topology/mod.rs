@@ -1,11 +1,14 @@
 //! The topology probe: once per process, on its own short-lived thread once the driver works, it
 //! writes what the node looks like from this process's GPU: `TopoGpu` (host, GPU, NUMA node,
 //! NVLinks), one `TopoNic` per network port (line rate, NUMA node, PCIe path from the GPU) and one
-//! `TopoGpuPath` per other GPU (NVML's common ancestor, NVLink P2P). Never on a hot path.
+//! `TopoGpuPath` per other GPU (NVML's common ancestor, NVLink P2P), and one `NcclSetting` per NCCL
+//! setting of `NCCL_SETTINGS` the environment or NCCL's configuration files set (`nccl_conf`).
+//! Never on a hot path.
 //!
 //! The GPU is the one the process's local rank uses (`CUDA_VISIBLE_DEVICES` respected), else the
 //! first. sysfs and procfs are read under `TPROF_SYSROOT` (default `/`; `%r` = the rank).
 
+pub mod nccl_conf;
 pub mod sysfs;
 
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -94,6 +97,9 @@ fn probe() {
             numa_node: numa,
             path: path as u8,
         });
+    }
+    for (name, value) in nccl_conf::settings(|n| std::env::var(n).ok(), &root) {
+        recorder::emit(Record::NcclSetting { ts: ticks::now(), name: intern(&name), value: intern(&value) });
     }
     if let (Some(n), Some(h)) = (&nvml, handle) {
         for peer in (0..count).filter(|&d| d != device) {

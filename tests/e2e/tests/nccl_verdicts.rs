@@ -8,7 +8,12 @@
 //! - the world communicator (2 nodes) at the NIC rate: `network_bound`;
 //! - node 1's NIC at 5 GB/s on a 25 GB/s line rate: `topology` (`degraded_link`, naming simnode1);
 //! - groups of 4 interleaved across the nodes: `topology` (`spread_over_nodes`);
-//! - 4 KiB all-reduces across the nodes: `cross_node_latency`.
+//! - 4 KiB all-reduces across the nodes: `cross_node_latency`;
+//! - groups of 4 with `NCCL_P2P_DISABLE=1` (SHM at the simulated 12 GB/s): `topology` (`p2p_disabled`);
+//! - groups of 4 with `NCCL_MAX_NCHANNELS=2` (20 GB/s a channel): `topology` (`too_few_channels`);
+//! - groups of 4 with `NCCL_PROTO=LL` (a quarter of the link): `topology` (`protocol_mismatch`);
+//! - node 1's NIC on the other socket (NUMA node 1, path SYS; 10 GB/s through host memory):
+//!   `topology` (`gpu_nic_cross_socket`, naming simnode1).
 //!
 //! The summary's topology (hosts, ranks per node, NIC line rate, NVLink) is checked against the fake
 //! sysfs and the simulated NVML, and the busbw against what the links allow against the truth.
@@ -31,8 +36,9 @@ fn write(p: &Path, text: &str) {
     std::fs::write(p, text).unwrap();
 }
 
-/// A fake sysfs per node, and `r<k>` links to its node's for each rank.
-fn fake_sysroot(base: &Path) -> String {
+/// A fake sysfs per node, and `r<k>` links to its node's for each rank. `cross_socket`: node 1's NIC
+/// sits under another host bridge on NUMA node 1 (its GPUs on NUMA node 0: path SYS).
+fn fake_sysroot(base: &Path, cross_socket: bool) -> String {
     for node in 0..2 {
         let root = base.join(format!("node{node}"));
         write(&root.join("proc/sys/kernel/hostname"), &format!("simnode{node}\n"));
@@ -43,9 +49,14 @@ fn fake_sysroot(base: &Path) -> String {
             write(&bridge.join(&id).join("numa_node"), "0\n");
             symlink(bridge.join(&id), root.join("sys/bus/pci/devices").join(&id)).unwrap();
         }
-        write(&bridge.join("0000:30:00.0/numa_node"), "0\n");
+        let (nic, numa) = if cross_socket && node == 1 {
+            (root.join("sys/devices/pci0000:80/0000:80:01.0/0000:b0:00.0"), "1\n")
+        } else {
+            (bridge.join("0000:30:00.0"), "0\n")
+        };
+        write(&nic.join("numa_node"), numa);
         write(&root.join("sys/class/infiniband/mlx5_0/ports/1/rate"), "200 Gb/sec (4X HDR)\n");
-        symlink(bridge.join("0000:30:00.0"), root.join("sys/class/infiniband/mlx5_0/device")).unwrap();
+        symlink(&nic, root.join("sys/class/infiniband/mlx5_0/device")).unwrap();
     }
     for r in 0..8 {
         symlink(base.join(format!("node{}", r / 4)), base.join(format!("r{r}"))).unwrap();
@@ -75,13 +86,16 @@ fn profile(name: &str, args: &[&str], extra_env: &[(&str, &str)]) -> Profiled {
     let prog = programs_dir().join("rt12_nccl_nodes");
     assert!(prog.exists(), "missing {}: make -C tests/programs", prog.display());
     let sys = temp_dir(&format!("{name}-sys"));
-    let root = fake_sysroot(&sys);
+    let cross_socket = extra_env.iter().any(|(k, _)| *k == "SIMGPU_NIC_NUMA_NODE1");
+    let root = fake_sysroot(&sys, cross_socket);
     let mut all = vec!["--ranks", "8"];
     all.extend_from_slice(args);
     let mut spec = RunSpec::new(&prog, &all, simgpu_dir())
         .env("SIMGPU_NODES", "2")
         .env("TPROF_RING_MB", "8")
-        .env("TPROF_SYSROOT", &root);
+        .env("TPROF_SYSROOT", &root)
+        // No user ~/.nccl.conf in the recorded settings (the fake sysroot has no etc/nccl.conf).
+        .env("NCCL_CONF_FILE", "/dev/null");
     for (k, v) in extra_env {
         spec = spec.env(k, v);
     }
@@ -116,6 +130,7 @@ fn only<'a>(p: &'a Profiled, kind: &str) -> &'a Value {
 
 fn check_topology(p: &Value) {
     let t = &p["topology"];
+    assert_eq!(t["nccl_settings"], serde_json::json!([]), "no NCCL_* setting in the environment");
     let nodes = t["nodes"].as_array().expect("topology nodes");
     let hosts: Vec<&str> = nodes.iter().map(|n| n["host"].as_str().unwrap()).collect();
     assert_eq!(hosts, ["simnode0", "simnode1"]);
@@ -194,4 +209,100 @@ fn small_all_reduces_across_nodes_are_cross_node_latency() {
     let e = &v["evidence"];
     assert_eq!(e["size_bucket"].as_u64().unwrap(), 4096, "{e}");
     assert!(e["bandwidth_time_share"].as_f64().unwrap() < 0.05, "4 KiB at 25 GB/s is nothing of 15 us: {e}");
+}
+
+/// The all-reduces' busbw from each instance's shortest kernel (the last rank to arrive: the transfer
+/// without waiting), over the instances (comm, seq) of `comm`.
+fn transfer_busbw(truth: &[Value], comm: &str) -> f64 {
+    let mut inst: std::collections::BTreeMap<u64, (f64, u64)> = Default::default();
+    for t in truth.iter().filter(|t| t["type"] == "collective" && t["op"] == "AllReduce" && t["comm"] == comm) {
+        let n = t["nranks"].as_u64().unwrap() as f64;
+        let bus = 2.0 * (n - 1.0) / n * t["bytes"].as_u64().unwrap() as f64;
+        let dur = t["end_ns"].as_u64().unwrap() - t["start_ns"].as_u64().unwrap();
+        let e = inst.entry(t["seq"].as_u64().unwrap()).or_insert((bus, dur));
+        e.1 = e.1.min(dur);
+    }
+    let (bus, dur) = inst.values().fold((0.0, 0u64), |(b, d), (x, y)| (b + x, d + y));
+    bus / dur as f64
+}
+
+/// Within 2% of the truth.
+fn near(got: f64, truth: f64) -> bool {
+    (got - truth).abs() <= 0.02 * truth
+}
+
+/// A `topology` verdict with `cause` on groups of 4 inside the nodes under `env`: its busbw is the
+/// truth's, the truth's transfers run at what the simulated NCCL's model gives (`want_gbps`, less
+/// the 5 us latency), the links allow NVLink's 100 GB/s.
+fn intra_group_cause(name: &str, env: &[(&str, &str)], cause: &str, want_gbps: f64) -> (Value, f64) {
+    let p = profile(name, &["--iters", "30", "--bytes", "16777216", "--group", "4"], env);
+    let v = only(&p, "topology");
+    let e = v["evidence"].clone();
+    assert_eq!(e["cause"], cause, "{e}");
+    let truth = truth_busbw(&p.truth, e["comm"].as_str());
+    let got = e["busbw_gbps"].as_f64().unwrap();
+    assert!(near(got, truth), "busbw {got} vs truth {truth}: {e}");
+    let transfer = transfer_busbw(&p.truth, e["comm"].as_str().unwrap());
+    assert!(near(transfer, want_gbps), "truth's transfers at {transfer} GB/s vs the model's {want_gbps}");
+    assert_eq!(e["allowed_gbps"].as_f64(), Some(100.0), "{e}");
+    let set: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    assert_eq!(e["settings"], serde_json::json!(set), "the setting named: {e}");
+    let rows = p.plugin["topology"]["nccl_settings"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!((rows[0]["name"].as_str(), rows[0]["ranks"].as_array().unwrap().len()), (Some(env[0].0), 8));
+    assert!(!v["advice"].as_array().unwrap().is_empty(), "{v}");
+    (e, truth)
+}
+
+#[test]
+fn p2p_disabled_inside_nodes_falls_back_to_shm() {
+    // SHM moves 12 GB/s (the simulator's host-memory rate) where NVLink allows 100.
+    let (e, _) = intra_group_cause("nccl-v-p2p", &[("NCCL_P2P_DISABLE", "1")], "p2p_disabled", 12.0);
+    assert_eq!(e["link_gbps"].as_f64(), Some(100.0), "the NVLink P2P rate: {e}");
+}
+
+#[test]
+fn max_nchannels_two_is_too_few_channels() {
+    // 2 channels x 20 GB/s = 40 GB/s of transfer; the 100 GB/s links need 5 channels at that rate,
+    // more at the rate the kernels reach with the ranks' arrival skew of a loaded machine.
+    let (e, truth) = intra_group_cause("nccl-v-channels", &[("NCCL_MAX_NCHANNELS", "2")], "too_few_channels", 40.0);
+    assert_eq!(e["nchannels"].as_u64(), Some(2), "{e}");
+    let needed = e["channels_needed"].as_f64().unwrap();
+    assert!(
+        needed >= 5.0 && (needed - 100.0 / (truth / 2.0)).abs() <= 0.6,
+        "100 GB/s over the truth's {truth} / 2: {e}"
+    );
+    assert!(near(e["per_channel_gbps"].as_f64().unwrap(), truth / 2.0), "the truth's busbw over 2 channels: {e}");
+}
+
+#[test]
+fn forced_ll_on_large_messages_is_a_protocol_mismatch() {
+    // NCCL's model: LL reaches a quarter of Simple's bandwidth on an all-reduce.
+    let (e, _) = intra_group_cause("nccl-v-proto", &[("NCCL_PROTO", "LL")], "protocol_mismatch", 25.0);
+    assert_eq!((e["proto"].as_str(), e["algo"].as_str()), (Some("LL"), Some("RING")), "{e}");
+}
+
+#[test]
+fn nic_across_sockets_on_one_node_is_named() {
+    let p = profile("nccl-v-xsocket", &["--iters", "30", "--bytes", "16777216"], &[("SIMGPU_NIC_NUMA_NODE1", "1")]);
+    let gpus = p.plugin["topology"]["gpus"].as_array().unwrap();
+    for g in gpus {
+        let want = if g["host"] == "simnode1" { "SYS" } else { "PXB" };
+        assert_eq!(g["nic_path"].as_str(), Some(want), "{g}");
+    }
+    let v = only(&p, "topology");
+    let e = &v["evidence"];
+    assert_eq!(e["cause"], "gpu_nic_cross_socket", "{e}");
+    assert_eq!(
+        (e["degraded_hosts"].clone(), e["nic_path"].as_str()),
+        (serde_json::json!(["simnode1"]), Some("SYS")),
+        "{e}"
+    );
+    let link = e["link_gbps"].as_f64().unwrap();
+    // 10 GB/s across the sockets; the proxy thread's wire times carry some jitter (see degraded_link).
+    assert!((link - 10.0).abs() < 1.5, "node 1 sends at the 10 GB/s cross-socket rate: {e}");
+    assert_eq!(e["line_rate_gbps"].as_f64(), Some(25.0), "{e}");
+    let truth = truth_busbw(&p.truth, None);
+    assert!(near(e["busbw_gbps"].as_f64().unwrap(), truth), "busbw vs truth {truth}: {e}");
+    assert!(v["ranks"].as_array().unwrap().iter().all(|r| r.as_u64().unwrap() >= 4), "{v}");
 }

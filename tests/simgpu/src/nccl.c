@@ -6,7 +6,8 @@
  * a deferred kernel on the caller's stream (inside a DRIVER-domain cuLaunchKernelEx API call, as
  * real NCCL launches); the kernel's start is this rank's arrival, published in the segment when
  * the core first polls it; it ends, on every rank, at max(arrivals) + latency + bus bytes / link
- * bandwidth (nccl-tests bus factors). Layout of the segment: nccl_internal.h.
+ * bandwidth (nccl-tests bus factors; the transport, channels and protocol NCCL_* settings give
+ * and their rates: nccl_tuning.h). Layout of the segment: nccl_internal.h.
  *
  * Groups: collectives queued between ncclGroupStart/End are launched one kernel each, in call
  * order, at the outermost ncclGroupEnd; the send/recv of a group are fused into one
@@ -33,6 +34,7 @@
 #define _GNU_SOURCE
 #include "nccl_internal.h"
 #include "nccl_profiler.h"
+#include "nccl_tuning.h"
 #include "nic_counters.h"
 #include "core_internal.h"
 #include "simgpu_core.h"
@@ -154,6 +156,7 @@ struct ncclComm {
     int64_t async_error_at;
     sgp_comm prof;               /* the profiler plugin's context (nccl_profiler.c) */
     int node, nnodes;            /* this rank's node; nodes the communicator spans */
+    int ppn;                     /* the communicator's ranks on this rank's node */
     int ring_send, ring_recv;    /* ring neighbours on other nodes (-1: same node) */
     struct ncclComm *next;
 };
@@ -335,6 +338,8 @@ static void comm_ready(struct ncclComm *c)
         nnodes += !seen;
     }
     c->nnodes = nnodes ? nnodes : 1;
+    c->ppn = 0;
+    for (int r = 0; r < n; r++) c->ppn += slots[r].pad == slots[c->rank].pad;
     int next = (c->rank + 1) % n, prev = (c->rank + n - 1) % n;
     c->ring_send = slots[next].pad != slots[c->rank].pad ? next : -1;
     c->ring_recv = slots[prev].pad != slots[c->rank].pad ? prev : -1;
@@ -575,25 +580,24 @@ static sg_stream *comm_stream(struct ncclComm *c, void *stream)
     return s;
 }
 
-/* A collective's time on a communicator spanning nodes: bounded by this rank's NIC. */
+/* A point-to-point transfer's time across nodes: bounded by this rank's NIC (and its path to it). */
 static uint64_t net_ns(const struct ncclComm *c, double bus_bytes)
 {
-    double gbps = sg_link_gbps(), nic = sgp_nic_gbps(c->node);
+    double gbps = sg_link_gbps(), nic = sgt_nic_path_gbps(c->node, sgp_nic_gbps(c->node));
     if (nic < gbps) gbps = nic;
     if (gbps <= 0) gbps = 1e-9;
     return (uint64_t)(sg_link_latency_us() * 1000.0 + sgp_nic_latency_ns() + bus_bytes / gbps + 0.5);
 }
 
-/* What NCCL's tuner would pick: protocol by size, tree for small collectives across nodes, fewer
- * channels for small messages (SIMGPU_NCCL_CHANNELS, default 8, for 256 KiB and more). */
-static void choose(const struct ncclComm *c, int op, double bytes, sgp_task *t)
+/* A collective's time: latency (and the NIC's across nodes) + bus bytes at the rate its transport,
+ * channels and protocol reach (nccl_tuning.c). */
+static uint64_t coll_ns(const struct ncclComm *c, int kind, double bytes, double bus_bytes, const sgp_task *t)
 {
-    t->proto = bytes <= 65536 ? "LL" : bytes <= 524288 ? "LL128" : "SIMPLE";
-    t->algo = c->nnodes > 1 && op == OP_ALLREDUCE && bytes <= 262144 ? "TREE" : "RING";
-    const char *ch = getenv("SIMGPU_NCCL_CHANNELS");
-    int nch = ch && atoi(ch) > 0 ? atoi(ch) : 8;
-    t->nchannels = bytes < 262144 ? (nch < 2 ? nch : 2) : nch;
-    t->nwarps = bytes <= 524288 ? 8 : 16;
+    double nic = sgp_nic_gbps(c->node);
+    double gbps = sgt_rate(c->nnodes, c->ppn, c->node, kind, bytes, t, sg_link_gbps(), nic);
+    if (gbps <= 0) gbps = 1e-9;
+    double lat = sg_link_latency_us() * 1000.0 + (c->nnodes > 1 ? sgp_nic_latency_ns() : 0.0);
+    return (uint64_t)(lat + bus_bytes / gbps + 0.5);
 }
 
 static const char *nccl_func_name(int op)
@@ -611,7 +615,7 @@ static const char *nccl_dtype_name(int dt)
 
 static uint64_t link_ns(double bus_bytes)
 {
-    double gbps = sg_link_gbps();
+    double gbps = sgt_intra_gbps(sg_link_gbps(), sgp_nic_gbps(sgp_node()));
     double lat = sg_link_latency_us() * 1000.0;
     if (gbps <= 0) gbps = 1e-9;
     return (uint64_t)(lat + bus_bytes / gbps + 0.5); /* GB/s = bytes per ns */
@@ -687,7 +691,6 @@ static void launch_coll(const qop *q)
     a->gen = c->gen;
     a->idx = q->idx;
     a->seq = q->seq;
-    a->dur_ns = c->nnodes > 1 ? net_ns(c, bus) : link_ns(bus);
     a->sig = (uint64_t)q->op | ((uint64_t)(q->dtype & 0xff) << 8) | ((uint64_t)(q->redop & 0xff) << 16) |
              ((uint64_t)((q->root + 1) & 0xffff) << 24);
     a->count = q->count;
@@ -701,7 +704,9 @@ static void launch_coll(const qop *q)
     sg_collective_desc cd = {op_truth_name(q->op), c->hex, q->seq, (uint64_t)bytes, n};
     sgp_task t = {0, c->coll_seq[q->op]++, nccl_func_name(q->op), nccl_dtype_name(q->dtype), NULL, NULL, q->count,
                   q->root, 0, 0};
-    choose(c, q->op, (double)q->count * (double)dtype_size(q->dtype), &t);
+    int kind = q->op == OP_ALLREDUCE ? SGT_ALLREDUCE : q->op == OP_REDUCE ? SGT_REDUCE : SGT_OTHER;
+    sgt_choose(c->nnodes, kind, bytes, &t);
+    a->dur_ns = coll_ns(c, kind, bytes, bus, &t);
     void *group = sgp_group_start(&c->prof);
     void *task = sgp_task_start(&c->prof, q->api, group, c->rank, &t);
     sgp_job j = {c->prof.ctx, task, c->prof.mask, t.nchannels, 0, 0, 0, c->ring_send, c->ring_recv,

@@ -15,6 +15,7 @@
  * 10) once per collective that crosses nodes; SIMGPU_NIC_OTHER_GBPS_NODE<k> of other traffic on node
  * k's NIC leaves NCCL the rest; SIMGPU_NIC_COUNTERS: the NIC's counters in a fake sysfs (nic_counters.c). A proxy step is on the wire for this rank's own share
  * of the transfer (its node's NIC); after the last step the operation waits for the slowest rank.
+ * Transports, channels, protocols and a NIC across sockets: nccl_tuning.h.
  */
 #ifndef SIMGPU_NCCL_PROFILER_H
 #define SIMGPU_NCCL_PROFILER_H
