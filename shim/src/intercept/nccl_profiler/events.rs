@@ -36,7 +36,7 @@ pub const SLOTS: usize = 4096;
 /// Communicators the plugin can be initialised for at once.
 pub const CONTEXTS: usize = 256;
 
-const FIELDS: usize = 12;
+const FIELDS: usize = 13;
 
 /// What a slot holds.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -64,7 +64,8 @@ const T_GPU_START: usize = 8;
 const T_GPU_END: usize = 9;
 const T_CHANNELS: usize = 10;
 const T_CORR: usize = 11;
-// Api:
+const T_RETIRE: usize = 12; // 1: kept readable after its record (see RETIRED)
+                            // Api:
 const A_GRAPH: usize = 0;
 // ProxyOp:
 const P_COMM: usize = 0;
@@ -161,6 +162,12 @@ static CONTEXT_POOL: [Context; CONTEXTS] = [const {
 // Powers of two: a handle's index and offset are a shift and a mask.
 const _: () = assert!(std::mem::size_of::<Slot>() == 128 && std::mem::size_of::<Context>() == 32);
 static CURSOR: AtomicU32 = AtomicU32::new(0);
+/// Tasks written with no kernel channel to wait for (interface versions 1-3) are kept readable for
+/// the proxy operations NCCL starts after it stopped the task (their parent): the last
+/// [`RETIRED_KEPT`] of them, index + 1 (0: none), each freed when a newer one takes its place.
+const RETIRED_KEPT: usize = 256;
+static RETIRED: [AtomicU32; RETIRED_KEPT] = [const { AtomicU32::new(0) }; RETIRED_KEPT];
+static RETIRED_NEXT: AtomicU32 = AtomicU32::new(0);
 /// Starts refused because the pool was full (reported by tests and `tprof info` later).
 pub static POOL_FULL: AtomicU64 = AtomicU64::new(0);
 
@@ -320,7 +327,9 @@ pub fn start_task(ctx: &Context, parent: usize, d: &TaskDescr, correlation: u32)
     s.set(T_GPU_END, 0);
     s.set(T_CHANNELS, 0);
     s.set(T_CORR, correlation as u64);
-    let channels = if ctx.kernel_timers.load(Relaxed) { d.nchannels as u32 } else { 0 };
+    let timers = ctx.kernel_timers.load(Relaxed);
+    let channels = if timers { d.nchannels as u32 } else { 0 };
+    s.set(T_RETIRE, !timers as u64);
     s.pending.store(1 + channels, Release);
     Some(handle_of(i))
 }
@@ -506,7 +515,21 @@ fn stop_slot(handle: usize) {
 fn finish_task(s: &Slot) {
     if s.pending.fetch_sub(1, AcqRel) == 1 {
         emit_task(s);
-        free(s);
+        if s.get(T_RETIRE) == 1 {
+            retire(s);
+        } else {
+            free(s);
+        }
+    }
+}
+
+/// Keeps a written task readable (its slot stays a task) until [`RETIRED_KEPT`] newer ones were.
+fn retire(s: &Slot) {
+    let Some(i) = index_in(&POOL, s as *const Slot as usize) else { return free(s) };
+    let at = RETIRED_NEXT.fetch_add(1, Relaxed) as usize % RETIRED_KEPT;
+    let old = RETIRED[at].swap(i as u32 + 1, AcqRel);
+    if old != 0 {
+        free(&POOL[old as usize - 1]);
     }
 }
 
