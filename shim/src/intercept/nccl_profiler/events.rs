@@ -65,8 +65,7 @@ const T_GPU_END: usize = 9;
 const T_CHANNELS: usize = 10;
 const T_CORR: usize = 11;
 const T_RETIRE: usize = 12; // 1: kept readable after its record (see RETIRED)
-                            // Api:
-const A_GRAPH: usize = 0;
+
 // ProxyOp:
 const P_COMM: usize = 0;
 const P_SEQ: usize = 1;
@@ -299,10 +298,17 @@ pub struct TaskDescr {
     pub peer: i32,
 }
 
-/// The graph-captured flag of the API event `parent` (2: unknown).
+/// API events (interface v5+) say only whether the call was captured into a CUDA graph, so they
+/// take no slot: the handle is one of these two markers (not captured, captured). A task's parent
+/// API handle then keeps its meaning after the API event stopped, which is what a graph replay
+/// needs: NCCL captures the API event once, and each replay's host callback (`hostStreamPlanTask`)
+/// starts the task again with that capture-time handle as its parent.
+static API_MARKERS: [u8; 2] = [0, 1];
+
+/// The graph-captured flag of the API event `parent` (2: unknown, no API event).
 fn graph_flag(parent: usize) -> u64 {
-    match slot_at(parent) {
-        Some((_, s)) if s.kind() == Kind::Api => s.get(A_GRAPH),
+    match parent.wrapping_sub(API_MARKERS.as_ptr() as usize) {
+        f @ (0 | 1) => f as u64,
         _ => 2,
     }
 }
@@ -335,9 +341,7 @@ pub fn start_task(ctx: &Context, parent: usize, d: &TaskDescr, correlation: u32)
 }
 
 pub fn start_api(graph_captured: bool) -> Option<usize> {
-    let i = alloc(Kind::Api)?;
-    POOL[i].set(A_GRAPH, graph_captured as u64);
-    Some(handle_of(i))
+    Some(&API_MARKERS[graph_captured as usize] as *const u8 as usize)
 }
 
 /// A proxy operation of the task `parent` (None when the parent is unknown, stale or in another
@@ -685,6 +689,43 @@ mod tests {
         free(s1);
         free(o);
         free(slot_at(task).unwrap().1);
+        ctx.used.store(false, Release);
+    }
+
+    #[test]
+    fn a_graph_replay_keeps_the_capture_flag_of_its_stopped_api_event() {
+        let ctx = context_at(context_new(0x79, false).unwrap()).unwrap();
+        let d = TaskDescr {
+            comm: 0,
+            op: CollOp::AllReduce,
+            seq: 0,
+            count: 1,
+            datatype: StrId::NONE,
+            algo: StrId::NONE,
+            proto: StrId::NONE,
+            nchannels: 1,
+            nwarps: 1,
+            peer: -1,
+        };
+        // Capture: the API event starts (captured) and stops; uncaptured calls come and go.
+        let captured = start_api(true).unwrap();
+        stop(captured);
+        let eager = start_api(false).unwrap();
+        stop(eager);
+        // Three replays, each starting the task with the capture-time API handle.
+        for seq in 0..3 {
+            let t = start_task(ctx, captured, &TaskDescr { seq, ..d }, 0).unwrap();
+            let (_, s) = slot_at(t).unwrap();
+            assert_eq!(s.get(T_PROTO) >> 56, 1, "replay {seq}: captured");
+            free(s);
+        }
+        let t = start_task(ctx, eager, &d, 0).unwrap();
+        assert_eq!(slot_at(t).unwrap().1.get(T_PROTO) >> 56, 0, "not captured");
+        free(slot_at(t).unwrap().1);
+        let t = start_task(ctx, 0, &d, 0).unwrap();
+        assert_eq!(slot_at(t).unwrap().1.get(T_PROTO) >> 56, 2, "no API event (v1-v4): unknown");
+        free(slot_at(t).unwrap().1);
+        assert!(slot_at(captured).is_none() && step_at(captured).is_none(), "a marker is no slot");
         ctx.used.store(false, Release);
     }
 
