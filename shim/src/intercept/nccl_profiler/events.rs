@@ -85,8 +85,9 @@ const S_BYTES: usize = 2;
 const WAY_FIELDS: usize = 3;
 /// Step ways of a proxy operation.
 pub const STEP_WAYS: usize = 8;
-/// One step in this many of a proxy operation is timed.
-pub const STEP_SAMPLE: u64 = 4;
+/// One step in this many of a proxy operation is timed (4 made the degraded-link verdict flaky on
+/// the loaded simulator, 2 of 11 runs, where its steps are far from uniform; 2: 8 of 8 passed).
+pub const STEP_SAMPLE: u64 = 2;
 // KernelCh: the parent link only.
 
 // The class of a step way's state (S_CLASS).
@@ -640,7 +641,7 @@ mod tests {
     }
 
     #[test]
-    fn one_step_in_four_is_timed_reads_the_clock_on_class_changes_and_is_scaled_to_all() {
+    fn one_step_in_step_sample_is_timed_reads_the_clock_on_class_changes_and_is_scaled_to_all() {
         let ctx = context_at(context_new(0x78, false).unwrap()).unwrap();
         let d = TaskDescr {
             comm: 0,
@@ -655,7 +656,7 @@ mod tests {
             peer: -1,
         };
         let task = start_task(ctx, 0, &d, 0).unwrap();
-        // seq 1 + channel 2 + send 1 = 4: the steps started 0th and 4th are timed.
+        // seq 1 + channel 2 + send 1 = 4 = 0 mod STEP_SAMPLE (2 or 4): steps 0, STEP_SAMPLE, ... timed.
         let descr = ProxyOpDescr { pid: std::process::id() as i32, channel: 2, peer: 1, is_send: true, nsteps: 8 };
         let op = start_proxy_op(ctx, task, &descr).unwrap();
         let (oi, o) = slot_at(op).unwrap();
@@ -668,13 +669,14 @@ mod tests {
             record_state(st, state::PROXY_STEP_SEND_PEER_WAIT_V4, Some(0), None);
             assert_eq!(w[S_LAST_TS].load(Relaxed), first, "waiting -> waiting reads no clock");
             record_state(st, state::PROXY_STEP_SEND_WAIT, Some(100), None);
-            let timed = k % 4 == 0;
+            let timed = k % STEP_SAMPLE == 0;
             assert_eq!(w[S_CLASS].load(Relaxed), if timed { ON_WIRE } else { UNTIMED }, "step {k}");
             stop(st);
         }
-        assert_eq!((o.get(P_STEPS), o.get(P_TIMED), o.get(P_BYTES)), (8, 2, 800), "counts and bytes exact");
-        // Ticks are monotonic ns in unit tests (no `ticks::init`): two timed steps waited >= 50 us each.
-        assert!(o.get(P_WAIT) >= 2 * 50_000, "the timed steps' waiting was counted: {}", o.get(P_WAIT));
+        let timed = 8 / STEP_SAMPLE;
+        assert_eq!((o.get(P_STEPS), o.get(P_TIMED), o.get(P_BYTES)), (8, timed, 800), "counts and bytes exact");
+        // Ticks are monotonic ns in unit tests (no `ticks::init`): each timed step waited >= 50 us.
+        assert!(o.get(P_WAIT) >= timed * 50_000, "the timed steps' waiting was counted: {}", o.get(P_WAIT));
         assert_eq!(scaled(10, 2, 8), 40);
         assert_eq!((scaled(10, 0, 8), scaled(10, 8, 8)), (10, 10), "nothing timed, or all: as measured");
 
