@@ -86,7 +86,7 @@ const WAY_FIELDS: usize = 3;
 /// Step ways of a proxy operation.
 pub const STEP_WAYS: usize = 8;
 /// One step in this many of a proxy operation is timed (4 made the degraded-link verdict flaky on
-/// the loaded simulator, 2 of 11 runs, where its steps are far from uniform; 2: 8 of 8 passed).
+/// the loaded simulator, 2 of 11 runs, where its steps are far from uniform; 2: 13 of 13 passed).
 pub const STEP_SAMPLE: u64 = 2;
 // KernelCh: the parent link only.
 
