@@ -371,7 +371,8 @@ pub enum Record {
     /// NCCL profiler plugin: one proxy operation (network send or receive on one channel with one
     /// peer) summarised over its steps. `start`/`end`: the operation (ticks); `wire` ticks the steps
     /// spent on the network (send: posted until done; receive: posted until data arrived), `wait`
-    /// ticks waiting for the GPU, peer credits or flushes; `bytes`: the steps' transfer sizes summed.
+    /// ticks waiting for the GPU, peer credits or flushes (since 2026-12-02 measured on one step in 2
+    /// and scaled to all steps by the shim); `bytes`: the steps' transfer sizes summed.
     NcclProxy {
         comm: u64,
         seq: u64,

@@ -4,8 +4,11 @@
 //! one 8-channel all-reduce (API, group and task events, 8 kernel channels; with proxy operations:
 //! 16 operations of 4 steps) and prints the calling thread's CPU ns per collective, per mode; the median of the rounds is
 //! reported, with the share of a 1 MiB all-reduce of 20 us (8 GPUs on one NVLink node, ~90 GB/s
-//! busbw) and of 100 us (across nodes). Environment: `TPROF_LIB`, `BENCH_CALLS` (default 200000),
-//! `BENCH_ROUNDS` (default 5).
+//! busbw) and of 100 us (across nodes). The driver fills the proxy operations' `pid` from one
+//! `getpid` as NCCL does (it reads it once, when it loads the plugin): a `getpid` per operation cost
+//! ~2 us of driver time per collective on the reference VM. Environment: `TPROF_LIB` (run `main`'s
+//! library against this one alternately to compare), `BENCH_CALLS` (default 200000), `BENCH_ROUNDS`
+//! (default 5).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -16,8 +16,8 @@ pub fn render(p: &NcclPluginSummary, top: usize) -> String {
         tb.row(vec![
             c.comm.clone(),
             if c.name.is_empty() { "-".into() } else { c.name.clone() },
-            c.nranks.to_string(),
-            c.nnodes.to_string(),
+            c.nranks.map_or("-".into(), |v| v.to_string()),
+            c.nnodes.map_or("-".into(), |v| v.to_string()),
             c.scope.to_string(),
             c.ranks_seen.to_string(),
             format!("v{}", c.plugin_version),
@@ -51,8 +51,8 @@ pub fn render(p: &NcclPluginSummary, top: usize) -> String {
             if o.proto.is_empty() { "-".into() } else { o.proto.clone() },
             o.nchannels.to_string(),
             if o.gpu_timed > 0 { duration(o.mean_gpu_ns) } else { "-".into() },
-            format!("{:.2}", o.algbw_gbps),
-            format!("{:.2}", o.busbw_gbps),
+            o.algbw_gbps.map_or("-".into(), |v| format!("{v:.2}")),
+            o.busbw_gbps.map_or("-".into(), |v| format!("{v:.2}")),
         ]);
     }
     out.push_str(&tb.render());
@@ -130,7 +130,7 @@ pub fn render(p: &NcclPluginSummary, top: usize) -> String {
         for l in p.links.iter().take(shown) {
             tb.row(vec![
                 l.comm[..8].to_string(),
-                l.rank.to_string(),
+                l.rank.map_or("-".into(), |v| v.to_string()),
                 l.peer.to_string(),
                 l.direction.to_string(),
                 l.ops.to_string(),

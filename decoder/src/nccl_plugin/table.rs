@@ -43,6 +43,14 @@ pub(super) struct CommInfo {
     pub(super) version: u8,
 }
 
+impl CommInfo {
+    /// NCCL's `init` described the communicator (ranks, nodes, this rank): plugin versions 4 and
+    /// later; versions 1-3 say nothing, and what they do not say stays absent.
+    pub(super) fn described(&self) -> bool {
+        self.version >= 4
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub(super) struct TaskStats {
     pub(super) calls: u64,
@@ -172,10 +180,11 @@ impl RankNccl {
 pub struct CommRow {
     pub comm: String,
     pub name: String,
-    pub nranks: u32,
-    pub nnodes: u32,
+    /// None: the plugin version's `init` does not say (versions 1-3).
+    pub nranks: Option<u32>,
+    pub nnodes: Option<u32>,
     pub ranks_seen: u32,
-    /// "intra-node" or "inter-node".
+    /// "intra-node", "inter-node", or "unknown" (versions 1-3).
     pub scope: &'static str,
     pub plugin_version: u8,
 }
@@ -186,7 +195,8 @@ pub struct OpRow {
     pub comm: String,
     pub op: String,
     pub size_bucket: u64,
-    pub nranks: u32,
+    /// None: no `init` described the communicator (plugin versions 1-3).
+    pub nranks: Option<u32>,
     pub scope: &'static str,
     /// Tasks, over every rank.
     pub calls: u64,
@@ -198,15 +208,17 @@ pub struct OpRow {
     pub graph_captured: u64,
     pub gpu_timed: u64,
     pub mean_gpu_ns: u64,
-    pub algbw_gbps: f64,
-    pub busbw_gbps: f64,
+    /// None without kernel-channel GPU timers (versions 1-3) or, for busbw, without the ranks.
+    pub algbw_gbps: Option<f64>,
+    pub busbw_gbps: Option<f64>,
 }
 
 /// One rank's network link to a peer (one direction), from the proxy operations.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct LinkRow {
     pub comm: String,
-    pub rank: u32,
+    /// The rank in the communicator (None: not described, plugin versions 1-3).
+    pub rank: Option<u32>,
     pub peer: i32,
     pub direction: &'static str,
     pub ops: u64,
@@ -243,8 +255,10 @@ fn most<K: Clone + Default>(m: &BTreeMap<K, u64>) -> K {
     m.iter().max_by_key(|(_, &n)| n).map(|(k, _)| k.clone()).unwrap_or_default()
 }
 
-fn scope(nnodes: u32) -> &'static str {
-    if nnodes > 1 {
+fn scope(c: &CommInfo) -> &'static str {
+    if !c.described() {
+        "unknown"
+    } else if c.nnodes > 1 {
         "inter-node"
     } else {
         "intra-node"
@@ -271,10 +285,10 @@ pub fn merge<'a>(ranks: impl Iterator<Item = (u32, &'a RankNccl)>) -> Option<Ncc
             .map(|(&id, (c, seen))| CommRow {
                 comm: hex(id),
                 name: c.name.clone(),
-                nranks: c.nranks,
-                nnodes: c.nnodes,
+                nranks: c.described().then_some(c.nranks),
+                nnodes: c.described().then_some(c.nnodes),
                 ranks_seen: *seen,
-                scope: scope(c.nnodes),
+                scope: scope(c),
                 plugin_version: c.version,
             })
             .collect(),
@@ -306,7 +320,7 @@ pub fn merge<'a>(ranks: impl Iterator<Item = (u32, &'a RankNccl)>) -> Option<Ncc
         let c = comms.get(&comm).map(|(c, _)| c.clone()).unwrap_or_default();
         let mean_gpu_ns = t.gpu_ns.checked_div(t.gpu_timed).unwrap_or(0);
         let mean_bytes = t.bytes as f64 / t.calls.max(1) as f64;
-        let algbw = if mean_gpu_ns > 0 { mean_bytes / mean_gpu_ns as f64 } else { 0.0 };
+        let algbw = (mean_gpu_ns > 0).then(|| mean_bytes / mean_gpu_ns as f64);
         all_ns += t.gpu_ns;
         if c.nnodes > 1 {
             inter_ns += t.gpu_ns;
@@ -315,8 +329,8 @@ pub fn merge<'a>(ranks: impl Iterator<Item = (u32, &'a RankNccl)>) -> Option<Ncc
             comm: hex(comm),
             op: op.name().to_string(),
             size_bucket: bucket,
-            nranks: c.nranks,
-            scope: scope(c.nnodes),
+            nranks: c.described().then_some(c.nranks),
+            scope: scope(&c),
             calls: t.calls,
             algo: most(&t.algos),
             proto: most(&t.protos),
@@ -326,13 +340,13 @@ pub fn merge<'a>(ranks: impl Iterator<Item = (u32, &'a RankNccl)>) -> Option<Ncc
             gpu_timed: t.gpu_timed,
             mean_gpu_ns,
             algbw_gbps: algbw,
-            busbw_gbps: algbw * bus_factor(op, c.nranks.max(1)),
+            busbw_gbps: algbw.filter(|_| c.described()).map(|a| a * bus_factor(op, c.nranks.max(1))),
         });
     }
     out.inter_node_share = if all_ns > 0 { inter_ns as f64 / all_ns as f64 } else { 0.0 };
     for r in &ranks {
         for (&(comm, peer, send), l) in &r.links {
-            let rank = r.comms.get(&comm).map_or(0, |c| c.rank);
+            let rank = r.comms.get(&comm).filter(|c| c.described()).map(|c| c.rank);
             let busy = l.wire_ns + l.wait_ns;
             out.links.push(LinkRow {
                 comm: hex(comm),

@@ -36,8 +36,8 @@ pub fn section(h: &mut String, d: &ReportData) {
             "<h3>communicator {}{} &middot; {} ranks on {} nodes &middot; {}</h3>",
             &c.comm[..8],
             if c.name.is_empty() { String::new() } else { format!(" ({})", esc(&c.name)) },
-            c.nranks,
-            c.nnodes,
+            c.nranks.map_or("?".into(), |v| v.to_string()),
+            c.nnodes.map_or("?".into(), |v| v.to_string()),
             c.scope
         );
         h.push_str("<table><thead><tr><th class=\"l\">op</th><th>size &le;</th><th>tasks</th><th class=\"l\">algo / proto / channels</th><th>mean time</th><th>busbw GB/s</th><th>allowed GB/s</th><th>of link</th><th>bandwidth part of time</th></tr></thead><tbody>");
@@ -46,7 +46,7 @@ pub fn section(h: &mut String, d: &ReportData) {
             let pct = |x: Option<f64>| x.map_or("-".to_string(), share_whole);
             let _ = write!(
                 h,
-                "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td class=\"l\">{} / {} / {}</td><td>{}</td><td><b>{:.1}</b></td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td class=\"l\">{} / {} / {}</td><td>{}</td><td><b>{}</b></td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 esc(&o.op),
                 byte_size(o.size_bucket),
                 o.calls,
@@ -54,7 +54,7 @@ pub fn section(h: &mut String, d: &ReportData) {
                 esc(&o.proto),
                 o.nchannels,
                 millis_or_seconds(o.mean_gpu_ns),
-                o.busbw_gbps,
+                o.busbw_gbps.map_or("-".into(), |v| format!("{v:.1}")),
                 a.and_then(|a| a.allowed_gbps).map_or("-".into(), |x| format!("{x:.1} ({})", a.map_or("-", |a| a.limit))),
                 pct(a.and_then(|a| a.link_share)),
                 pct(a.and_then(|a| a.bandwidth_time_share)),

@@ -162,3 +162,61 @@ fn contiguous_groups_stay_on_their_node_and_interleaved_ones_span_both() {
     assert_eq!(check(&p, &truth, &l, 4), ["inter-node", "inter-node"]);
     let _ = std::fs::remove_dir_all(run.out_dir.parent().unwrap());
 }
+
+/// Versions 1-3 (NCCL 2.23-2.24) and 5 (2.27-2.28), each driven by the simulated NCCL with the newer
+/// tables hidden: v5 as v6; v1-v3 give what their structs carry (the task's algorithm, protocol and
+/// channels, v1's numeric ones included; the operations' bytes, cumulative on their own states) and
+/// leave absent what they do not (init's ranks and nodes, hence scope and the rank of a link; GPU
+/// timers, hence bandwidth): null in the JSON, never zero.
+#[test]
+fn older_plugin_versions_record_what_their_structs_carry_and_nothing_else() {
+    let l = layout(None);
+    let (p, truth, run) = profile("nccl-plugin-v5", &l, &[("SIMGPU_NCCL_PROFILER_MAX_VERSION", "5")]);
+    assert_eq!(check(&p, &truth, &l, 5), ["inter-node"]);
+    let _ = std::fs::remove_dir_all(run.out_dir.parent().unwrap());
+
+    // The ring's cross-node bytes per (peer, direction): links carry no rank in versions 1-3.
+    let n = 8usize;
+    let per_task = 8 * ((2.0 * (n as f64 - 1.0) / n as f64 * BYTES as f64) / 8.0) as u64;
+    let mut want: BTreeMap<(i64, &str), u64> = BTreeMap::new();
+    for i in 0..n {
+        let next = (i + 1) % n;
+        if node(next as u64) != node(i as u64) {
+            *want.entry((next as i64, "send")).or_default() += per_task * ITERS;
+            *want.entry((i as i64, "recv")).or_default() += per_task * ITERS;
+        }
+    }
+    for version in ["1", "2", "3"] {
+        let name = format!("nccl-plugin-v{version}");
+        let (p, _, run) = profile(&name, &l, &[("SIMGPU_NCCL_PROFILER_MAX_VERSION", version)]);
+        let v: u64 = version.parse().unwrap();
+        for c in p["comms"].as_array().unwrap() {
+            assert_eq!(c["plugin_version"], v, "{c}");
+            assert!(c["nranks"].is_null() && c["nnodes"].is_null(), "init says nothing in v{v}: {c}");
+            assert_eq!(c["scope"], "unknown", "{c}");
+        }
+        let ops: Vec<&Value> = p["ops"].as_array().unwrap().iter().filter(|o| o["op"] == "AllReduce").collect();
+        assert_eq!(ops.len(), 1, "one row for the world communicator (its hash from the tasks): {ops:#?}");
+        let o = ops[0];
+        assert_eq!(o["calls"].as_u64(), Some(ITERS * 8), "a task per rank and call: {o}");
+        assert_eq!(o["undescribed"], 0, "{o}");
+        assert_eq!(
+            (o["algo"].as_str(), o["proto"].as_str(), o["nchannels"].as_u64()),
+            (Some("RING"), Some("SIMPLE"), Some(8)),
+            "v{v}"
+        );
+        assert_eq!((o["gpu_timed"].as_u64(), o["graph_captured"].as_u64()), (Some(0), Some(0)), "{o}");
+        assert!(o["busbw_gbps"].is_null() && o["algbw_gbps"].is_null() && o["nranks"].is_null(), "{o}");
+        assert_eq!(o["scope"], "unknown");
+        let mut got: BTreeMap<(i64, &str), u64> = BTreeMap::new();
+        for link in p["links"].as_array().unwrap() {
+            assert!(link["rank"].is_null(), "{link}");
+            assert_eq!(link["ops"].as_u64().unwrap(), 8 * ITERS, "one operation per channel and task: {link}");
+            assert!(link["wire_ns"].as_u64().unwrap() > 0, "{link}");
+            let key = (link["peer"].as_i64().unwrap(), link["direction"].as_str().unwrap());
+            *got.entry(key).or_default() += link["bytes"].as_u64().unwrap();
+        }
+        assert_eq!(got, want, "v{v}: links (peer, direction) -> bytes");
+        let _ = std::fs::remove_dir_all(run.out_dir.parent().unwrap());
+    }
+}

@@ -19,6 +19,9 @@
 static pthread_mutex_t g_load_lock = PTHREAD_MUTEX_INITIALIZER;
 static int g_loaded;  /* 0: not tried, 1: tried */
 static int g_version; /* of the table in use; 0: none */
+static sgp_profiler_v1 *g_v1;
+static sgp_profiler_v2 *g_v2;
+static sgp_profiler_v3 *g_v3;
 static sgp_profiler_v4 *g_v4;
 static sgp_profiler_v5 *g_v5;
 static sgp_profiler_v6 *g_v6;
@@ -87,8 +90,10 @@ static void load_plugin(void)
             if (v == 6) g_v6 = t;
             if (v == 5) g_v5 = t;
             if (v == 4) g_v4 = t;
-            g_version = v >= 4 ? v : 0; /* v1-v3 found: this stack does not drive them */
-            if (!g_version) break;
+            if (v == 3) g_v3 = t;
+            if (v == 2) g_v2 = t;
+            if (v == 1) g_v1 = t;
+            g_version = v;
         }
     }
     pthread_mutex_unlock(&g_load_lock);
@@ -97,9 +102,14 @@ static void load_plugin(void)
 void sgp_comm_init(sgp_comm *pc, uint64_t hash, const char *name, int nnodes, int nranks, int rank)
 {
     memset(pc, 0, sizeof *pc);
+    pc->hash = hash;
+    pc->name = name;
     load_plugin();
     int mask = 0, err = 1;
     void *ctx = NULL;
+    if (g_version == 3) err = g_v3->init(&ctx, &mask);
+    if (g_version == 2) err = g_v2->init(&ctx, &mask);
+    if (g_version == 1) err = g_v1->init(&ctx, &mask);
     if (g_version == 6) err = g_v6->init(&ctx, hash, &mask, name, nnodes, nranks, rank, NULL);
     if (g_version == 5) err = g_v5->init(&ctx, hash, &mask, name, nnodes, nranks, rank, NULL);
     if (g_version == 4) err = g_v4->init(&ctx, &mask, name, hash, nnodes, nranks, rank, NULL);
@@ -108,11 +118,107 @@ void sgp_comm_init(sgp_comm *pc, uint64_t hash, const char *name, int nnodes, in
     pc->mask = mask;
 }
 
-/* startEvent through the table in use: the descriptor is built as v6 and narrowed as NCCL's
- * adapters narrow it (v4: one-byte type, no API events, the group as the task's parent). */
-static void *start_event(void *ctx, sgp_descr_v6 *d)
+/* NCCL 2.23's numbering (ncclFunc_t, ncclDataType_t, NCCL_ALGO_*, NCCL_PROTO_*) for v1's fields. */
+static uint8_t index_of(const char *name, const char *const *names, int n, uint8_t none)
+{
+    for (int i = 0; name && i < n; i++)
+        if (strcmp(name, names[i]) == 0) return (uint8_t)i;
+    return none;
+}
+static uint8_t v1_func(const char *f)
+{
+    static const char *const n[] = {"Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce",
+                                    "SendRecv", "Send", "Recv"};
+    return index_of(f, n, 8, 8);
+}
+static uint8_t v1_dtype(const char *d)
+{
+    static const char *const n[] = {"ncclInt8", "ncclUint8", "ncclInt32", "ncclUint32", "ncclInt64", "ncclUint64",
+                                    "ncclFloat16", "ncclFloat32", "ncclFloat64", "ncclBfloat16"};
+    return index_of(d, n, 10, 255);
+}
+static uint8_t v1_algo(const char *a)
+{
+    static const char *const n[] = {"TREE", "RING", "COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS", "NVLS_TREE", "PAT"};
+    return index_of(a, n, 7, 255);
+}
+static uint8_t v1_proto(const char *p)
+{
+    static const char *const n[] = {"LL", "LL128", "SIMPLE"};
+    return index_of(p, n, 3, 255);
+}
+
+/* Versions 1-3: the v6 descriptor narrowed to NCCL 2.23-2.24's (the group parents the task; the
+ * communicator's name and hash in the task; v1 numeric, v2 with trafficBytes). */
+static void *start_event_v123(void *ctx, const sgp_descr_v6 *d, const sgp_comm *pc)
 {
     void *h = NULL;
+    if (d->type >= SGP_GROUP_API || (d->type == SGP_KERNEL_CH && g_version < 3)) return NULL;
+    void *parent = d->type == SGP_COLL ? d->coll.parentGroup : d->type == SGP_P2P ? d->p2p.parentGroup : d->parentObj;
+    uint64_t hash = pc ? pc->hash : 0;
+    const char *name = pc ? pc->name : NULL;
+    if (g_version == 1) {
+        sgp_descr_v1 x;
+        memset(&x, 0, sizeof x);
+        x.type = (uint8_t)d->type, x.parentObj = parent, x.rank = d->rank;
+        if (d->type == SGP_COLL) {
+            x.coll.name = name, x.coll.commHash = hash, x.coll.seqNumber = d->coll.seqNumber;
+            x.coll.func = v1_func(d->coll.func), x.coll.sendBuff = d->coll.sendBuff, x.coll.recvBuff = d->coll.recvBuff;
+            x.coll.count = d->coll.count, x.coll.root = d->coll.root, x.coll.datatype = v1_dtype(d->coll.datatype);
+            x.coll.nMaxChannels = d->coll.nChannels, x.coll.nWarps = d->coll.nWarps;
+            x.coll.algo = v1_algo(d->coll.algo), x.coll.proto = v1_proto(d->coll.proto);
+        } else if (d->type == SGP_P2P) {
+            x.p2p.name = name, x.p2p.commHash = hash, x.p2p.func = v1_func(d->p2p.func), x.p2p.buff = d->p2p.buff;
+            x.p2p.datatype = v1_dtype(d->p2p.datatype), x.p2p.count = d->p2p.count, x.p2p.peer = d->p2p.peer;
+        } else if (d->type == SGP_PROXY_OP) {
+            x.proxyOp = d->proxyOp;
+        } else if (d->type == SGP_PROXY_STEP) {
+            x.proxyStep = d->proxyStep;
+        }
+        g_v1->startEvent(ctx, &h, &x);
+        return h;
+    }
+    /* v2 and v3 share the members tprof's simulated NCCL fills, by name (v2 has trafficBytes). */
+#define SGP_NARROW_V23(T, table)                                                                                    \
+    do {                                                                                                            \
+        T x;                                                                                                        \
+        memset(&x, 0, sizeof x);                                                                                    \
+        x.type = (uint8_t)d->type, x.parentObj = parent, x.rank = d->rank;                                          \
+        if (d->type == SGP_COLL) {                                                                                  \
+            x.coll.name = name, x.coll.commHash = hash, x.coll.seqNumber = d->coll.seqNumber;                       \
+            x.coll.func = d->coll.func, x.coll.sendBuff = d->coll.sendBuff, x.coll.recvBuff = d->coll.recvBuff;     \
+            x.coll.count = d->coll.count, x.coll.root = d->coll.root, x.coll.datatype = d->coll.datatype;           \
+            x.coll.nMaxChannels = d->coll.nChannels, x.coll.nWarps = d->coll.nWarps;                                \
+            x.coll.algo = d->coll.algo, x.coll.proto = d->coll.proto;                                               \
+        } else if (d->type == SGP_P2P) {                                                                            \
+            x.p2p.name = name, x.p2p.commHash = hash, x.p2p.func = d->p2p.func, x.p2p.buff = d->p2p.buff;           \
+            x.p2p.datatype = d->p2p.datatype, x.p2p.count = d->p2p.count, x.p2p.peer = d->p2p.peer;                 \
+        } else if (d->type == SGP_PROXY_OP) {                                                                       \
+            x.proxyOp = d->proxyOp;                                                                                 \
+        } else if (d->type == SGP_PROXY_STEP) {                                                                     \
+            x.proxyStep = d->proxyStep;                                                                             \
+        }                                                                                                           \
+        SGP_NARROW_KERNEL_CH(x);                                                                                    \
+        table->startEvent(ctx, &h, &x);                                                                             \
+    } while (0)
+#define SGP_NARROW_KERNEL_CH(x) (void)0
+    if (g_version == 2) SGP_NARROW_V23(sgp_descr_v2, g_v2);
+#undef SGP_NARROW_KERNEL_CH
+#define SGP_NARROW_KERNEL_CH(x)                                                                                     \
+    if (d->type == SGP_KERNEL_CH) x.kernelCh.channelId = d->kernelCh.channelId
+    if (g_version == 3) SGP_NARROW_V23(sgp_descr_v3, g_v3);
+#undef SGP_NARROW_KERNEL_CH
+#undef SGP_NARROW_V23
+    return h;
+}
+
+/* startEvent through the table in use: the descriptor is built as v6 and narrowed as NCCL's
+ * adapters narrow it (v4: one-byte type, no API events, the group as the task's parent; v1-v3:
+ * start_event_v123). `pc`: the communicator, for the tasks of v1-v3 (NULL on the proxy thread). */
+static void *start_event(void *ctx, sgp_descr_v6 *d, const sgp_comm *pc)
+{
+    void *h = NULL;
+    if (g_version >= 1 && g_version <= 3) return start_event_v123(ctx, d, pc);
     if (g_version == 6) {
         g_v6->startEvent(ctx, &h, d);
     } else if (g_version == 5) {
@@ -159,11 +265,28 @@ static void stop_event(void *h)
     if (g_version == 6) g_v6->stopEvent(h);
     if (g_version == 5) g_v5->stopEvent(h);
     if (g_version == 4) g_v4->stopEvent(h);
+    if (g_version == 3) g_v3->stopEvent(h);
+    if (g_version == 2) g_v2->stopEvent(h);
+    if (g_version == 1) g_v1->stopEvent(h);
 }
 
+/* A proxy operation's own state (versions 1-3): its steps so far and the bytes transferred so far. */
+static void record_op_state(void *h, int state, int steps, size_t trans_size)
+{
+    if (!h) return;
+    sgp_args_v1 a = {.proxyOp = {trans_size, steps}};
+    if (g_version == 3) g_v3->recordEventState(h, state, &a);
+    if (g_version == 2) g_v2->recordEventState(h, state, &a);
+    if (g_version == 1) g_v1->recordEventState(h, state, &a);
+}
+
+/* A step's state: versions 4+ with its transfer size, 1-3 without arguments (as NCCL 2.23-2.24). */
 static void record_state(void *h, int state, sgp_args_v4 *a)
 {
     if (!h) return;
+    if (g_version == 3) g_v3->recordEventState(h, state, NULL);
+    if (g_version == 2) g_v2->recordEventState(h, state, NULL);
+    if (g_version == 1) g_v1->recordEventState(h, state, NULL);
     if (g_version == 6) g_v6->recordEventState(h, state, a);
     if (g_version == 5) g_v5->recordEventState(h, state, a);
     if (g_version == 4) g_v4->recordEventState(h, state, a);
@@ -206,32 +329,52 @@ static void run_job(const sgp_job *j)
                 d.proxyOp.chunkSize = (int)(j->bytes_per_op / (uint64_t)nsteps);
                 d.proxyOp.isSend = !s;
                 is_send[nops] = !s;
-                ops[nops++] = start_event(j->ctx, &d);
+                ops[nops++] = start_event(j->ctx, &d, NULL);
             }
     }
     if (nops) {
         uint64_t wire_end = j->own_ns && j->xfer_ns + j->own_ns < j->end_ns ? j->xfer_ns + j->own_ns : j->end_ns;
         uint64_t seg = (wire_end - j->xfer_ns) / (uint64_t)nsteps;
         sleep_until(j->start_ns);
+        /* Versions 1-3: the operation's own states carry the bytes transferred so far (NCCL 2.24). */
+        int old = g_version <= 3;
+        size_t moved[MAX_OPS] = {0};
         for (int k = 0; k < nsteps; k++) {
             void *steps[MAX_OPS] = {0};
             uint64_t chunk = j->bytes_per_op / (uint64_t)nsteps + (k == nsteps - 1 ? j->bytes_per_op % (uint64_t)nsteps : 0);
-            for (int i = 0; i < nops && (j->mask & SGP_PROXY_STEP); i++) {
+            for (int i = 0; i < nops; i++) {
+                if (old) record_op_state(ops[i], is_send[i] ? SGP_OP_SEND_POSTED : SGP_OP_RECV_POSTED, k, moved[i]);
+                if (!(j->mask & SGP_PROXY_STEP)) continue;
                 memset(&d, 0, sizeof d);
                 d.type = SGP_PROXY_STEP;
                 d.parentObj = ops[i];
                 d.proxyStep.step = k;
-                steps[i] = ops[i] ? start_event(j->ctx, &d) : NULL;
+                steps[i] = ops[i] ? start_event(j->ctx, &d, NULL) : NULL;
                 sgp_args_v4 a = {.proxyStep = {(size_t)chunk}};
-                record_state(steps[i], is_send[i] ? SGP_STEP_SEND_PEER_WAIT_V4 : SGP_STEP_RECV_WAIT, &a);
+                int send_first = old ? SGP_STEP_SEND_GPU_WAIT : SGP_STEP_SEND_PEER_WAIT_V4; /* PeerWait is v4's */
+                record_state(steps[i], is_send[i] ? send_first : SGP_STEP_RECV_WAIT, &a);
             }
             if (k == 0) sleep_until(j->xfer_ns); /* the first step waits for the peers */
             for (int i = 0; i < nops; i++) {
+                if (!is_send[i]) continue;
                 sgp_args_v4 a = {.proxyStep = {(size_t)chunk}};
-                if (is_send[i]) record_state(steps[i], SGP_STEP_SEND_WAIT, &a);
+                if (old) {
+                    record_op_state(ops[i], SGP_OP_SEND_REM_FIFO_WAIT, k, moved[i]);
+                    moved[i] += chunk;
+                    record_op_state(ops[i], SGP_OP_SEND_TRANSMITTED, k + 1, moved[i]);
+                }
+                record_state(steps[i], SGP_STEP_SEND_WAIT, &a);
             }
             sleep_until(k == nsteps - 1 ? wire_end : j->xfer_ns + (uint64_t)(k + 1) * seg);
-            for (int i = 0; i < nops; i++) stop_event(steps[i]);
+            for (int i = 0; i < nops; i++) {
+                if (old && !is_send[i]) {
+                    moved[i] += chunk;
+                    record_op_state(ops[i], SGP_OP_RECV_RECEIVED, k + 1, moved[i]);
+                    record_op_state(ops[i], SGP_OP_RECV_TRANSMITTED, k + 1, moved[i]);
+                }
+                stop_event(steps[i]);
+                if (old) record_op_state(ops[i], is_send[i] ? SGP_OP_SEND_DONE : SGP_OP_RECV_DONE, k + 1, moved[i]);
+            }
         }
         sleep_until(j->end_ns); /* the slowest rank's transfer */
         for (int i = 0; i < nops; i++) stop_event(ops[i]);
@@ -244,9 +387,9 @@ static void run_job(const sgp_job *j)
             d.parentObj = j->task;
             d.kernelCh.channelId = (uint8_t)ch;
             d.kernelCh.pTimer = j->start_ns;
-            void *h = start_event(j->ctx, &d);
+            void *h = start_event(j->ctx, &d, NULL);
             sgp_args_v4 a = {.kernelCh = {j->end_ns}};
-            record_state(h, SGP_KERNEL_CH_STOP, &a);
+            if (g_version >= 4) record_state(h, SGP_KERNEL_CH_STOP, &a); /* v3: no timers, no stop state */
             stop_event(h);
         }
     }
@@ -317,6 +460,9 @@ void sgp_comm_fini(sgp_comm *pc)
     if (g_version == 6) g_v6->finalize(pc->ctx);
     if (g_version == 5) g_v5->finalize(pc->ctx);
     if (g_version == 4) g_v4->finalize(pc->ctx);
+    if (g_version == 3) g_v3->finalize(pc->ctx);
+    if (g_version == 2) g_v2->finalize(pc->ctx);
+    if (g_version == 1) g_v1->finalize(pc->ctx);
     pc->ctx = NULL;
 }
 
@@ -341,7 +487,7 @@ void *sgp_api_start(const sgp_comm *pc, const sgp_task *t, void *stream)
         d.collApi.root = t->root_or_peer;
         d.collApi.stream = stream;
     }
-    return start_event(pc->ctx, &d);
+    return start_event(pc->ctx, &d, pc);
 }
 
 void *sgp_group_start(const sgp_comm *pc)
@@ -351,7 +497,7 @@ void *sgp_group_start(const sgp_comm *pc)
     sgp_descr_v6 d;
     memset(&d, 0, sizeof d);
     d.type = SGP_GROUP;
-    return start_event(pc->ctx, &d);
+    return start_event(pc->ctx, &d, pc);
 }
 
 void *sgp_task_start(const sgp_comm *pc, void *api, void *group, int rank, const sgp_task *t)
@@ -383,7 +529,7 @@ void *sgp_task_start(const sgp_comm *pc, void *api, void *group, int rank, const
         d.coll.algo = t->algo;
         d.coll.proto = t->proto;
     }
-    return start_event(pc->ctx, &d);
+    return start_event(pc->ctx, &d, pc);
 }
 
 void sgp_stop(const sgp_comm *pc, void *handle)

@@ -3,7 +3,11 @@
  *
  * Plugin: at the first communicator, the library named by NCCL_PROFILER_PLUGIN ("none" or unset: no
  * plugin) is dlopened and ncclProfiler_v6 .. v1 looked up, newest first, as NCCL does
- * (SIMGPU_NCCL_PROFILER_MAX_VERSION=N skips the newer ones; versions 1-3 are found but not driven).
+ * (SIMGPU_NCCL_PROFILER_MAX_VERSION=N skips the newer ones). Versions 1-3 as NCCL 2.23-2.24 drove
+ * them: init without communicator details, the communicator hash in each task, v1's numeric
+ * function / datatype / algorithm / protocol, no API events (the group parents the task), the
+ * transfer size cumulative on the proxy operation's own states (steps' states carry no arguments),
+ * no kernel-channel timers (v3: kernel channels without them).
  * Per communicator: init after the ranks met, finalize at destroy. Per call: the API event (v5+),
  * then at launch the group and task events, stopped once enqueued; after the kernel, on a proxy
  * thread in real time: proxy operations and steps (communicators spanning nodes: the ring's
@@ -24,8 +28,10 @@
 #include <stdint.h>
 
 typedef struct sgp_comm {
-    void *ctx;  /* the plugin's context (NULL: no plugin for this communicator) */
-    int mask;   /* its activation mask */
+    void *ctx;        /* the plugin's context (NULL: no plugin for this communicator) */
+    int mask;         /* its activation mask */
+    uint64_t hash;    /* the communicator's hash (versions 1-3 carry it in each task) */
+    const char *name; /* its name (NULL: none) */
 } sgp_comm;
 
 /* What NCCL says about a task when it starts it. */

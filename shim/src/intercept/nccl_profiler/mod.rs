@@ -28,7 +28,7 @@ use crate::lifecycle;
 use crate::record::interning::{intern, intern_cstr};
 use crate::record::recorder;
 use abi::*;
-use events::TaskDescr;
+use events::{ProxyOpDescr, TaskDescr};
 
 /// The plugin's name as NCCL prints it.
 const NAME: &CStr = c"tprof";
@@ -233,16 +233,39 @@ unsafe extern "C" fn stop_event(handle: *mut c_void) -> c_int {
 enum Start {
     Task(TaskDescr),
     Api { graph_captured: bool },
-    ProxyOp { pid: i32, channel: u8, peer: i32, is_send: bool },
+    ProxyOp(ProxyOpDescr),
     ProxyStep,
     KernelCh { p_timer: u64 },
     Other,
+}
+
+/// Starts a proxy step (most of NCCL's events) and stores its handle: the fast path, with no
+/// descriptor to decode.
+///
+/// # Safety
+/// `handle` is NULL or writable.
+#[inline(always)]
+unsafe fn start_step(context: *mut c_void, handle: *mut *mut c_void, parent: *mut c_void) -> c_int {
+    if handle.is_null() {
+        return NCCL_SUCCESS;
+    }
+    let h = ffi_guard(None, || {
+        events::context_at(context as usize)?;
+        if !switch::is_recording() {
+            return None;
+        }
+        events::start_proxy_step(parent as usize)
+    });
+    // SAFETY: NCCL passes where to store the handle (checked non-NULL above).
+    unsafe { *handle = h.unwrap_or(0) as *mut c_void };
+    NCCL_SUCCESS
 }
 
 /// Starts the event `start` and stores its handle (NULL for events tprof does not follow).
 ///
 /// # Safety
 /// `handle` is NULL or writable.
+#[inline(never)]
 unsafe fn start_common(
     context: *mut c_void,
     handle: *mut *mut c_void,
@@ -261,9 +284,7 @@ unsafe fn start_common(
         match start() {
             Start::Task(d) => events::start_task(ctx, parent, &d, call_link::current()),
             Start::Api { graph_captured } => events::start_api(graph_captured),
-            Start::ProxyOp { pid, channel, peer, is_send } => {
-                events::start_proxy_op(ctx, parent, pid, channel, peer, is_send)
-            }
+            Start::ProxyOp(op) => events::start_proxy_op(ctx, parent, &op),
             Start::ProxyStep => events::start_proxy_step(parent),
             Start::KernelCh { p_timer } => events::start_kernel_ch(parent, p_timer),
             Start::Other => None,
@@ -275,15 +296,25 @@ unsafe fn start_common(
 }
 
 fn proxy_op(p: &ProxyOp) -> Start {
-    Start::ProxyOp { pid: p.pid, channel: p.channelId, peer: p.peer, is_send: p.isSend != 0 }
+    Start::ProxyOp(ProxyOpDescr {
+        pid: p.pid,
+        channel: p.channelId,
+        peer: p.peer,
+        is_send: p.isSend != 0,
+        nsteps: p.nSteps,
+    })
 }
 
 unsafe extern "C" fn start_v1(context: *mut c_void, handle: *mut *mut c_void, d: *mut DescrV1) -> c_int {
     if d.is_null() {
         return NCCL_SUCCESS;
     }
-    // SAFETY: NCCL's contract: a valid descriptor for the call.
-    let d = unsafe { *d };
+    // SAFETY: NCCL's contract: a valid descriptor for the call (read in place, not copied).
+    let d = unsafe { &*d };
+    if d.type_ as u64 == event::PROXY_STEP {
+        // SAFETY: NCCL's contract for `startEvent`.
+        return unsafe { start_step(context, handle, d.parentObj) };
+    }
     let start = || match d.type_ as u64 {
         // SAFETY (every union read below): `type_` says which member NCCL filled.
         event::COLL => {
@@ -331,8 +362,12 @@ macro_rules! start_v2_like {
             if d.is_null() {
                 return NCCL_SUCCESS;
             }
-            // SAFETY: NCCL's contract: a valid descriptor for the call.
-            let d = unsafe { *d };
+            // SAFETY: NCCL's contract: a valid descriptor for the call (read in place, not copied).
+            let d = unsafe { &*d };
+            if d.type_ as u64 == event::PROXY_STEP {
+                // SAFETY: NCCL's contract for `startEvent`.
+                return unsafe { start_step(context, handle, d.parentObj) };
+            }
             let start = || match d.type_ as u64 {
                 // SAFETY (every union read and string below): `type_` says which member NCCL filled;
                 // its strings are NULL or NCCL's static names.
@@ -386,8 +421,12 @@ macro_rules! start_v4_like {
             if d.is_null() {
                 return NCCL_SUCCESS;
             }
-            // SAFETY: NCCL's contract: a valid descriptor for the call.
-            let d = unsafe { *d };
+            // SAFETY: NCCL's contract: a valid descriptor for the call (read in place, not copied).
+            let d = unsafe { &*d };
+            if d.type_ as u64 == event::PROXY_STEP {
+                // SAFETY: NCCL's contract for `startEvent`.
+                return unsafe { start_step(context, handle, d.parentObj) };
+            }
             let start = || match d.type_ as u64 {
                 // SAFETY (every union read and string below): `type_` says which member NCCL filled;
                 // its strings are NULL or NCCL's static names.
