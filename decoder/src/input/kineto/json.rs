@@ -49,8 +49,16 @@ impl Num {
     }
 }
 
-#[inline]
+#[inline(always)]
 pub(super) fn ws(b: &[u8], i: &mut usize) {
+    // Most tokens follow the last with no whitespace between: one compare.
+    if b.get(*i).is_some_and(|&c| c > b' ') {
+        return;
+    }
+    ws_run(b, i);
+}
+
+fn ws_run(b: &[u8], i: &mut usize) {
     while *i < b.len() && matches!(b[*i], b' ' | b'\n' | b'\r' | b'\t') {
         *i += 1;
     }
@@ -345,8 +353,56 @@ pub(super) fn skip_value(b: &[u8], i: &mut usize, depth: u32) -> R<()> {
         b't' => literal(b, i, b"true"),
         b'f' => literal(b, i, b"false"),
         b'n' => literal(b, i, b"null"),
-        _ => number(b, i).map(|_| ()),
+        _ => skip_number(b, i),
     }
+}
+
+/// Skips the number at `i`, checked as [`number`] checks it (same errors) but not computed.
+fn skip_number(b: &[u8], i: &mut usize) -> R<()> {
+    let start = *i;
+    let mut j = start;
+    let neg = b.get(j) == Some(&b'-');
+    if neg {
+        j += 1;
+    }
+    if matches!(b.get(j), Some(b'I' | b'N')) {
+        return special_number(b, i, j, neg).map(|_| ());
+    }
+    let digits = |j: &mut usize| {
+        let s = *j;
+        while *j < b.len() && b[*j].is_ascii_digit() {
+            *j += 1;
+        }
+        *j - s
+    };
+    let int_start = j;
+    let n = digits(&mut j);
+    if n == 0 {
+        return Err(if j >= b.len() { Fail::More } else { Fail::Bad(start, "not a number") });
+    }
+    if b[int_start] == b'0' && n > 1 {
+        return Err(Fail::Bad(start, "number with a leading zero"));
+    }
+    if b.get(j) == Some(&b'.') {
+        j += 1;
+        if digits(&mut j) == 0 {
+            return Err(if j >= b.len() { Fail::More } else { Fail::Bad(start, "number without digits after '.'") });
+        }
+    }
+    if matches!(b.get(j), Some(b'e' | b'E')) {
+        j += 1;
+        if matches!(b.get(j), Some(b'+' | b'-')) {
+            j += 1;
+        }
+        if digits(&mut j) == 0 {
+            return Err(if j >= b.len() { Fail::More } else { Fail::Bad(start, "number without exponent digits") });
+        }
+    }
+    if j >= b.len() {
+        return Err(Fail::More);
+    }
+    *i = j;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -370,6 +426,35 @@ mod tests {
         assert_eq!(num("Inf"), Err(Fail::More));
         assert!(matches!(num("01,"), Err(Fail::Bad(..))));
         assert!(matches!(num("x"), Err(Fail::Bad(..))));
+    }
+
+    #[test]
+    fn skipped_numbers_fail_and_end_where_parsed_ones_do() {
+        for s in [
+            "12,",
+            "-3}",
+            "1.5 ",
+            "0.5e-3]",
+            "1E+9,",
+            "18446744073709551616,",
+            "12",
+            "NaN,",
+            "-Infinity,",
+            "Inf",
+            "01,",
+            "x",
+            "1.,",
+            "1.",
+            "1e,",
+            "-",
+            "-,",
+            "0,",
+        ] {
+            let (mut i, mut k) = (0, 0);
+            let parsed = number(s.as_bytes(), &mut i).map(|_| ());
+            assert_eq!(skip_number(s.as_bytes(), &mut k), parsed, "{s}");
+            assert_eq!(i, k, "{s}");
+        }
     }
 
     #[test]
