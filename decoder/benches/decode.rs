@@ -461,7 +461,7 @@ fn main() {
     }
     if o.kineto_mb > 0 {
         let py = if o.hta { hta_python() } else { None };
-        kineto_import::bench(&o.dir, &bin, py.as_deref(), o.kineto_mb);
+        kineto_import::bench(&o.dir, &bin, py.as_deref(), o.kineto_mb, o.keep);
     }
     if !o.keep {
         let _ = std::fs::remove_dir_all(&o.dir);

@@ -9,7 +9,7 @@ use tprof_decoder::testkit::kineto_trace::write_kineto_trace;
 
 use super::{mb, measure, run_hta};
 
-pub fn bench(dir: &Path, bin: &Path, py: Option<&Path>, size_mb: u64) {
+pub fn bench(dir: &Path, bin: &Path, py: Option<&Path>, size_mb: u64, keep: bool) {
     println!();
     println!("Kineto import (streaming): tprof summary --threads 1 on a generated trace, HTA on the same file");
     println!(
@@ -72,5 +72,9 @@ pub fn bench(dir: &Path, bin: &Path, py: Option<&Path>, size_mb: u64) {
             _ => "not measured",
         }
     );
-    let _ = std::fs::remove_dir_all(&d);
+    if keep {
+        println!("kept {}", file.display());
+    } else {
+        let _ = std::fs::remove_dir_all(&d);
+    }
 }
