@@ -201,15 +201,21 @@ pub(super) fn number(b: &[u8], i: &mut usize) -> R<Num> {
         return special_number(b, i, j, neg);
     }
     let int_start = j;
+    // Up to 19 digits cannot overflow: accumulate without checks, and redo a longer run checked.
     let mut int: u64 = 0;
-    let mut overflow = false;
     while j < b.len() && b[j].is_ascii_digit() {
-        let d = (b[j] - b'0') as u64;
-        match int.checked_mul(10).and_then(|v| v.checked_add(d)) {
-            Some(v) => int = v,
-            None => overflow = true,
-        }
+        int = int.wrapping_mul(10).wrapping_add((b[j] - b'0') as u64);
         j += 1;
+    }
+    let mut overflow = false;
+    if j - int_start > 19 {
+        int = 0;
+        for &c in &b[int_start..j] {
+            match int.checked_mul(10).and_then(|v| v.checked_add((c - b'0') as u64)) {
+                Some(v) => int = v,
+                None => overflow = true,
+            }
+        }
     }
     if j == int_start {
         return Err(if j >= b.len() { Fail::More } else { Fail::Bad(start, "not a number") });
@@ -225,11 +231,14 @@ pub(super) fn number(b: &[u8], i: &mut usize) -> R<Num> {
         float = true;
         j += 1;
         let f0 = j;
+        let mut m = mantissa.unwrap_or(0);
         while j < b.len() && b[j].is_ascii_digit() {
-            let d = (b[j] - b'0') as u64;
-            mantissa = mantissa.and_then(|m| m.checked_mul(10)).and_then(|m| m.checked_add(d));
+            m = m.wrapping_mul(10).wrapping_add((b[j] - b'0') as u64);
             j += 1;
         }
+        // Exact while the digits before and after the point are 19 at most; past that the value
+        // is parsed from its text (as it would be when the mantissa does not fit 2^53 anyway).
+        mantissa = mantissa.filter(|_| (f0 - 1 - int_start) + (j - f0) <= 19).map(|_| m);
         if j == f0 {
             return Err(if j >= b.len() { Fail::More } else { Fail::Bad(start, "number without digits after '.'") });
         }
@@ -426,6 +435,34 @@ mod tests {
         assert_eq!(num("Inf"), Err(Fail::More));
         assert!(matches!(num("01,"), Err(Fail::Bad(..))));
         assert!(matches!(num("x"), Err(Fail::Bad(..))));
+        // Every way through the digit loops against the standard parser.
+        for t in [
+            "0.5",
+            "5000000010.125",
+            "1682725898236567",
+            "1682725898236567.250",
+            "12.000",
+            "0.000123",
+            "9999999999999999999",
+            "18446744073709551615",
+            "18446744073709551616",
+            "123456789012345678901",
+            "1234567890.1234567890",
+            "0.00000000000000000001",
+            "-0.0",
+            "-12.5",
+            "9007199254740993.0",
+            "1.7976931348623157e308",
+            "4.9e-324",
+            "3e5",
+        ] {
+            let want = t.parse::<f64>().unwrap();
+            let got = num(&format!("{t},")).unwrap();
+            assert_eq!(got.as_f64().to_bits(), want.to_bits(), "{t}");
+            if let Ok(u) = t.parse::<u64>() {
+                assert_eq!(got, Num::U(u), "{t}");
+            }
+        }
     }
 
     #[test]
