@@ -105,6 +105,7 @@ impl Rec {
 }
 
 /// Appends `v` as a LEB128 varint (7 bits a byte, low first).
+#[inline]
 fn put(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push(v as u8 | 0x80);
@@ -114,6 +115,7 @@ fn put(out: &mut Vec<u8>, mut v: u64) {
 }
 
 /// The varint at `at` (a damaged or short one reads as what its bytes hold).
+#[inline]
 fn get(b: &[u8], at: &mut usize) -> u64 {
     let mut v = 0u64;
     let mut shift = 0;
@@ -130,66 +132,73 @@ fn get(b: &[u8], at: &mut usize) -> u64 {
     v
 }
 
-/// A [`Rec`] for spilling: three bytes (kind, the two flags, op), then every other field as a
-/// varint, most of which are small or zero for any one kind: the end as the duration, `parent`
-/// and `range` plus one (their [`NONE`] is then zero). About 40 bytes where the fields take 146.
-fn encode(r: &Rec, out: &mut Vec<u8>) {
-    out.extend_from_slice(&[r.kind as u8, r.flag as u8 | (r.has_ext as u8) << 1, r.op]);
-    put(out, r.registers as u64);
-    for v in r.u32s() {
-        put(out, v as u64);
+/// Fields of a [`Rec`] past its three single bytes, as spilled.
+const FIELDS: usize = 1 + 13 + 11;
+
+/// The fields as numbers that are small or zero for most kinds: the end as the duration,
+/// `parent` and `range` plus one (their [`NONE`] is then zero).
+fn fields(r: &Rec) -> [u64; FIELDS] {
+    let mut f = [0u64; FIELDS];
+    f[0] = r.registers as u64;
+    for (k, v) in r.u32s().into_iter().enumerate() {
+        f[1 + k] = v as u64;
     }
     let u = r.u64s();
-    put(out, u[0]);
-    put(out, u[1].wrapping_sub(u[0]));
-    for &v in &u[2..7] {
-        put(out, v);
-    }
-    put(out, u[7].wrapping_add(1));
-    put(out, u[8].wrapping_add(1));
-    for &v in &u[9..] {
+    f[14..].copy_from_slice(&u);
+    f[15] = u[1].wrapping_sub(u[0]);
+    f[21] = u[7].wrapping_add(1);
+    f[22] = u[8].wrapping_add(1);
+    f
+}
+
+/// A [`Rec`] for spilling: three bytes (kind, the two flags, op), a mask of the [`fields`] that
+/// are not zero (4 bytes), and those as varints. About 30 bytes where the fields take 146.
+fn encode(r: &Rec, out: &mut Vec<u8>) {
+    let f = fields(r);
+    let mask = f.iter().enumerate().fold(0u32, |m, (k, &v)| m | (((v != 0) as u32) << k));
+    out.extend_from_slice(&[r.kind as u8, r.flag as u8 | (r.has_ext as u8) << 1, r.op]);
+    out.extend_from_slice(&mask.to_le_bytes());
+    for &v in f.iter().filter(|&&v| v != 0) {
         put(out, v);
     }
 }
 
 fn decode(b: &[u8]) -> Rec {
     let byte = |k: usize| b.get(k).copied().unwrap_or(0);
-    let mut at = 3;
-    let registers = get(b, &mut at) as u16;
-    let mut w = [0u32; 13];
-    for v in &mut w {
-        *v = get(b, &mut at) as u32;
+    let mut mask = u32::from_le_bytes([byte(3), byte(4), byte(5), byte(6)]) & ((1 << FIELDS) - 1);
+    let mut f = [0u64; FIELDS];
+    let mut at = 7;
+    while mask != 0 {
+        f[mask.trailing_zeros() as usize] = get(b, &mut at);
+        mask &= mask - 1;
     }
-    let mut u = [0u64; 11];
-    for v in &mut u {
-        *v = get(b, &mut at);
-    }
+    let w = |k: usize| f[1 + k] as u32;
     Rec {
         kind: Kind::from_u8(byte(0)),
         flag: byte(1) & 1 != 0,
         has_ext: byte(1) & 2 != 0,
         op: byte(2),
-        registers,
-        tid: w[0],
-        device: w[1],
-        context: w[2],
-        name: w[3],
-        shared_mem: w[4],
-        nranks: w[5],
-        depth: w[6],
-        grid: [w[7], w[8], w[9]],
-        block: [w[10], w[11], w[12]],
-        start: u[0],
-        end: u[1].wrapping_add(u[0]),
-        correlation: u[2],
-        bytes: u[3],
-        comm: u[4],
-        seq_comm: u[5],
-        id: u[6],
-        parent: u[7].wrapping_sub(1),
-        range: u[8].wrapping_sub(1),
-        value: f64::from_bits(u[9]),
-        seq: u[10],
+        registers: f[0] as u16,
+        tid: w(0),
+        device: w(1),
+        context: w(2),
+        name: w(3),
+        shared_mem: w(4),
+        nranks: w(5),
+        depth: w(6),
+        grid: [w(7), w(8), w(9)],
+        block: [w(10), w(11), w(12)],
+        start: f[14],
+        end: f[15].wrapping_add(f[14]),
+        correlation: f[16],
+        bytes: f[17],
+        comm: f[18],
+        seq_comm: f[19],
+        id: f[20],
+        parent: f[21].wrapping_sub(1),
+        range: f[22].wrapping_sub(1),
+        value: f64::from_bits(f[23]),
+        seq: f[24],
     }
 }
 
@@ -293,7 +302,8 @@ mod tests {
             (back.value.to_bits(), Rec { value: 0.0, ..back }),
             (max.value.to_bits(), Rec { value: 0.0, ..max })
         );
-        // A kernel's record is small: 3 bytes, 14 one-byte zeros or small ids, times and correlation.
+        // A kernel's record is small: 3 bytes, the mask, and its tid, name, start, duration,
+        // correlation, parent and range (0 + 1: 1 byte each) and seq.
         let kernel = Rec {
             kind: Kind::Kernel,
             start: 5_000_000_010_125_000,
@@ -307,6 +317,6 @@ mod tests {
         b.clear();
         encode(&kernel, &mut b);
         assert_eq!(decode(&b), kernel);
-        assert_eq!(b.len(), 3 + 14 + 8 + 2 + 1 + 4 + 2 + 1 + 3, "{b:?}");
+        assert_eq!(b.len(), 3 + 4 + 1 + 1 + 8 + 2 + 1 + 1 + 1 + 3, "{b:?}");
     }
 }
