@@ -31,8 +31,9 @@
 //! `trace_diff_control_control` comparison of issue #19. The ratio is HTA time / tprof time
 //! (goal: >= 20).
 //!
-//! Last, the Kineto import alone (`support/kineto_import.rs`): a generated trace of `--kineto-mb`
-//! MB (default 1024; 0 skips it), MB/s of JSON per core and peak RSS, next to HTA on the same file.
+//! Last, the Kineto import alone (`support/kineto_import.rs`): the real traces (gunzipped) and a
+//! generated trace of `--kineto-mb` MB (default 1024; 0 skips it), MB/s of JSON per CPU-second
+//! (goal >= 300) and peak RSS, each next to HTA on the same file.
 //!
 //! "Events" are the ring records written (API calls, kernels, copies, memsets, syncs, collectives,
 //! NVTX push/pop/marks, markers), excluding clock pairs and string definitions.
@@ -459,9 +460,9 @@ fn main() {
             Some(py) => hta_compare(&o, &bin, &py, cores),
         }
     }
-    if o.kineto_mb > 0 {
+    {
         let py = if o.hta { hta_python() } else { None };
-        kineto_import::bench(&o.dir, &bin, py.as_deref(), o.kineto_mb);
+        kineto_import::bench(&o.dir, &bin, py.as_deref(), o.kineto_mb, o.keep, &real_traces());
     }
     if !o.keep {
         let _ = std::fs::remove_dir_all(&o.dir);
@@ -503,16 +504,8 @@ fn hta_compare(o: &Opts, bin: &Path, py: &Path, cores: usize) {
     } else {
         println!("kineto export failed: {}", last_line(&r.stderr));
     }
-    // The real traces shipped with the project (or wherever TPROF_KINETO_DATA says).
-    let shared = std::env::var_os("TPROF_KINETO_DATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/kineto")));
-    if shared.is_dir() {
-        let mut files: Vec<PathBuf> = std::fs::read_dir(&shared)
-            .map(|rd| rd.flatten().map(|e| e.path()).filter(|p| p.to_string_lossy().ends_with(".json.gz")).collect())
-            .unwrap_or_default();
-        files.sort();
-        for f in files {
+    {
+        for f in real_traces() {
             // HTA wants a directory: link the file into one of its own.
             let d = o.dir.join(format!("hta-{}", f.file_stem().unwrap_or_default().to_string_lossy()));
             let _ = std::fs::remove_dir_all(&d);
@@ -549,6 +542,18 @@ fn hta_compare(o: &Opts, bin: &Path, py: &Path, cores: usize) {
         "(HTA time is measured inside python around TraceAnalysis() + get_temporal_breakdown(), imports excluded;"
     );
     println!(" the number in parentheses is the whole python process. tprof time is the whole process.)");
+}
+
+/// The real traces shipped with the project (or wherever TPROF_KINETO_DATA says), `.json.gz`.
+fn real_traces() -> Vec<PathBuf> {
+    let shared = std::env::var_os("TPROF_KINETO_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/kineto")));
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&shared)
+        .map(|rd| rd.flatten().map(|e| e.path()).filter(|p| p.to_string_lossy().ends_with(".json.gz")).collect())
+        .unwrap_or_default();
+    files.sort();
+    files
 }
 
 fn summary_events(bin: &Path, dir: &Path) -> String {

@@ -277,27 +277,34 @@ impl KinetoConverter {
         }
         let nest = std::mem::replace(&mut self.nest, Sorter::new(0));
         let mut nested = nest.into_sorted().map_err(io)?;
-        let mut stack: Vec<(u32, Ns, u64)> = Vec::new(); // (tid, end, range id)
+        // The open ranges of the thread, innermost last. A range goes to the time sort when it is
+        // closed (popped), so that each thread's records arrive there nearly in its order (by
+        // end for ranges, by start for the rest) and its sort only merges long runs; where it
+        // goes does not change the order it comes out in (the keys are unique).
+        let mut stack: Vec<Rec> = Vec::new();
         while let Some(NestOrder(mut r)) = nested.next().map_err(io)? {
-            while let Some(&(t, end, _)) = stack.last() {
-                if t != r.tid || end <= r.start {
-                    stack.pop();
+            while let Some(top) = stack.last() {
+                if top.tid != r.tid || top.end <= r.start {
+                    let closed = stack.pop().expect("a top");
+                    self.push_timed(closed);
                 } else {
                     break;
                 }
             }
-            let top = stack.last().map_or(NONE, |s| s.2);
+            let top = stack.last().map_or(NONE, |s| s.id);
             match r.kind {
                 Kind::Range => {
-                    if let Some(&(_, end, _)) = stack.last() {
-                        if r.end > end {
+                    if let Some(top) = stack.last() {
+                        if r.end > top.end {
                             // Overlapping but not nested: treat as a sibling of the top.
-                            stack.pop();
+                            let closed = stack.pop().expect("a top");
+                            self.push_timed(closed);
                         }
                     }
-                    r.parent = stack.last().map_or(NONE, |s| s.2);
+                    r.parent = stack.last().map_or(NONE, |s| s.id);
                     r.depth = stack.len() as u32;
-                    stack.push((r.tid, r.end, r.id));
+                    stack.push(r);
+                    continue;
                 }
                 Kind::Collective => {
                     r.range = top;
@@ -306,6 +313,9 @@ impl KinetoConverter {
                 _ => r.range = top,
             }
             self.push_timed(r);
+        }
+        while let Some(open) = stack.pop() {
+            self.push_timed(open);
         }
         drop(nested);
         if let Some(e) = self.spill_error.take() {

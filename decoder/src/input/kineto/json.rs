@@ -49,8 +49,16 @@ impl Num {
     }
 }
 
-#[inline]
+#[inline(always)]
 pub(super) fn ws(b: &[u8], i: &mut usize) {
+    // Most tokens follow the last with no whitespace between: one compare.
+    if b.get(*i).is_some_and(|&c| c > b' ') {
+        return;
+    }
+    ws_run(b, i);
+}
+
+fn ws_run(b: &[u8], i: &mut usize) {
     while *i < b.len() && matches!(b[*i], b' ' | b'\n' | b'\r' | b'\t') {
         *i += 1;
     }
@@ -193,15 +201,21 @@ pub(super) fn number(b: &[u8], i: &mut usize) -> R<Num> {
         return special_number(b, i, j, neg);
     }
     let int_start = j;
+    // Up to 19 digits cannot overflow: accumulate without checks, and redo a longer run checked.
     let mut int: u64 = 0;
-    let mut overflow = false;
     while j < b.len() && b[j].is_ascii_digit() {
-        let d = (b[j] - b'0') as u64;
-        match int.checked_mul(10).and_then(|v| v.checked_add(d)) {
-            Some(v) => int = v,
-            None => overflow = true,
-        }
+        int = int.wrapping_mul(10).wrapping_add((b[j] - b'0') as u64);
         j += 1;
+    }
+    let mut overflow = false;
+    if j - int_start > 19 {
+        int = 0;
+        for &c in &b[int_start..j] {
+            match int.checked_mul(10).and_then(|v| v.checked_add((c - b'0') as u64)) {
+                Some(v) => int = v,
+                None => overflow = true,
+            }
+        }
     }
     if j == int_start {
         return Err(if j >= b.len() { Fail::More } else { Fail::Bad(start, "not a number") });
@@ -217,11 +231,14 @@ pub(super) fn number(b: &[u8], i: &mut usize) -> R<Num> {
         float = true;
         j += 1;
         let f0 = j;
+        let mut m = mantissa.unwrap_or(0);
         while j < b.len() && b[j].is_ascii_digit() {
-            let d = (b[j] - b'0') as u64;
-            mantissa = mantissa.and_then(|m| m.checked_mul(10)).and_then(|m| m.checked_add(d));
+            m = m.wrapping_mul(10).wrapping_add((b[j] - b'0') as u64);
             j += 1;
         }
+        // Exact while the digits before and after the point are 19 at most; past that the value
+        // is parsed from its text (as it would be when the mantissa does not fit 2^53 anyway).
+        mantissa = mantissa.filter(|_| (f0 - 1 - int_start) + (j - f0) <= 19).map(|_| m);
         if j == f0 {
             return Err(if j >= b.len() { Fail::More } else { Fail::Bad(start, "number without digits after '.'") });
         }
@@ -345,8 +362,56 @@ pub(super) fn skip_value(b: &[u8], i: &mut usize, depth: u32) -> R<()> {
         b't' => literal(b, i, b"true"),
         b'f' => literal(b, i, b"false"),
         b'n' => literal(b, i, b"null"),
-        _ => number(b, i).map(|_| ()),
+        _ => skip_number(b, i),
     }
+}
+
+/// Skips the number at `i`, checked as [`number`] checks it (same errors) but not computed.
+fn skip_number(b: &[u8], i: &mut usize) -> R<()> {
+    let start = *i;
+    let mut j = start;
+    let neg = b.get(j) == Some(&b'-');
+    if neg {
+        j += 1;
+    }
+    if matches!(b.get(j), Some(b'I' | b'N')) {
+        return special_number(b, i, j, neg).map(|_| ());
+    }
+    let digits = |j: &mut usize| {
+        let s = *j;
+        while *j < b.len() && b[*j].is_ascii_digit() {
+            *j += 1;
+        }
+        *j - s
+    };
+    let int_start = j;
+    let n = digits(&mut j);
+    if n == 0 {
+        return Err(if j >= b.len() { Fail::More } else { Fail::Bad(start, "not a number") });
+    }
+    if b[int_start] == b'0' && n > 1 {
+        return Err(Fail::Bad(start, "number with a leading zero"));
+    }
+    if b.get(j) == Some(&b'.') {
+        j += 1;
+        if digits(&mut j) == 0 {
+            return Err(if j >= b.len() { Fail::More } else { Fail::Bad(start, "number without digits after '.'") });
+        }
+    }
+    if matches!(b.get(j), Some(b'e' | b'E')) {
+        j += 1;
+        if matches!(b.get(j), Some(b'+' | b'-')) {
+            j += 1;
+        }
+        if digits(&mut j) == 0 {
+            return Err(if j >= b.len() { Fail::More } else { Fail::Bad(start, "number without exponent digits") });
+        }
+    }
+    if j >= b.len() {
+        return Err(Fail::More);
+    }
+    *i = j;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -370,6 +435,63 @@ mod tests {
         assert_eq!(num("Inf"), Err(Fail::More));
         assert!(matches!(num("01,"), Err(Fail::Bad(..))));
         assert!(matches!(num("x"), Err(Fail::Bad(..))));
+        // Every way through the digit loops against the standard parser.
+        for t in [
+            "0.5",
+            "5000000010.125",
+            "1682725898236567",
+            "1682725898236567.250",
+            "12.000",
+            "0.000123",
+            "9999999999999999999",
+            "18446744073709551615",
+            "18446744073709551616",
+            "123456789012345678901",
+            "1234567890.1234567890",
+            "0.00000000000000000001",
+            "-0.0",
+            "-12.5",
+            "9007199254740993.0",
+            "1.7976931348623157e308",
+            "4.9e-324",
+            "3e5",
+        ] {
+            let want = t.parse::<f64>().unwrap();
+            let got = num(&format!("{t},")).unwrap();
+            assert_eq!(got.as_f64().to_bits(), want.to_bits(), "{t}");
+            if let Ok(u) = t.parse::<u64>() {
+                assert_eq!(got, Num::U(u), "{t}");
+            }
+        }
+    }
+
+    #[test]
+    fn skipped_numbers_fail_and_end_where_parsed_ones_do() {
+        for s in [
+            "12,",
+            "-3}",
+            "1.5 ",
+            "0.5e-3]",
+            "1E+9,",
+            "18446744073709551616,",
+            "12",
+            "NaN,",
+            "-Infinity,",
+            "Inf",
+            "01,",
+            "x",
+            "1.,",
+            "1.",
+            "1e,",
+            "-",
+            "-,",
+            "0,",
+        ] {
+            let (mut i, mut k) = (0, 0);
+            let parsed = number(s.as_bytes(), &mut i).map(|_| ());
+            assert_eq!(skip_number(s.as_bytes(), &mut k), parsed, "{s}");
+            assert_eq!(i, k, "{s}");
+        }
     }
 
     #[test]

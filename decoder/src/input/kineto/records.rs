@@ -1,5 +1,5 @@
 //! The flat record a converted Kineto event waits in until delivery (names as ids into the
-//! importer's name table), its fixed-size encoding for spilling, and the two orders it is sorted in.
+//! importer's name table), its compact encoding for spilling, and the two orders it is sorted in.
 
 use super::spill::Record;
 
@@ -104,76 +104,117 @@ impl Rec {
     }
 }
 
-/// Bytes of an encoded [`Rec`]: 4 single bytes, the registers, 13 u32 and 11 u64.
-const REC_SIZE: usize = 4 + 2 + 13 * 4 + 11 * 8;
-
-fn encode(r: &Rec, out: &mut [u8]) {
-    out[0] = r.kind as u8;
-    out[1] = r.flag as u8;
-    out[2] = r.has_ext as u8;
-    out[3] = r.op;
-    out[4..6].copy_from_slice(&r.registers.to_le_bytes());
-    let mut at = 6;
-    for v in r.u32s() {
-        out[at..at + 4].copy_from_slice(&v.to_le_bytes());
-        at += 4;
+/// Appends `v` as a LEB128 varint (7 bits a byte, low first).
+#[inline]
+fn put(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
     }
-    for v in r.u64s() {
-        out[at..at + 8].copy_from_slice(&v.to_le_bytes());
-        at += 8;
+    out.push(v as u8);
+}
+
+/// The varint at `at` (a damaged or short one reads as what its bytes hold).
+#[inline]
+fn get(b: &[u8], at: &mut usize) -> u64 {
+    let mut v = 0u64;
+    let mut shift = 0;
+    while let Some(&c) = b.get(*at) {
+        *at += 1;
+        if shift < 64 {
+            v |= ((c & 0x7f) as u64) << shift;
+        }
+        shift += 7;
+        if c & 0x80 == 0 {
+            break;
+        }
+    }
+    v
+}
+
+/// Fields of a [`Rec`] past its three single bytes, as spilled.
+const FIELDS: usize = 1 + 13 + 11;
+
+/// The fields as numbers that are small or zero for most kinds: the end as the duration,
+/// `parent` and `range` plus one (their [`NONE`] is then zero).
+fn fields(r: &Rec) -> [u64; FIELDS] {
+    let mut f = [0u64; FIELDS];
+    f[0] = r.registers as u64;
+    for (k, v) in r.u32s().into_iter().enumerate() {
+        f[1 + k] = v as u64;
+    }
+    let u = r.u64s();
+    f[14..].copy_from_slice(&u);
+    f[15] = u[1].wrapping_sub(u[0]);
+    f[21] = u[7].wrapping_add(1);
+    f[22] = u[8].wrapping_add(1);
+    f
+}
+
+/// A [`Rec`] for spilling: three bytes (kind, the two flags, op), a mask of the [`fields`] that
+/// are not zero (4 bytes), and those as varints. About 30 bytes where the fields take 146.
+fn encode(r: &Rec, out: &mut Vec<u8>) {
+    let f = fields(r);
+    let mask = f.iter().enumerate().fold(0u32, |m, (k, &v)| m | (((v != 0) as u32) << k));
+    out.extend_from_slice(&[r.kind as u8, r.flag as u8 | (r.has_ext as u8) << 1, r.op]);
+    out.extend_from_slice(&mask.to_le_bytes());
+    for &v in f.iter().filter(|&&v| v != 0) {
+        put(out, v);
     }
 }
 
 fn decode(b: &[u8]) -> Rec {
-    let u32_at = |k: usize| u32::from_le_bytes([b[6 + 4 * k], b[7 + 4 * k], b[8 + 4 * k], b[9 + 4 * k]]);
-    let u64_at = |k: usize| {
-        let at = 6 + 13 * 4 + 8 * k;
-        let mut w = [0u8; 8];
-        w.copy_from_slice(&b[at..at + 8]);
-        u64::from_le_bytes(w)
-    };
+    let byte = |k: usize| b.get(k).copied().unwrap_or(0);
+    let mut mask = u32::from_le_bytes([byte(3), byte(4), byte(5), byte(6)]) & ((1 << FIELDS) - 1);
+    let mut f = [0u64; FIELDS];
+    let mut at = 7;
+    while mask != 0 {
+        f[mask.trailing_zeros() as usize] = get(b, &mut at);
+        mask &= mask - 1;
+    }
+    let w = |k: usize| f[1 + k] as u32;
     Rec {
-        kind: Kind::from_u8(b[0]),
-        flag: b[1] != 0,
-        has_ext: b[2] != 0,
-        op: b[3],
-        registers: u16::from_le_bytes([b[4], b[5]]),
-        tid: u32_at(0),
-        device: u32_at(1),
-        context: u32_at(2),
-        name: u32_at(3),
-        shared_mem: u32_at(4),
-        nranks: u32_at(5),
-        depth: u32_at(6),
-        grid: [u32_at(7), u32_at(8), u32_at(9)],
-        block: [u32_at(10), u32_at(11), u32_at(12)],
-        start: u64_at(0),
-        end: u64_at(1),
-        correlation: u64_at(2),
-        bytes: u64_at(3),
-        comm: u64_at(4),
-        seq_comm: u64_at(5),
-        id: u64_at(6),
-        parent: u64_at(7),
-        range: u64_at(8),
-        value: f64::from_bits(u64_at(9)),
-        seq: u64_at(10),
+        kind: Kind::from_u8(byte(0)),
+        flag: byte(1) & 1 != 0,
+        has_ext: byte(1) & 2 != 0,
+        op: byte(2),
+        registers: f[0] as u16,
+        tid: w(0),
+        device: w(1),
+        context: w(2),
+        name: w(3),
+        shared_mem: w(4),
+        nranks: w(5),
+        depth: w(6),
+        grid: [w(7), w(8), w(9)],
+        block: [w(10), w(11), w(12)],
+        start: f[14],
+        end: f[15].wrapping_add(f[14]),
+        correlation: f[16],
+        bytes: f[17],
+        comm: f[18],
+        seq_comm: f[19],
+        id: f[20],
+        parent: f[21].wrapping_sub(1),
+        range: f[22].wrapping_sub(1),
+        value: f64::from_bits(f[23]),
+        seq: f[24],
     }
 }
 
 /// Ranges, API calls and collectives in the order they are nested in: per thread by start, at
 /// equal starts calls first, then ranges longest first.
+#[derive(Clone, Copy)]
 pub(super) struct NestOrder(pub Rec);
 
 impl Record for NestOrder {
     type Key = (u32, u64, u64, u64);
-    const SIZE: usize = REC_SIZE;
     fn key(&self) -> Self::Key {
         let r = &self.0;
         let third = if r.kind == Kind::Range { u64::MAX - r.end.wrapping_sub(r.start) } else { 0 };
         (r.tid, r.start, third, r.seq)
     }
-    fn encode(&self, out: &mut [u8]) {
+    fn encode(&self, out: &mut Vec<u8>) {
         encode(&self.0, out)
     }
     fn decode(b: &[u8]) -> Self {
@@ -183,11 +224,11 @@ impl Record for NestOrder {
 
 /// Everything in delivery order: by time (ranges at their end, deeper first on ties, other
 /// events at their start), then creation order.
+#[derive(Clone, Copy)]
 pub(super) struct TimeOrder(pub Rec);
 
 impl Record for TimeOrder {
     type Key = (u64, u32, u64);
-    const SIZE: usize = REC_SIZE;
     fn key(&self) -> Self::Key {
         let r = &self.0;
         if r.kind == Kind::Range {
@@ -196,7 +237,7 @@ impl Record for TimeOrder {
             (r.start, 0, r.seq)
         }
     }
-    fn encode(&self, out: &mut [u8]) {
+    fn encode(&self, out: &mut Vec<u8>) {
         encode(&self.0, out)
     }
     fn decode(b: &[u8]) -> Self {
@@ -237,8 +278,45 @@ mod tests {
             value: -1.5,
             seq: 23,
         };
-        let mut b = vec![0u8; REC_SIZE];
+        let mut b = Vec::new();
         encode(&r, &mut b);
         assert_eq!(decode(&b), r);
+        // Every field at its extremes, and a range whose end is before its start.
+        let max = Rec {
+            registers: u16::MAX,
+            tid: u32::MAX,
+            grid: [u32::MAX; 3],
+            start: u64::MAX,
+            end: 3,
+            correlation: u64::MAX,
+            parent: 0,
+            range: u64::MAX - 1,
+            value: f64::NAN,
+            seq: u64::MAX,
+            ..r
+        };
+        b.clear();
+        encode(&max, &mut b);
+        let back = decode(&b);
+        assert_eq!(
+            (back.value.to_bits(), Rec { value: 0.0, ..back }),
+            (max.value.to_bits(), Rec { value: 0.0, ..max })
+        );
+        // A kernel's record is small: 3 bytes, the mask, and its tid, name, start, duration,
+        // correlation, parent and range (0 + 1: 1 byte each) and seq.
+        let kernel = Rec {
+            kind: Kind::Kernel,
+            start: 5_000_000_010_125_000,
+            end: 5_000_000_010_137_000,
+            correlation: 7,
+            name: 3,
+            tid: 7,
+            seq: 123_456,
+            ..Rec::default()
+        };
+        b.clear();
+        encode(&kernel, &mut b);
+        assert_eq!(decode(&b), kernel);
+        assert_eq!(b.len(), 3 + 4 + 1 + 1 + 8 + 2 + 1 + 1 + 1 + 3, "{b:?}");
     }
 }

@@ -7,13 +7,12 @@ use std::collections::BinaryHeap;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 
-/// A record of fixed encoded size that sorts by `key` (ties keep insertion order: the key ends
-/// with a sequence number).
-pub(super) trait Record: Sized {
+/// A record that sorts by `key` (ties keep insertion order: the key ends with a sequence
+/// number), spilled as the bytes `encode` appends (at most 65535) and read back by `decode`.
+pub(super) trait Record: Sized + Copy {
     type Key: Ord + Copy;
-    const SIZE: usize;
     fn key(&self) -> Self::Key;
-    fn encode(&self, out: &mut [u8]);
+    fn encode(&self, out: &mut Vec<u8>);
     fn decode(b: &[u8]) -> Self;
 }
 
@@ -49,14 +48,20 @@ impl<T: Record> Sorter<T> {
     }
 
     fn spill(&mut self) -> std::io::Result<()> {
-        // Keys computed once and sorted with indices: the records are large to move around.
-        self.buf.sort_by_cached_key(T::key);
+        let order = key_order(&self.buf);
         let mut f = BufWriter::with_capacity(1 << 20, tempfile::tempfile()?);
-        let mut rec = vec![0u8; T::SIZE];
-        for r in self.buf.drain(..) {
+        // Each record as its length (u16) and its bytes.
+        let mut rec = Vec::with_capacity(256);
+        for k in 0..self.buf.len() {
+            let r = &self.buf[order.as_ref().map_or(k, |o| o[k] as usize)];
+            rec.clear();
+            rec.extend_from_slice(&[0, 0]);
             r.encode(&mut rec);
+            let len = u16::try_from(rec.len() - 2).map_err(|_| std::io::Error::other("record too long to spill"))?;
+            rec[..2].copy_from_slice(&len.to_le_bytes());
             f.write_all(&rec)?;
         }
+        self.buf.clear();
         let mut f = f.into_inner().map_err(|e| e.into_error())?;
         f.seek(SeekFrom::Start(0))?;
         self.runs.push(f);
@@ -65,17 +70,18 @@ impl<T: Record> Sorter<T> {
 
     /// Every record pushed, in key order.
     pub fn into_sorted(mut self) -> std::io::Result<Merged<T>> {
-        self.buf.sort_by_cached_key(T::key);
+        let order = key_order(&self.buf);
+        let last = Run::Memory { recs: std::mem::take(&mut self.buf), order, next: 0 };
         if self.runs.is_empty() {
             // Nothing spilled: no merge.
-            let only = Run::Memory(std::mem::take(&mut self.buf).into_iter());
+            let only = last;
             return Ok(Merged { runs: vec![only], heads: Vec::new(), heap: BinaryHeap::new(), single: true });
         }
         let mut runs: Vec<Run<T>> = Vec::with_capacity(self.runs.len() + 1);
         for f in self.runs.drain(..) {
-            runs.push(Run::Disk(BufReader::with_capacity(64 << 10, f), vec![0u8; T::SIZE]));
+            runs.push(Run::Disk(BufReader::with_capacity(64 << 10, f), Vec::with_capacity(256)));
         }
-        runs.push(Run::Memory(std::mem::take(&mut self.buf).into_iter()));
+        runs.push(last);
         let mut heap = BinaryHeap::with_capacity(runs.len());
         let mut heads: Vec<Option<T>> = Vec::with_capacity(runs.len());
         for (i, run) in runs.iter_mut().enumerate() {
@@ -89,20 +95,51 @@ impl<T: Record> Sorter<T> {
     }
 }
 
+/// The order of `recs` by key: None when they already are in it, else the indices in key order.
+/// The keys (computed once) are sorted with their indices, not the records, which are large to
+/// move; the sort is the stable one, which finds the runs already in order (Kineto writes each
+/// thread's and stream's events mostly in time order) and merges them.
+fn key_order<T: Record>(recs: &[T]) -> Option<Vec<u32>> {
+    let mut keys: Vec<(T::Key, u32)> = recs.iter().enumerate().map(|(i, r)| (r.key(), i as u32)).collect();
+    if keys.is_sorted_by(|a, b| a.0 <= b.0) {
+        return None;
+    }
+    keys.sort_by_key(|k| k.0);
+    Some(keys.into_iter().map(|(_, i)| i).collect())
+}
+
 enum Run<T> {
     Disk(BufReader<File>, Vec<u8>),
-    Memory(std::vec::IntoIter<T>),
+    /// The last buffer: its records and their key order ([`key_order`]); `next` counts those handed out.
+    Memory {
+        recs: Vec<T>,
+        order: Option<Vec<u32>>,
+        next: usize,
+    },
 }
 
 impl<T: Record> Run<T> {
     fn next(&mut self) -> std::io::Result<Option<T>> {
         match self {
-            Run::Memory(it) => Ok(it.next()),
-            Run::Disk(f, rec) => match f.read_exact(rec) {
-                Ok(()) => Ok(Some(T::decode(rec))),
-                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(None),
-                Err(e) => Err(e),
-            },
+            Run::Memory { recs, order, next } => {
+                let k = *next;
+                if k >= recs.len() {
+                    return Ok(None);
+                }
+                *next += 1;
+                Ok(Some(recs[order.as_ref().map_or(k, |o| o[k] as usize)]))
+            }
+            Run::Disk(f, rec) => {
+                let mut len = [0u8; 2];
+                match f.read_exact(&mut len) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+                    Err(e) => return Err(e),
+                }
+                rec.resize(u16::from_le_bytes(len) as usize, 0);
+                f.read_exact(rec)?;
+                Ok(Some(T::decode(rec)))
+            }
         }
     }
 }
@@ -121,11 +158,17 @@ impl<T: Record> Merged<T> {
         if self.single {
             return self.runs[0].next();
         }
-        let Some(Reverse((_, i))) = self.heap.pop() else { return Ok(None) };
+        // The run with the least head gives it up; its next head takes its place in the heap
+        // (one sift instead of a pop and a push).
+        let Some(mut top) = self.heap.peek_mut() else { return Ok(None) };
+        let i = top.0 .1;
         let out = self.heads[i].take();
         let head = self.runs[i].next()?;
-        if let Some(h) = &head {
-            self.heap.push(Reverse((h.key(), i)));
+        match &head {
+            Some(h) => top.0 .0 = h.key(),
+            None => {
+                std::collections::binary_heap::PeekMut::pop(top);
+            }
         }
         self.heads[i] = head;
         Ok(out)
@@ -140,13 +183,12 @@ mod tests {
     struct Pair(u32, u64);
     impl Record for Pair {
         type Key = (u32, u64);
-        const SIZE: usize = 12;
         fn key(&self) -> (u32, u64) {
             (self.0, self.1)
         }
-        fn encode(&self, out: &mut [u8]) {
-            out[..4].copy_from_slice(&self.0.to_le_bytes());
-            out[4..12].copy_from_slice(&self.1.to_le_bytes());
+        fn encode(&self, out: &mut Vec<u8>) {
+            out.extend_from_slice(&self.0.to_le_bytes());
+            out.extend_from_slice(&self.1.to_le_bytes());
         }
         fn decode(b: &[u8]) -> Pair {
             Pair(u32::from_le_bytes(b[..4].try_into().unwrap()), u64::from_le_bytes(b[4..12].try_into().unwrap()))
