@@ -27,6 +27,7 @@ use crate::service::{control_socket, metrics, signals, writer_thread};
 
 static EXIT_HOOK: Once = Once::new();
 static INIT_HOOKS: HookTable = HookTable::new();
+static EXIT_HOOKS: HookTable = HookTable::new();
 
 /// Longest a thread waits for another thread's initialisation to decide.
 const INIT_WAIT: Duration = Duration::from_secs(5);
@@ -45,6 +46,12 @@ pub fn register_init_hook(f: fn()) {
     if INIT_HOOKS.add(f) && switch::state() == switch::ENABLED {
         f();
     }
+}
+
+/// Registers a function the normal exit path calls before the ring closes (e.g. a short wait for a
+/// once-per-process probe still writing its records). It must bound its own wait.
+pub fn register_exit_hook(f: fn()) {
+    EXIT_HOOKS.add(f);
 }
 
 #[cold]
@@ -197,6 +204,9 @@ extern "C" fn exit_handler() {
         // glibc runs the exiting thread's thread-local destructors before atexit handlers, so this
         // thread may no longer own a buffer: the writer thread runs the flush hooks, writes the exit
         // marker and closes the ring.
+        if writer_thread::running() {
+            EXIT_HOOKS.run_all();
+        }
         close_ring(EXIT_WAIT);
     });
 }

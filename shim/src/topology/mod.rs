@@ -6,12 +6,15 @@
 //! Never on a hot path.
 //!
 //! The GPU is the one the process's local rank uses (`CUDA_VISIBLE_DEVICES` respected), else the
-//! first. sysfs and procfs are read under `TPROF_SYSROOT` (default `/`; `%r` = the rank).
+//! first. sysfs and procfs are read under `TPROF_SYSROOT` (default `/`; `%r` = the rank). A process
+//! that exits normally while its probe still runs waits for it at most 500 ms (an exit hook), so a
+//! short job keeps its topology.
 
 pub mod nccl_conf;
 pub mod sysfs;
 
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
 
 use tprof_format::topology::PathLevel;
 use tprof_format::Record;
@@ -46,11 +49,32 @@ pub fn start() {
         if prev == pid || STARTED_PID.compare_exchange(prev, pid, Ordering::AcqRel, Ordering::Acquire).is_err() {
             return;
         }
-        let _ = std::thread::Builder::new().name("tprof-topology".into()).spawn(|| {
-            let Some(_inside) = reentrancy::Reentrancy::enter() else { return };
-            panic_fence::ffi_guard((), probe);
+        PROBING_PID.store(pid, Ordering::Release);
+        let spawned = std::thread::Builder::new().name("tprof-topology".into()).spawn(|| {
+            if let Some(_inside) = reentrancy::Reentrancy::enter() {
+                panic_fence::ffi_guard((), probe);
+            }
+            PROBING_PID.store(0, Ordering::Release);
         });
+        if spawned.is_err() {
+            PROBING_PID.store(0, Ordering::Release);
+        }
     })
+}
+
+/// The process whose probe thread is running (its records not all written yet); 0: none. A fork
+/// child inherits the value but not the thread: it waits only for a probe of its own.
+static PROBING_PID: AtomicU32 = AtomicU32::new(0);
+
+/// Longest the exit path waits for a running probe (a short job can end while NVML still loads).
+const EXIT_WAIT: Duration = Duration::from_millis(500);
+
+/// The exit hook: waits (bounded) for a probe still writing, so a short job keeps its topology.
+fn wait_for_probe() {
+    let (t0, pid) = (Instant::now(), std::process::id());
+    while PROBING_PID.load(Ordering::Acquire) == pid && t0.elapsed() < EXIT_WAIT {
+        std::thread::sleep(Duration::from_millis(2));
+    }
 }
 
 fn probe() {
@@ -125,6 +149,7 @@ extern "C" fn constructor() {
     panic_fence::ffi_guard((), || {
         if crate::base::dynamic_loader::own_library_path().is_some() {
             lifecycle::register_init_hook(start_when_ready);
+            lifecycle::register_exit_hook(wait_for_probe);
             crate::base::driver::on_ready(start_when_ready);
         }
     })

@@ -149,3 +149,23 @@ fn one_thread_per_device_is_all_recorded() {
         assert_eq!(assert_all_kept("8 devices", &r, THREAD_WORK), 8, "attempt {attempt}: truth kernels");
     }
 }
+
+/// A process that ends while the topology probe still waits on a slow first `nvmlInit` (300 ms
+/// here; real NVML's first init on a many-GPU node takes hundreds of ms) keeps its topology: the
+/// exit path waits for the probe (at most 500 ms) before the ring closes.
+#[test]
+fn a_short_process_keeps_its_topology_while_nvml_is_slow() {
+    let prog = tprof_e2e::programs::programs_dir().join("rt12_launch");
+    assert!(prog.exists(), "missing {}: make -C tests/programs", prog.display());
+    let r = RunSpec::new(&prog, &[], simgpu_dir())
+        .env("TPROF_RING_MB", "4")
+        .env("SIMGPU_NVML_INIT_MS", "300")
+        .run("short-topology");
+    assert_eq!(r.code(), Some(0), "stderr:\n{}", r.stderr());
+    let rings = read_rings(&r.out_dir);
+    assert_eq!(rings.len(), 1);
+    let gpus = rings[0].records.iter().filter(|rec| matches!(rec, Record::TopoGpu { .. })).count();
+    assert_eq!(gpus, 1, "the topology probe's GPU record");
+    assert!(RingReader::open(&rings[0].path).unwrap().stats().clean_close());
+    let _ = std::fs::remove_dir_all(r.out_dir.parent().unwrap());
+}

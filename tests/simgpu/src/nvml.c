@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include <time.h>
 
 #define NX __attribute__((visibility("default")))
 
@@ -200,6 +201,14 @@ NX nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
     sg_init();
     pthread_mutex_lock(&g_lock);
     if (g_init_count++ == 0) {
+        /* SIMGPU_NVML_INIT_MS: the first init takes this long (real NVML's first init on a node
+         * with many GPUs takes hundreds of ms) */
+        const char *ms = getenv("SIMGPU_NVML_INIT_MS");
+        if (ms && atoi(ms) > 0) {
+            struct timespec ts = {atoi(ms) / 1000, (long)(atoi(ms) % 1000) * 1000000L};
+            while (nanosleep(&ts, &ts) != 0) {
+            }
+        }
         int n = sg_device_count();
         for (int i = 0; i < n; i++) {
             g_devs[i].index = (unsigned)i;
