@@ -4,6 +4,7 @@ pub mod export;
 pub mod fake_sysfs;
 pub mod fates;
 pub mod gpu_trace;
+pub mod nccl_nodes;
 pub mod production;
 pub mod programs;
 pub mod report;

@@ -14,61 +14,18 @@
 //! The truth is the simulator's: its NIC rates and the collectives' bus bytes (`truth_busbw`).
 //! Prerequisites: `cargo build --release --workspace`, `make -C tests/simgpu`, `make -C tests/programs`.
 
-use std::process::Command;
-
 use serde_json::Value;
-use tprof_e2e::diagnose::{diagnose_json, tprof_bin, verdict_table};
+use tprof_e2e::diagnose::verdict_table;
 use tprof_e2e::fake_sysfs;
-use tprof_e2e::programs::programs_dir;
-use tprof_e2e::shim::*;
-
-struct Profiled {
-    diagnosis: Value,
-    plugin: Value,
-    truth: Vec<Value>,
-}
-
-/// Truth busbw of the all-reduces: nccl-tests bus bytes over the kernel times.
-fn truth_busbw(truth: &[Value]) -> f64 {
-    let (mut bus, mut dur) = (0.0, 0.0);
-    for t in truth.iter().filter(|t| t["type"] == "collective" && t["op"] == "AllReduce") {
-        let n = t["nranks"].as_u64().unwrap() as f64;
-        bus += 2.0 * (n - 1.0) / n * t["bytes"].as_u64().unwrap() as f64;
-        dur += (t["end_ns"].as_u64().unwrap() - t["start_ns"].as_u64().unwrap()) as f64;
-    }
-    bus / dur
-}
+use tprof_e2e::nccl_nodes::{self, truth_busbw, Profiled};
 
 fn profile(name: &str, iters: &str, extra_env: &[(&str, &str)]) -> Profiled {
-    let prog = programs_dir().join("rt12_nccl_nodes");
-    assert!(prog.exists(), "missing {}: make -C tests/programs", prog.display());
-    let sys = temp_dir(&format!("{name}-sys"));
-    let root = fake_sysfs::build(&sys, 2, 4, true);
-    let args = ["--ranks", "8", "--iters", iters, "--bytes", "67108864"];
-    let mut spec = RunSpec::new(&prog, &args, simgpu_dir())
-        .env("SIMGPU_NODES", "2")
-        .env("NCCL_NODES_LOCAL_RANKS", "4")
-        .env("SIMGPU_NIC_COUNTERS", &fake_sysfs::counters_pattern(&sys))
-        .env("TPROF_HOST_HZ", "50")
-        .env("TPROF_RING_MB", "8")
-        .env("TPROF_SYSROOT", &root);
-    for (k, v) in extra_env {
-        spec = spec.env(k, v);
-    }
-    let run = spec.run(name);
-    assert_eq!(run.code(), Some(0), "{}", run.stderr());
-    let out = Command::new(tprof_bin()).arg("summary").arg(&run.out_dir).arg("--json").output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let diagnosis = diagnose_json(&run.out_dir, &["--all"]);
-    let truth = read_truth(&run.truth_dir);
-    let _ = std::fs::remove_dir_all(run.out_dir.parent().unwrap());
-    let _ = std::fs::remove_dir_all(&sys);
-    Profiled { diagnosis, plugin: summary["nccl_plugin"].clone(), truth }
+    let opts = fake_sysfs::Options { counters: true, ..Default::default() };
+    nccl_nodes::profile(name, &["--iters", iters, "--bytes", "67108864"], extra_env, opts)
 }
 
 fn fired<'a>(p: &'a Profiled, kind: &str) -> Option<&'a Value> {
-    p.diagnosis["verdicts"].as_array().unwrap().iter().find(|v| v["kind"] == kind)
+    p.fired(kind)
 }
 
 fn num(e: &Value, key: &str) -> f64 {
@@ -88,7 +45,7 @@ fn other_traffic_filling_one_nodes_nic_is_a_shared_nic_not_a_degraded_link() {
     assert!((other - 20.0).abs() <= 3.0, "20 GB/s of other traffic: {e}");
     let busy = num(e, "nic_busy_share");
     assert!((busy - 1.0).abs() <= 0.15, "the NIC is full (25 of 25 GB/s): {e}");
-    let truth = truth_busbw(&p.truth);
+    let truth = truth_busbw(&p.truth, None);
     assert!((truth - 5.0).abs() < 0.5, "the simulator gave NCCL 5 GB/s: {truth}");
     let got = num(e, "busbw_gbps");
     assert!((got - truth).abs() <= 0.02 * truth, "busbw {got} vs {truth}");
@@ -118,7 +75,7 @@ fn nccl_at_the_line_rate_shows_in_the_counters() {
     let e = &v["evidence"];
     assert_eq!(e["cause"], "line_rate", "{e}");
     let busy = num(e, "nic_busy_share");
-    let truth = truth_busbw(&p.truth) / 25.0;
+    let truth = truth_busbw(&p.truth, None) / 25.0;
     assert!((busy - truth).abs() <= 0.1, "the counters carry NCCL's {truth} of the line rate: {e}");
     assert_eq!(e["other_traffic_gbps"], Value::Null, "{e}");
 }

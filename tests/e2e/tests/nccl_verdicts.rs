@@ -20,99 +20,22 @@
 //!
 //! Prerequisites: `cargo build --release --workspace`, `make -C tests/simgpu`, `make -C tests/programs`.
 
-use std::os::unix::fs::symlink;
-use std::path::Path;
-use std::process::Command;
-
 use serde_json::Value;
-use tprof_e2e::diagnose::{diagnose_json, tprof_bin, verdict_table};
-use tprof_e2e::programs::programs_dir;
-use tprof_e2e::shim::*;
+use tprof_e2e::diagnose::verdict_table;
+use tprof_e2e::fake_sysfs;
+use tprof_e2e::nccl_nodes::{self, truth_busbw, Profiled};
 
 const KINDS: [&str; 3] = ["network_bound", "topology", "cross_node_latency"];
 
-fn write(p: &Path, text: &str) {
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, text).unwrap();
-}
-
-/// A fake sysfs per node, and `r<k>` links to its node's for each rank. `cross_socket`: node 1's NIC
-/// sits under another host bridge on NUMA node 1 (its GPUs on NUMA node 0: path SYS).
-fn fake_sysroot(base: &Path, cross_socket: bool) -> String {
-    for node in 0..2 {
-        let root = base.join(format!("node{node}"));
-        write(&root.join("proc/sys/kernel/hostname"), &format!("simnode{node}\n"));
-        let bridge = root.join("sys/devices/pci0000:00/0000:00:01.0");
-        std::fs::create_dir_all(root.join("sys/bus/pci/devices")).unwrap();
-        for dev in 0..8 {
-            let id = format!("0000:{:02x}:00.0", 0x10 + dev);
-            write(&bridge.join(&id).join("numa_node"), "0\n");
-            symlink(bridge.join(&id), root.join("sys/bus/pci/devices").join(&id)).unwrap();
-        }
-        let (nic, numa) = if cross_socket && node == 1 {
-            (root.join("sys/devices/pci0000:80/0000:80:01.0/0000:b0:00.0"), "1\n")
-        } else {
-            (bridge.join("0000:30:00.0"), "0\n")
-        };
-        write(&nic.join("numa_node"), numa);
-        write(&root.join("sys/class/infiniband/mlx5_0/ports/1/rate"), "200 Gb/sec (4X HDR)\n");
-        symlink(&nic, root.join("sys/class/infiniband/mlx5_0/device")).unwrap();
-    }
-    for r in 0..8 {
-        symlink(base.join(format!("node{}", r / 4)), base.join(format!("r{r}"))).unwrap();
-    }
-    base.join("r%r").display().to_string()
-}
-
-struct Profiled {
-    diagnosis: Value,
-    plugin: Value,
-    truth: Vec<Value>,
-}
-
-/// Truth busbw of the all-reduces: nccl-tests bus bytes over the kernel times, summed over ranks.
-fn truth_busbw(truth: &[Value], comm: Option<&str>) -> f64 {
-    let (mut bus, mut dur) = (0.0, 0.0);
-    let of_comm = |t: &&Value| comm.is_none_or(|c| t["comm"] == c);
-    for t in truth.iter().filter(|t| t["type"] == "collective" && t["op"] == "AllReduce").filter(of_comm) {
-        let n = t["nranks"].as_u64().unwrap() as f64;
-        bus += 2.0 * (n - 1.0) / n * t["bytes"].as_u64().unwrap() as f64;
-        dur += (t["end_ns"].as_u64().unwrap() - t["start_ns"].as_u64().unwrap()) as f64;
-    }
-    bus / dur
-}
-
+/// The run, with node 1's NIC across sockets when the simulator is told so.
 fn profile(name: &str, args: &[&str], extra_env: &[(&str, &str)]) -> Profiled {
-    let prog = programs_dir().join("rt12_nccl_nodes");
-    assert!(prog.exists(), "missing {}: make -C tests/programs", prog.display());
-    let sys = temp_dir(&format!("{name}-sys"));
-    let cross_socket = extra_env.iter().any(|(k, _)| *k == "SIMGPU_NIC_NUMA_NODE1");
-    let root = fake_sysroot(&sys, cross_socket);
-    let mut all = vec!["--ranks", "8"];
-    all.extend_from_slice(args);
-    let mut spec = RunSpec::new(&prog, &all, simgpu_dir())
-        .env("SIMGPU_NODES", "2")
-        .env("TPROF_RING_MB", "8")
-        .env("TPROF_SYSROOT", &root)
-        // No user ~/.nccl.conf in the recorded settings (the fake sysroot has no etc/nccl.conf).
-        .env("NCCL_CONF_FILE", "/dev/null");
-    for (k, v) in extra_env {
-        spec = spec.env(k, v);
-    }
-    let run = spec.run(name);
-    assert_eq!(run.code(), Some(0), "{}", run.stderr());
-    let out = Command::new(tprof_bin()).arg("summary").arg(&run.out_dir).arg("--json").output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let diagnosis = diagnose_json(&run.out_dir, &["--all"]);
-    let truth = read_truth(&run.truth_dir);
-    let _ = std::fs::remove_dir_all(run.out_dir.parent().unwrap());
-    let _ = std::fs::remove_dir_all(&sys);
-    Profiled { diagnosis, plugin: summary["nccl_plugin"].clone(), truth }
+    let cross = extra_env.iter().any(|(k, _)| *k == "SIMGPU_NIC_NUMA_NODE1");
+    let opts = fake_sysfs::Options { cross_socket_node: cross.then_some(1), ..Default::default() };
+    nccl_nodes::profile(name, args, extra_env, opts)
 }
 
 fn fired<'a>(p: &'a Profiled, kind: &str) -> Option<&'a Value> {
-    p.diagnosis["verdicts"].as_array().unwrap().iter().find(|v| v["kind"] == kind)
+    p.fired(kind)
 }
 
 /// `kind` fired (its severity is the exposed communication's share of the run's whole span, init of
