@@ -281,8 +281,11 @@ impl<T: FromPairing> CollectiveMatcher<T> {
             self.kernels.drain().flat_map(|(_, k)| k).chain(self.kernels_fifo.drain(..)).collect();
         calls.sort_by_key(|c| c.start);
         kernels.sort_by_key(|k| k.start);
-        // Kernels that carry their own collective info (imports) stand alone.
-        let (own, mut plain): (Vec<Kernel>, Vec<Kernel>) = kernels.into_iter().partition(|k| k.collective.is_some());
+        // Kernels that carry their own collective info (imports) stand alone, and so do kernels a
+        // CUDA graph launch ran: a replay of a captured call, whose capture-time call (left over:
+        // its kernel ran only in the replays) must not take a replay's kernel as its own.
+        let (own, mut plain): (Vec<Kernel>, Vec<Kernel>) =
+            kernels.into_iter().partition(|k| k.collective.is_some() || k.graph_id != 0);
         for k in &own {
             self.done.push(pairing(None, Some(k)));
         }
@@ -647,6 +650,36 @@ mod tests {
         m.finish();
         assert_eq!(m.done.len(), 2);
         assert!(m.done.iter().all(|c| c.gpu == Some((100, 180))), "{:?}", m.done);
+    }
+
+    #[test]
+    fn graph_replayed_kernels_are_not_the_capture_time_calls() {
+        // Two all-reduces captured (calls 2 and 3, their kernels never run under those ids), the
+        // graph launched twice (launch correlations 10 and 11), then one eager all-reduce (call 4).
+        let mut m: CollectiveMatcher = CollectiveMatcher::default();
+        m.call(&coll(CollOp::AllReduce, 2, 0, 0, 1 << 20));
+        m.call(&coll(CollOp::AllReduce, 3, 0, 1, 1 << 20));
+        for (i, launch) in [10u64, 11].into_iter().enumerate() {
+            for n in 0..2u64 {
+                let mut k = kernel(
+                    launch,
+                    100 + 100 * i as u64 + 40 * n,
+                    130 + 100 * i as u64 + 40 * n,
+                    "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+                );
+                k.graph_id = 1;
+                m.kernel(&k);
+            }
+        }
+        m.call(&coll(CollOp::AllReduce, 4, 0, 2, 1 << 20));
+        m.kernel(&kernel(4, 400, 430, "ncclDevKernel_AllReduce_Sum_f32_RING_LL"));
+        m.finish();
+        let host_only = m.done.iter().filter(|c| c.host.is_some() && c.gpu.is_none()).count();
+        let replays = m.done.iter().filter(|c| c.host.is_none() && c.gpu.is_some()).count();
+        let eager: Vec<_> = m.done.iter().filter(|c| c.host.is_some() && c.gpu.is_some()).collect();
+        assert_eq!((host_only, replays, m.done.len()), (2, 4, 7), "{:?}", m.done);
+        assert_eq!(eager.len(), 1);
+        assert_eq!(eager[0].gpu, Some((400, 430)));
     }
 
     #[test]

@@ -1,14 +1,17 @@
 /* nccl_nodes: all-reduce loops on communicators laid out over nodes, for the NCCL profiler plugin
  * and topology tests (the simulated NCCL models nodes: SIMGPU_NODES, SIMGPU_NIC_GBPS...).
  *
- *   nccl_nodes [--ranks N] [--iters K] [--bytes B] [--group G [--interleaved]]
+ *   nccl_nodes [--ranks N] [--iters K] [--bytes B] [--group G [--interleaved]] [--graph R]
  *
  * The launcher re-executes itself as N ranks (RANK, LOCAL_RANK, WORLD_SIZE set; LOCAL_RANK is RANK
  * unless NCCL_NODES_LOCAL_RANKS gives the ranks per node; the GPU is LOCAL_RANK; rank 0 leaves the
  * unique id in $NCCL_NODES_ID_FILE). Each rank joins the world communicator; with --group G the
  * ranks split into groups of G, contiguous (ranks 0..G-1, ...) or --interleaved (ranks r, r+N/G,
  * ...), and the loop runs on the group's communicator, else on the world's: K all-reduces of B bytes
- * of fp32 (default 8 MiB), then a stream synchronisation. Prints "nccl_nodes rank=R comm_ranks=C". */
+ * of fp32 (default 8 MiB), then a stream synchronisation. With --graph R the K all-reduces are
+ * captured into a CUDA graph (cudaStreamBeginCapture .. cudaStreamEndCapture, cudaGraphInstantiate),
+ * which is launched R times, then one more all-reduce runs outside the graph (eager), then the
+ * synchronisation. Prints "nccl_nodes rank=R comm_ranks=C". */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -69,7 +72,7 @@ static int get_id(int rank, const char *path, ncclUniqueId *id)
 }
 
 struct opts {
-  int ranks, iters, group, interleaved;
+  int ranks, iters, group, interleaved, graph;
   size_t bytes;
 };
 
@@ -96,7 +99,21 @@ static int run_rank(int rank, const struct opts *o, const char *id_path)
     NCK(((ncclCommSplit_fn)sym("ncclCommSplit"))(world, color, rank, &comm, NULL));
   }
   ncclAllReduce_fn all_reduce = (ncclAllReduce_fn)sym("ncclAllReduce");
-  for (int i = 0; i < o->iters; i++) NCK(all_reduce(buf, buf, count, ncclFloat32, ncclSum, comm, s));
+  if (o->graph > 0) {
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    for (int i = 0; i < o->iters; i++) NCK(all_reduce(buf, buf, count, ncclFloat32, ncclSum, comm, s));
+    CK(cudaStreamEndCapture(s, &g));
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    for (int r = 0; r < o->graph; r++) CK(cudaGraphLaunch(ge, s));
+    NCK(all_reduce(buf, buf, count, ncclFloat32, ncclSum, comm, s));
+    CK(cudaStreamSynchronize(s));
+    CK(cudaGraphExecDestroy(ge));
+    CK(cudaGraphDestroy(g));
+  } else {
+    for (int i = 0; i < o->iters; i++) NCK(all_reduce(buf, buf, count, ncclFloat32, ncclSum, comm, s));
+  }
   CK(cudaStreamSynchronize(s));
   if (comm != world) NCK(((ncclCommDestroy_fn)sym("ncclCommDestroy"))(comm));
   NCK(((ncclCommDestroy_fn)sym("ncclCommDestroy"))(world));
@@ -106,7 +123,7 @@ static int run_rank(int rank, const struct opts *o, const char *id_path)
 
 int main(int argc, char **argv)
 {
-  struct opts o = {8, 20, 0, 0, 8u << 20};
+  struct opts o = {8, 20, 0, 0, 0, 8u << 20};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--ranks") && v) o.ranks = atoi(argv[++i]);
@@ -114,12 +131,13 @@ int main(int argc, char **argv)
     else if (!strcmp(a, "--bytes") && v) o.bytes = (size_t)strtoull(argv[++i], NULL, 0);
     else if (!strcmp(a, "--group") && v) o.group = atoi(argv[++i]);
     else if (!strcmp(a, "--interleaved")) o.interleaved = 1;
+    else if (!strcmp(a, "--graph") && v) o.graph = atoi(argv[++i]);
     else {
-      fprintf(stderr, "usage: %s [--ranks N] [--iters K] [--bytes B] [--group G [--interleaved]]\n", prog_name);
+      fprintf(stderr, "usage: %s [--ranks N] [--iters K] [--bytes B] [--group G [--interleaved]] [--graph R]\n", prog_name);
       return 2;
     }
   }
-  if (o.ranks < 1 || o.ranks > 64 || o.iters < 0 || o.bytes < 4 || (o.group && o.ranks % o.group)) {
+  if (o.ranks < 1 || o.ranks > 64 || o.iters < 0 || o.graph < 0 || o.bytes < 4 || (o.group && o.ranks % o.group)) {
     fprintf(stderr, "%s: bad options\n", prog_name);
     return 2;
   }

@@ -46,6 +46,33 @@ int main(void)
           "bad datatype");
     CHECK(ncclSend(NULL, 4, ncclFloat32, 7, comms[0], s[0]) == ncclInvalidArgument, "bad peer");
     CHECK(ncclGroupEnd() == ncclInvalidUsage, "GroupEnd outside a group");
+
+    /* CUDA graphs: one all-reduce per communicator captured (a group, each stream its own capture),
+     * each graph launched twice: 6 kernels run, with graph ids; a group mixing a captured and an
+     * uncaptured stream on one communicator is refused (ncclInvalidUsage), as NCCL does */
+    cudaStream_t plain;
+    cudaSetDevice(0);
+    CK(cudaStreamCreate(&plain));
+    for (int i = 0; i < 3; i++) CK(cudaStreamBeginCapture(s[i], cudaStreamCaptureModeRelaxed));
+    CK(ncclGroupStart());
+    for (int i = 0; i < 3; i++) CK(ncclAllReduce(NULL, NULL, 1 << 20, ncclFloat32, ncclSum, comms[i], s[i]));
+    CHECK(ncclAllReduce(NULL, NULL, 1 << 20, ncclFloat32, ncclSum, comms[0], plain) == ncclInvalidUsage,
+          "captured and uncaptured streams in one group");
+    CK(ncclGroupEnd());
+    cudaGraphExec_t ge[3];
+    for (int i = 0; i < 3; i++) {
+        cudaGraph_t g;
+        CK(cudaStreamEndCapture(s[i], &g));
+        CK(cudaGraphInstantiate(&ge[i], g, 0));
+        CK(cudaGraphDestroy(g));
+    }
+    for (int r = 0; r < 2; r++)
+        for (int i = 0; i < 3; i++) CK(cudaGraphLaunch(ge[i], s[i]));
+    for (int i = 0; i < 3; i++) {
+        cudaSetDevice(i);
+        CK(cudaStreamSynchronize(s[i]));
+        CK(cudaGraphExecDestroy(ge[i]));
+    }
     for (int i = 0; i < 3; i++) CK(ncclCommDestroy(comms[i]));
 
     /* async error switch (this process has SIMGPU_NCCL_ASYNC_ERROR_AT=1 set by run script) */
@@ -110,16 +137,20 @@ int main(void)
     CHECK(ncclCommInitRank(&lone, 2, id, 1) == ncclSystemError, "init timeout -> ncclSystemError");
     CHECK(strstr(ncclGetLastError(NULL), "SIMGPU_NCCL_INIT_TIMEOUT_S") != NULL, "%s", ncclGetLastError(NULL));
 
-    /* ground truth: 3 + 2 + 2 collectives, one kernel each, same comm on the ranks of a communicator */
+    /* ground truth: 3 + 3 x 2 (graph replays) + 2 + 2 collectives, one kernel each, same comm on the
+     * ranks of a communicator */
     st_truth t = st_truth_load();
-    int colls = 0, kernels = 0;
+    int colls = 0, kernels = 0, graphed = 0;
     for (int i = 0; i < t.n; i++) {
         if (st_is(t.lines[i], "collective")) colls++;
-        if (st_is(t.lines[i], "kernel") && strstr(t.lines[i], "ncclDevKernel_")) kernels++;
+        if (st_is(t.lines[i], "kernel") && strstr(t.lines[i], "ncclDevKernel_")) {
+            kernels++;
+            graphed += strstr(t.lines[i], "\"graph_id\"") != NULL;
+        }
     }
     if (getenv("SIMGPU_TRUTH")) {
-        CHECK(colls == 7, "%d collective lines", colls);
-        CHECK(kernels == 7, "%d NCCL kernels", kernels);
+        CHECK(colls == 13, "%d collective lines", colls);
+        CHECK(kernels == 13 && graphed == 6, "%d NCCL kernels, %d from graphs", kernels, graphed);
     }
     if (st_failures) return 1;
     printf("nccl_basic ok: %d collectives\n", colls);

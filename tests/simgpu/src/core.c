@@ -706,9 +706,26 @@ int sg_enqueue_kernel(sg_stream *s, const sg_kernel_desc *k) { return sg_enqueue
 sg_op *sg_enqueue_deferred_kernel(sg_stream *s, const sg_kernel_desc *k, sg_end_poll_fn poll, void *arg,
                                   const sg_collective_desc *coll)
 {
+    return sg_enqueue_deferred_kernel_graph(s, k, poll, arg, coll, 0, 0);
+}
+
+static sg_capture_hook_fn g_capture_hook;
+void sg_set_capture_hook(sg_capture_hook_fn fn) { __atomic_store_n(&g_capture_hook, fn, __ATOMIC_RELEASE); }
+int sg_capture_external(sg_stream *s, const sg_capture_item *it, int *err)
+{
+    sg_capture_hook_fn fn = __atomic_load_n(&g_capture_hook, __ATOMIC_ACQUIRE);
+    *err = 0;
+    return fn && s ? fn(s, it, err) : 0;
+}
+
+sg_op *sg_enqueue_deferred_kernel_graph(sg_stream *s, const sg_kernel_desc *k, sg_end_poll_fn poll, void *arg,
+                                        const sg_collective_desc *coll, uint32_t graph_id, uint64_t graph_node_id)
+{
     if (!s) return NULL;
     sg_op *op = op_new(SG_OP_KERNEL, s, k->correlation);
     fill_kernel(op, k);
+    op->graph_id = graph_id;
+    op->graph_node_id = graph_node_id;
     op->deferred = 1;
     op->poll = poll;
     op->poll_arg = arg;

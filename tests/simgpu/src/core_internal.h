@@ -66,6 +66,28 @@ SG_EXPORT void sg_worker_kick(void);
 /* enqueue helpers used by graphs (cudart) go through the public API; ops carry graph ids: */
 SG_EXPORT int sg_enqueue_kernel_graph(sg_stream *s, const sg_kernel_desc *k, uint32_t graph_id,
                                       uint64_t graph_node_id);
+/* Work a library outside the runtime queues (the simulated NCCL) into a stream capture: the runtime
+ * (cudart_capture.c) registers the hook when a capture begins; sg_capture_external returns 0 when s
+ * is not capturing (or no runtime hooked in), else 1 with *err the capture's cudaError_t. A kernel
+ * node with `replay` set queues nothing itself: each graph launch calls replay(ctx, s, k, graph id,
+ * node id), with k's correlation the launch's, to queue that run (a deferred kernel); a host node
+ * runs host_fn(host_arg) on each launch, in stream order. */
+typedef void (*sg_replay_fn)(void *ctx, sg_stream *s, const sg_kernel_desc *k, uint32_t graph_id,
+                             uint64_t graph_node_id);
+typedef struct sg_capture_item {
+    sg_kernel_desc k;    /* a kernel node when host_fn is NULL */
+    sg_replay_fn replay;
+    void *replay_ctx;
+    void (*host_fn)(void *);
+    void *host_arg;
+} sg_capture_item;
+typedef int (*sg_capture_hook_fn)(sg_stream *s, const sg_capture_item *it, int *err);
+SG_EXPORT void sg_set_capture_hook(sg_capture_hook_fn fn);
+SG_EXPORT int sg_capture_external(sg_stream *s, const sg_capture_item *it, int *err);
+/* sg_enqueue_deferred_kernel for one run of a graph's kernel node (CUPTI's graphId / graphNodeId). */
+SG_EXPORT sg_op *sg_enqueue_deferred_kernel_graph(sg_stream *s, const sg_kernel_desc *k, sg_end_poll_fn poll,
+                                                  void *arg, const sg_collective_desc *coll, uint32_t graph_id,
+                                                  uint64_t graph_node_id);
 SG_EXPORT void *sg_stream_capture_slot_get(sg_stream *s);
 SG_EXPORT void sg_stream_capture_slot_set(sg_stream *s, void *g);
 SG_EXPORT int sg_stream_nonblocking(const sg_stream *s);

@@ -243,6 +243,28 @@ cudaError_t sg_rt_capture_check_unsafe(void)
 /* ---------------------------------------------------------------- capture API */
 
 /* into: the graph of cudaStreamBeginCaptureToGraph (to_graph), else a new one. */
+/* Nodes another library (the simulated NCCL) adds to the capture s belongs to (core_internal.h). */
+static int capture_external(sg_stream *s, const sg_capture_item *it, int *err)
+{
+    sg_graph_node n;
+    memset(&n, 0, sizeof n);
+    if (it->host_fn) {
+        n.type = SG_NODE_HOST;
+        n.host_fn = it->host_fn;
+        n.host_arg = it->host_arg;
+    } else {
+        n.type = SG_NODE_KERNEL;
+        n.k = it->k;
+        n.k.name = sg_intern(it->k.name);
+        n.replay = it->replay;
+        n.replay_ctx = it->replay_ctx;
+    }
+    cudaError_t e = cudaSuccess;
+    int taken = sg_rt_capture_node(s, &n, &e);
+    *err = (int)e;
+    return taken;
+}
+
 static cudaError_t begin_capture(const char *api, cudaStream_t st, int to_graph, cudaGraph_t into, int mode, int pt)
 {
     sg_rt_init();
@@ -259,6 +281,7 @@ static cudaError_t begin_capture(const char *api, cudaStream_t st, int to_graph,
         if (!to_graph) sg_rt_graph_free(g);
         RET(cudaErrorMemoryAllocation);
     }
+    sg_set_capture_hook(capture_external);
     pthread_mutex_lock(&g_cap_lock);
     if (capture_of_locked(s)) {
         pthread_mutex_unlock(&g_cap_lock);

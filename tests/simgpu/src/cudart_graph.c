@@ -695,7 +695,10 @@ static cudaError_t graph_launch(const char *api, cudaGraphExec_t ge, cudaStream_
             if (e->last) sg_stream_wait_op(s, e->last);
             queued = 1;
         }
-        if (n.type == SG_NODE_KERNEL) {
+        if (n.type == SG_NODE_KERNEL && n.replay) {
+            n.k.correlation = _c.correlation;
+            n.replay(n.replay_ctx, s, &n.k, e->graph_id, n.node_id);
+        } else if (n.type == SG_NODE_KERNEL) {
             n.k.correlation = _c.correlation;
             sg_enqueue_kernel_graph(s, &n.k, e->graph_id, n.node_id);
         } else if (n.type == SG_NODE_COPY) {

@@ -53,6 +53,8 @@ enum { SG_NODE_KERNEL = 1, SG_NODE_COPY, SG_NODE_HOST, SG_NODE_MEM_ALLOC, SG_NOD
 typedef struct sg_graph_node {
     int type;
     sg_kernel_desc k;      /* SG_NODE_KERNEL (name interned) */
+    sg_replay_fn replay;   /* SG_NODE_KERNEL queued by another library (core_internal.h): runs it per launch */
+    void *replay_ctx;
     sg_copy_desc c;        /* SG_NODE_COPY: the op (copy or memset) */
     /* SG_NODE_COPY: the operands; the bytes move when the node runs. A copy moves `height` rows of
      * `width` bytes from src (rows spitch apart) to dst (dpitch apart); a memset writes `height` rows

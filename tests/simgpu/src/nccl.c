@@ -34,6 +34,7 @@
 #define _GNU_SOURCE
 #include "nccl_internal.h"
 #include "nccl_profiler.h"
+#include "nccl_profiler_abi.h"
 #include "nccl_tuning.h"
 #include "nic_counters.h"
 #include "core_internal.h"
@@ -451,6 +452,7 @@ typedef struct coll_arg {
     char hex[17];
     sgp_job prof; /* for the profiler plugin's proxy thread: times filled in at resolution */
     uint64_t nic_tx, nic_rx; /* bytes its ring edges across nodes carry through this node's NIC */
+    struct coll_arg *next;   /* a graph's replays waiting for their host node */
 } coll_arg;
 
 static int coll_poll(void *varg, uint64_t start_ns, uint64_t *end_ns)
@@ -653,7 +655,126 @@ typedef struct qop {
     size_t count;
     uint64_t seq, idx; /* idx: collective index or p2p pair counter */
     void *api;         /* the profiler plugin's API event (stopped when the call returns) */
+    void *capture;     /* the stream capture the call's stream belongs to (NULL: none) */
 } qop;
+
+/* ------------------------------------------------------------------ collectives in CUDA graphs
+ *
+ * As NCCL's enqueue.cc does for a persistent plan (the stream is capturing, ncclLaunchPrepare): the
+ * call's API event says graphCaptured; no group or task event at capture; the kernel becomes a node
+ * of the graph (cuLaunchKernelEx on the capturing stream) and, when the plan has proxy operations
+ * (the communicator spans nodes, or the plugin wants kernel-channel events: the profiler's proxy
+ * op), a host node before it (hostStreamPlanCallback). Each graph launch runs the kernel again on
+ * the GPU (a new rendezvous index, taken in launch order, the same on every rank as every rank
+ * replays its graph) and its host node starts the group and the task (parent: the capture-time API
+ * handle, seqNumber advanced only when kernel-channel events are on, as profiler.cc does for
+ * persistent plans), queues the proxy operations, and stops both. The plan lives as long as the
+ * process (NCCL frees it with the graph; the mock never does). */
+
+typedef struct graph_coll {
+    struct ncclComm *comm;
+    coll_arg tmpl;  /* each replay's kernel argument, but for its rendezvous index */
+    sgp_task task;  /* what the replay's task event says (its seq taken at the replay) */
+    void *api;      /* the capture-time API event: the task's parent */
+    int host_node;  /* the plan has proxy operations: its host node drives the plugin */
+    sg_collective_desc cd;
+    char op_name[16];
+    pthread_mutex_t lock;
+    coll_arg *pending_head, *pending_tail; /* launched replays whose host node has not run yet */
+} graph_coll;
+
+static void graph_replay_kernel(void *ctx, sg_stream *s, const sg_kernel_desc *k, uint32_t graph_id, uint64_t node_id)
+{
+    graph_coll *g = ctx;
+    struct ncclComm *c = g->comm;
+    coll_arg *a = malloc(sizeof *a);
+    if (!a) return;
+    *a = g->tmpl;
+    a->idx = __atomic_fetch_add(&c->coll_idx, 1, __ATOMIC_RELAXED);
+    a->next = NULL;
+    if (g->host_node) {
+        pthread_mutex_lock(&g->lock);
+        if (g->pending_tail) g->pending_tail->next = a;
+        else g->pending_head = a;
+        g->pending_tail = a;
+        pthread_mutex_unlock(&g->lock);
+    }
+    int prev = sg_current_device();
+    if (prev != c->device) sg_set_current_device(c->device);
+    sg_op *op = sg_enqueue_deferred_kernel_graph(s, k, coll_poll, a, &g->cd, graph_id, node_id);
+    if (op) sg_op_release(op);
+    if (prev != c->device) sg_set_current_device(prev);
+}
+
+/* hostStreamPlanCallback: runs before the replay's kernel (it holds the stream until it returns). */
+static void graph_replay_task(void *ctx)
+{
+    graph_coll *g = ctx;
+    struct ncclComm *c = g->comm;
+    pthread_mutex_lock(&g->lock);
+    coll_arg *a = g->pending_head;
+    if (a) {
+        g->pending_head = a->next;
+        if (!g->pending_head) g->pending_tail = NULL;
+    }
+    pthread_mutex_unlock(&g->lock);
+    if (!a) return;
+    sgp_task t = g->task;
+    int op = g->tmpl.op;
+    t.seq = __atomic_load_n(&c->coll_seq[op], __ATOMIC_RELAXED);
+    if (c->prof.ctx && (c->prof.mask & SGP_KERNEL_CH)) __atomic_fetch_add(&c->coll_seq[op], 1, __ATOMIC_RELAXED);
+    void *group = sgp_group_start(&c->prof);
+    void *task = sgp_task_start(&c->prof, g->api, group, c->rank, &t);
+    a->prof.task = task;
+    sgp_stop(&c->prof, task);
+    sgp_stop(&c->prof, group);
+}
+
+/* The capture-time half of a collective on a capturing stream: the graph's nodes (see above). */
+static void capture_coll(const qop *q, coll_arg *a, const sgp_task *t, const char *kname, const sg_collective_desc *cd)
+{
+    struct ncclComm *c = q->comm;
+    graph_coll *g = calloc(1, sizeof *g);
+    if (!g) {
+        free(a);
+        return;
+    }
+    g->comm = c;
+    g->tmpl = *a;
+    free(a);
+    g->task = *t;
+    g->api = q->api;
+    g->host_node = c->nnodes > 1 || (c->prof.ctx && (c->prof.mask & SGP_KERNEL_CH));
+    snprintf(g->op_name, sizeof g->op_name, "%s", cd->op);
+    g->cd = *cd;
+    g->cd.op = g->op_name;
+    g->cd.comm = c->hex;
+    pthread_mutex_init(&g->lock, NULL);
+    int prev = sg_current_device();
+    if (prev != c->device) sg_set_current_device(c->device);
+    int err = 0;
+    if (g->host_node) {
+        sg_capture_item h = {0};
+        h.host_fn = graph_replay_task;
+        h.host_arg = g;
+        sg_capture_external(q->stream, &h, &err);
+    }
+    sg_api_call call;
+    sg_api_enter(&call, SG_DOMAIN_DRIVER, "cuLaunchKernelEx", kname, NULL);
+    sg_capture_item it = {0};
+    it.k.name = kname;
+    it.k.grid[0] = 16;
+    it.k.grid[1] = it.k.grid[2] = 1;
+    it.k.block[0] = 512;
+    it.k.block[1] = it.k.block[2] = 1;
+    it.k.correlation = call.correlation;
+    it.k.duration_ns = 1;
+    it.replay = graph_replay_kernel;
+    it.replay_ctx = g;
+    if (!err) sg_capture_external(q->stream, &it, &err);
+    sg_api_exit(&call, err);
+    if (prev != c->device) sg_set_current_device(prev);
+}
 
 static void launch_coll(const qop *q)
 {
@@ -707,6 +828,14 @@ static void launch_coll(const qop *q)
     int kind = q->op == OP_ALLREDUCE ? SGT_ALLREDUCE : q->op == OP_REDUCE ? SGT_REDUCE : SGT_OTHER;
     sgt_choose(c->nnodes, kind, bytes, &t);
     a->dur_ns = coll_ns(c, kind, bytes, bus, &t);
+    if (q->capture) {
+        c->coll_seq[q->op]--; /* no task at capture: each replay takes the number (graph_replay_task) */
+        sgp_job j = {c->prof.ctx, NULL, c->prof.mask, t.nchannels, 0, 0, 0, c->ring_send, c->ring_recv,
+                     (uint64_t)(bus / t.nchannels), NULL, 0};
+        a->prof = j;
+        capture_coll(q, a, &t, kname, &cd);
+        return;
+    }
     void *group = sgp_group_start(&c->prof);
     void *task = sgp_task_start(&c->prof, q->api, group, c->rank, &t);
     sgp_job j = {c->prof.ctx, task, c->prof.mask, t.nchannels, 0, 0, 0, c->ring_send, c->ring_recv,
@@ -848,16 +977,28 @@ static ncclResult_t enqueue(const char *api, struct ncclComm *c, int op, size_t 
     q.root = root;
     q.peer = peer;
     q.count = count;
+    q.capture = sg_stream_capture_slot_get(s);
+    if (q.capture && (op == OP_SEND || op == OP_RECV)) {
+        set_error("%s: send/recv inside a CUDA graph capture is not modelled by the simulated NCCL", api);
+        return ncclInternalError;
+    }
+    /* ncclPlannerSetCapturingGraph: a group's calls on a communicator are all uncaptured or all in one graph */
+    for (int i = 0; t_group_depth > 0 && i < t_nq; i++)
+        if (t_q[i].comm == c && t_q[i].capture != q.capture) {
+            set_error("%s: streams given to a communicator within a NCCL group must either be all uncaptured or all "
+                      "captured by the same graph", api);
+            return ncclInvalidUsage;
+        }
     q.seq = __atomic_fetch_add(&c->seq, 1, __ATOMIC_RELAXED);
     if (op == OP_SEND)
         q.idx = __atomic_fetch_add(&c->send_cnt[peer], 1, __ATOMIC_RELAXED);
     else if (op == OP_RECV)
         q.idx = __atomic_fetch_add(&c->recv_cnt[peer], 1, __ATOMIC_RELAXED);
-    else
+    else if (!q.capture) /* a captured collective takes its index at each replay */
         q.idx = __atomic_fetch_add(&c->coll_idx, 1, __ATOMIC_RELAXED);
     sgp_task call_task = {op == OP_SEND || op == OP_RECV, 0, nccl_func_name(op), nccl_dtype_name(dtype), NULL, NULL,
                     count, op == OP_SEND || op == OP_RECV ? peer : root, 0, 0};
-    q.api = sgp_api_start(&c->prof, &call_task, stream);
+    q.api = sgp_api_start(&c->prof, &call_task, stream, q.capture != NULL);
     if (t_group_depth > 0) {
         int pushed = q_push(&q);
         sgp_stop(&c->prof, q.api);

@@ -468,7 +468,7 @@ void sgp_comm_fini(sgp_comm *pc)
 
 /* ---------------------------------------------------------------- host-side events */
 
-void *sgp_api_start(const sgp_comm *pc, const sgp_task *t, void *stream)
+void *sgp_api_start(const sgp_comm *pc, const sgp_task *t, void *stream, int captured)
 {
     int bit = t->p2p ? SGP_P2P_API : SGP_COLL_API;
     if (!pc->ctx || !(pc->mask & bit)) return NULL;
@@ -480,12 +480,14 @@ void *sgp_api_start(const sgp_comm *pc, const sgp_task *t, void *stream)
         d.p2pApi.count = t->count;
         d.p2pApi.datatype = t->datatype;
         d.p2pApi.stream = stream;
+        d.p2pApi.graphCaptured = captured != 0;
     } else {
         d.collApi.func = t->func;
         d.collApi.count = t->count;
         d.collApi.datatype = t->datatype;
         d.collApi.root = t->root_or_peer;
         d.collApi.stream = stream;
+        d.collApi.graphCaptured = captured != 0;
     }
     return start_event(pc->ctx, &d, pc);
 }

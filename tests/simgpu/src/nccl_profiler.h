@@ -9,7 +9,8 @@
  * transfer size cumulative on the proxy operation's own states (steps' states carry no arguments),
  * no kernel-channel timers (v3: kernel channels without them).
  * Per communicator: init after the ranks met, finalize at destroy. Per call: the API event (v5+),
- * then at launch the group and task events, stopped once enqueued; after the kernel, on a proxy
+ * then at launch the group and task events, stopped once enqueued (a call captured into a CUDA graph:
+ * on each replay, from the graph's host node, as nccl.c says); after the kernel, on a proxy
  * thread in real time: proxy operations and steps (communicators spanning nodes: the ring's
  * cross-node neighbours, per channel) and the kernel channels with GPU timer values.
  *
@@ -64,7 +65,8 @@ double sgp_nic_latency_ns(void);
 void sgp_comm_init(sgp_comm *pc, uint64_t hash, const char *name, int nnodes, int nranks, int rank);
 void sgp_comm_fini(sgp_comm *pc);
 /* Event starts; each returns the plugin's handle (NULL when not started). */
-void *sgp_api_start(const sgp_comm *pc, const sgp_task *t, void *stream);
+/* captured: the call's stream is capturing a CUDA graph (the API event's graphCaptured, v5+). */
+void *sgp_api_start(const sgp_comm *pc, const sgp_task *t, void *stream, int captured);
 void *sgp_group_start(const sgp_comm *pc);
 void *sgp_task_start(const sgp_comm *pc, void *api, void *group, int rank, const sgp_task *t);
 void sgp_stop(const sgp_comm *pc, void *handle);
