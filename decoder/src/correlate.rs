@@ -402,7 +402,11 @@ pub struct RangeProjection {
     names: Vec<Name>,
     name_index: FastMap<usize, u32>,
     /// Direct GPU time per range.
-    direct: SeqMap<RangeId, Ns>,
+    /// as (range id, ns): a run of one range's work adds to the last entry; when the list has
+    /// doubled since it was last summed per range, it is summed again (16 B per range, not a map's
+    /// ~50 B with its resize).
+    direct: Vec<(u64, Ns)>,
+    direct_summed: usize,
     stats: FastMap<Name, (u64, u64)>,
 }
 
@@ -410,7 +414,7 @@ impl RangeProjection {
     pub fn api(&mut self, a: &Api) {
         let (Some(r), true) = (a.range, a.correlation != 0) else { return };
         if let Some(t) = self.early_gpu.remove(a.correlation) {
-            *self.direct.entry(r).or_default() += t;
+            self.add_direct(r, t);
         } else {
             self.launches.insert(a.correlation, r);
         }
@@ -429,7 +433,7 @@ impl RangeProjection {
             return;
         }
         match self.launches.get(correlation) {
-            Some(r) => *self.direct.entry(*r).or_default() += dur,
+            Some(&r) => self.add_direct(r, dur),
             None => match self.early_gpu.get_mut(correlation) {
                 Some(t) => *t += dur,
                 None => self.early_gpu.insert(correlation, dur),
@@ -451,10 +455,36 @@ impl RangeProjection {
         s.1 += r.end.saturating_sub(r.start);
     }
 
+    fn add_direct(&mut self, r: RangeId, t: Ns) {
+        match self.direct.last_mut() {
+            Some(last) if last.0 == r.0 => last.1 += t,
+            _ => {
+                self.direct.push((r.0, t));
+                if self.direct.len() >= 2 * self.direct_summed.max(1 << 15) {
+                    self.sum_direct();
+                }
+            }
+        }
+    }
+
+    /// One entry per range.
+    fn sum_direct(&mut self) {
+        self.direct.sort_unstable_by_key(|e| e.0);
+        self.direct.dedup_by(|later, earlier| {
+            let same = later.0 == earlier.0;
+            if same {
+                earlier.1 += later.1;
+            }
+            same
+        });
+        self.direct_summed = self.direct.len();
+    }
+
     /// End of the process: roll direct GPU time up the range tree (each name counted once per chain).
     pub fn finish(&mut self) -> Vec<RangeStat> {
         let mut gpu: FastMap<Name, Ns> = FastMap::default();
         let mut seen: Vec<Name> = Vec::new();
+        self.sum_direct();
         // By id, the last delivered of equal ids kept (as a map's insert would).
         let mut ranges = std::mem::take(&mut self.ranges);
         ranges.sort_by_key(|e| e.id);
@@ -469,9 +499,9 @@ impl RangeProjection {
             let e = &ranges[ranges.binary_search_by_key(&id.0, |e| e.id).ok()?];
             Some((&self.names[e.name as usize], e.has_parent.then_some(RangeId(e.parent))))
         };
-        for (&rid, &t) in &self.direct {
+        for &(rid, t) in &self.direct {
             seen.clear();
-            let mut cur = Some(rid);
+            let mut cur = Some(RangeId(rid));
             let mut hops = 0;
             while let Some(id) = cur {
                 let Some((name, parent)) = lookup(id) else { break };
@@ -501,7 +531,8 @@ impl RangeProjection {
         self.early_gpu = Generations::default();
         self.names = Vec::new();
         self.name_index = FastMap::default();
-        self.direct = SeqMap::default();
+        self.direct = Vec::new();
+        self.direct_summed = 0;
         out
     }
 }
