@@ -253,7 +253,9 @@ impl<T: FromPairing> CollectiveMatcher<T> {
         } else if let Some(c) = (k.correlation != 0).then(|| self.calls.remove(&k.correlation)).flatten() {
             self.done.push(pairing(Some(&c), Some(k)));
         } else if k.correlation != 0 {
-            self.kernels.entry(k.correlation).or_default().push(k.clone());
+            // Nearly always the only kernel of its correlation: room for one (an empty Vec's first
+            // push would make room for four, ~480 B per waiting kernel).
+            self.kernels.entry(k.correlation).or_insert_with(|| Vec::with_capacity(1)).push(k.clone());
         } else {
             self.kernels_fifo.push_back(k.clone());
         }
@@ -381,6 +383,15 @@ impl<V> Generations<V> {
     }
 }
 
+/// One completed range: its id, its parent's id (when `has_parent`) and its name's index.
+#[derive(Debug, Clone, Copy)]
+struct RangeEntry {
+    id: u64,
+    parent: u64,
+    name: u32,
+    has_parent: bool,
+}
+
 /// Projects GPU work onto the ranges it was launched in.
 #[derive(Debug, Default)]
 pub struct RangeProjection {
@@ -388,10 +399,17 @@ pub struct RangeProjection {
     launches: Generations<RangeId>,
     /// GPU work that arrived before its launch call.
     early_gpu: Generations<Ns>,
-    /// Completed ranges: id -> (name, parent).
-    ranges: SeqMap<RangeId, (Name, Option<RangeId>)>,
+    /// Completed ranges in delivery order (24 B each; sorted by id once, at the end).
+    ranges: Vec<RangeEntry>,
+    /// Range names by index, and the index of each interned name (by pointer).
+    names: Vec<Name>,
+    name_index: FastMap<usize, u32>,
     /// Direct GPU time per range.
-    direct: SeqMap<RangeId, Ns>,
+    /// as (range id, ns): a run of one range's work adds to the last entry; when the list has
+    /// doubled since it was last summed per range, it is summed again (16 B per range, not a map's
+    /// ~50 B with its resize).
+    direct: Vec<(u64, Ns)>,
+    direct_summed: usize,
     stats: FastMap<Name, (u64, u64)>,
 }
 
@@ -399,7 +417,7 @@ impl RangeProjection {
     pub fn api(&mut self, a: &Api) {
         let (Some(r), true) = (a.range, a.correlation != 0) else { return };
         if let Some(t) = self.early_gpu.remove(a.correlation) {
-            *self.direct.entry(r).or_default() += t;
+            self.add_direct(r, t);
         } else {
             self.launches.insert(a.correlation, r);
         }
@@ -418,7 +436,7 @@ impl RangeProjection {
             return;
         }
         match self.launches.get(correlation) {
-            Some(r) => *self.direct.entry(*r).or_default() += dur,
+            Some(&r) => self.add_direct(r, dur),
             None => match self.early_gpu.get_mut(correlation) {
                 Some(t) => *t += dur,
                 None => self.early_gpu.insert(correlation, dur),
@@ -427,27 +445,74 @@ impl RangeProjection {
     }
 
     pub fn range(&mut self, r: &NvtxRange) {
-        self.ranges.insert(r.id, (r.name.clone(), r.parent));
+        let key = std::sync::Arc::as_ptr(&r.name) as *const u8 as usize;
+        let names = &mut self.names;
+        let name = *self.name_index.entry(key).or_insert_with(|| {
+            names.push(r.name.clone());
+            (names.len() - 1) as u32
+        });
+        let (parent, has_parent) = r.parent.map_or((0, false), |p| (p.0, true));
+        self.ranges.push(RangeEntry { id: r.id.0, parent, name, has_parent });
         let s = self.stats.entry(r.name.clone()).or_default();
         s.0 += 1;
         s.1 += r.end.saturating_sub(r.start);
+    }
+
+    fn add_direct(&mut self, r: RangeId, t: Ns) {
+        match self.direct.last_mut() {
+            Some(last) if last.0 == r.0 => last.1 += t,
+            _ => {
+                self.direct.push((r.0, t));
+                if self.direct.len() >= 2 * self.direct_summed.max(1 << 15) {
+                    self.sum_direct();
+                }
+            }
+        }
+    }
+
+    /// One entry per range.
+    fn sum_direct(&mut self) {
+        self.direct.sort_unstable_by_key(|e| e.0);
+        self.direct.dedup_by(|later, earlier| {
+            let same = later.0 == earlier.0;
+            if same {
+                earlier.1 += later.1;
+            }
+            same
+        });
+        self.direct_summed = self.direct.len();
     }
 
     /// End of the process: roll direct GPU time up the range tree (each name counted once per chain).
     pub fn finish(&mut self) -> Vec<RangeStat> {
         let mut gpu: FastMap<Name, Ns> = FastMap::default();
         let mut seen: Vec<Name> = Vec::new();
-        for (&rid, &t) in &self.direct {
+        self.sum_direct();
+        // By id, the last delivered of equal ids kept (as a map's insert would).
+        let mut ranges = std::mem::take(&mut self.ranges);
+        ranges.sort_by_key(|e| e.id);
+        ranges.dedup_by(|later, earlier| {
+            let same = later.id == earlier.id;
+            if same {
+                *earlier = *later;
+            }
+            same
+        });
+        let lookup = |id: RangeId| -> Option<(&Name, Option<RangeId>)> {
+            let e = &ranges[ranges.binary_search_by_key(&id.0, |e| e.id).ok()?];
+            Some((&self.names[e.name as usize], e.has_parent.then_some(RangeId(e.parent))))
+        };
+        for &(rid, t) in &self.direct {
             seen.clear();
-            let mut cur = Some(rid);
+            let mut cur = Some(RangeId(rid));
             let mut hops = 0;
             while let Some(id) = cur {
-                let Some((name, parent)) = self.ranges.get(&id) else { break };
+                let Some((name, parent)) = lookup(id) else { break };
                 if !seen.contains(name) {
                     seen.push(name.clone());
                     *gpu.entry(name.clone()).or_default() += t;
                 }
-                cur = *parent;
+                cur = parent;
                 hops += 1;
                 if hops > 10_000 {
                     break;
@@ -467,8 +532,10 @@ impl RangeProjection {
         out.sort_by(|a, b| b.gpu_ns.cmp(&a.gpu_ns).then(b.range_ns.cmp(&a.range_ns)).then(a.name.cmp(&b.name)));
         self.launches = Generations::default();
         self.early_gpu = Generations::default();
-        self.ranges = SeqMap::default();
-        self.direct = SeqMap::default();
+        self.names = Vec::new();
+        self.name_index = FastMap::default();
+        self.direct = Vec::new();
+        self.direct_summed = 0;
         out
     }
 }

@@ -8,7 +8,9 @@ use std::process::Command;
 use tprof_decoder::testkit::kineto_trace::write_kineto_trace;
 
 /// Address space allowed to `tprof summary` (RSS stays well below it; see the README's bound).
-const AS_LIMIT: u64 = 640 << 20;
+/// 2026-12-02: a 966 MB generated trace is summarised under 240 MiB; main before the compact range
+/// table needed more than 320 MiB for it.
+const AS_LIMIT: u64 = 320 << 20;
 
 #[test]
 fn summary_of_a_400_mb_trace_fits_the_memory_limit() {

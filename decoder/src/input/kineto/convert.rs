@@ -432,6 +432,8 @@ impl KinetoConverter {
                 }),
             }
         }
+        // The merge's buffers are freed before the sink's end-of-process work.
+        drop(sorted);
         if let Some(e) = self.spill_error.take() {
             return Err(io(e));
         }
