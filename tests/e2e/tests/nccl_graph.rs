@@ -71,7 +71,6 @@ fn intercept_rows(s: &Value) {
 }
 
 #[test]
-#[ignore = "flaky: about 1 run in 20 one replay's plugin task is missing (63 of 64 tasks, 59 of 60 flagged); run with --ignored"]
 fn graph_replays_are_tasks_flagged_captured_and_kernels_all_counted() {
     let (s, truth, _run) = profile("nccl-graph-plugin", &[]);
     let (kernels, graphed) = truth_kernels(&truth);

@@ -671,6 +671,7 @@ typedef struct qop {
  * persistent plans), queues the proxy operations, and stops both. The plan lives as long as the
  * process (NCCL frees it with the graph; the mock never does). */
 
+#define GRAPH_READY 64
 typedef struct graph_coll {
     struct ncclComm *comm;
     coll_arg tmpl;  /* each replay's kernel argument, but for its rendezvous index */
@@ -681,6 +682,10 @@ typedef struct graph_coll {
     char op_name[16];
     pthread_mutex_t lock;
     coll_arg *pending_head, *pending_tail; /* launched replays whose host node has not run yet */
+    /* tasks whose host node ran before the launching thread queued the replay's kernel (the stream
+     * was idle: the host node runs at once), oldest first */
+    void *ready[GRAPH_READY];
+    unsigned ready_first, ready_n;
 } graph_coll;
 
 static void graph_replay_kernel(void *ctx, sg_stream *s, const sg_kernel_desc *k, uint32_t graph_id, uint64_t node_id)
@@ -694,9 +699,16 @@ static void graph_replay_kernel(void *ctx, sg_stream *s, const sg_kernel_desc *k
     a->next = NULL;
     if (g->host_node) {
         pthread_mutex_lock(&g->lock);
-        if (g->pending_tail) g->pending_tail->next = a;
-        else g->pending_head = a;
-        g->pending_tail = a;
+        if (g->ready_n > 0) {
+            /* its host node ran already: take the task it started */
+            a->prof.task = g->ready[g->ready_first];
+            g->ready_first = (g->ready_first + 1) % GRAPH_READY;
+            g->ready_n--;
+        } else {
+            if (g->pending_tail) g->pending_tail->next = a;
+            else g->pending_head = a;
+            g->pending_tail = a;
+        }
         pthread_mutex_unlock(&g->lock);
     }
     int prev = sg_current_device();
@@ -711,21 +723,24 @@ static void graph_replay_task(void *ctx)
 {
     graph_coll *g = ctx;
     struct ncclComm *c = g->comm;
-    pthread_mutex_lock(&g->lock);
-    coll_arg *a = g->pending_head;
-    if (a) {
-        g->pending_head = a->next;
-        if (!g->pending_head) g->pending_tail = NULL;
-    }
-    pthread_mutex_unlock(&g->lock);
-    if (!a) return;
     sgp_task t = g->task;
     int op = g->tmpl.op;
     t.seq = __atomic_load_n(&c->coll_seq[op], __ATOMIC_RELAXED);
     if (c->prof.ctx && (c->prof.mask & SGP_KERNEL_CH)) __atomic_fetch_add(&c->coll_seq[op], 1, __ATOMIC_RELAXED);
     void *group = sgp_group_start(&c->prof);
     void *task = sgp_task_start(&c->prof, g->api, group, c->rank, &t);
-    a->prof.task = task;
+    /* hand the task to this replay's kernel argument, queued before or after this node ran */
+    pthread_mutex_lock(&g->lock);
+    coll_arg *a = g->pending_head;
+    if (a) {
+        g->pending_head = a->next;
+        if (!g->pending_head) g->pending_tail = NULL;
+        a->prof.task = task;
+    } else if (g->ready_n < GRAPH_READY) {
+        g->ready[(g->ready_first + g->ready_n) % GRAPH_READY] = task;
+        g->ready_n++;
+    }
+    pthread_mutex_unlock(&g->lock);
     sgp_stop(&c->prof, task);
     sgp_stop(&c->prof, group);
 }
