@@ -597,6 +597,22 @@ fn emit_proxy(s: &Slot, now: u64) {
 mod tests {
     use super::*;
 
+    /// A one-element all-reduce (seq 1) over `nchannels` channels.
+    fn all_reduce_descr(nchannels: u8) -> TaskDescr {
+        TaskDescr {
+            comm: 0,
+            op: CollOp::AllReduce,
+            seq: 1,
+            count: 1,
+            datatype: StrId::NONE,
+            algo: StrId::NONE,
+            proto: StrId::NONE,
+            nchannels,
+            nwarps: 1,
+            peer: -1,
+        }
+    }
+
     #[test]
     fn foreign_and_misaligned_handles_are_refused() {
         let h = handle_of(7);
@@ -610,18 +626,7 @@ mod tests {
     #[test]
     fn steps_sum_into_their_operation_through_its_ways() {
         let ctx = context_at(context_new(0x77, false).unwrap()).unwrap();
-        let d = TaskDescr {
-            comm: 0,
-            op: CollOp::AllReduce,
-            seq: 1,
-            count: 1,
-            datatype: StrId::NONE,
-            algo: StrId::NONE,
-            proto: StrId::NONE,
-            nchannels: 1,
-            nwarps: 1,
-            peer: -1,
-        };
+        let d = all_reduce_descr(1);
         let task = start_task(ctx, 0, &d, 0).unwrap();
         let descr = ProxyOpDescr { pid: std::process::id() as i32, channel: 0, peer: 1, is_send: true, nsteps: 3 };
         let op = start_proxy_op(ctx, task, &descr).unwrap();
@@ -643,18 +648,7 @@ mod tests {
     #[test]
     fn one_step_in_step_sample_is_timed_reads_the_clock_on_class_changes_and_is_scaled_to_all() {
         let ctx = context_at(context_new(0x78, false).unwrap()).unwrap();
-        let d = TaskDescr {
-            comm: 0,
-            op: CollOp::AllReduce,
-            seq: 1,
-            count: 1,
-            datatype: StrId::NONE,
-            algo: StrId::NONE,
-            proto: StrId::NONE,
-            nchannels: 4,
-            nwarps: 1,
-            peer: -1,
-        };
+        let d = all_reduce_descr(4);
         let task = start_task(ctx, 0, &d, 0).unwrap();
         // seq 1 + channel 2 + send 1 = 4 = 0 mod STEP_SAMPLE (2 or 4): steps 0, STEP_SAMPLE, ... timed.
         let descr = ProxyOpDescr { pid: std::process::id() as i32, channel: 2, peer: 1, is_send: true, nsteps: 8 };
@@ -697,18 +691,7 @@ mod tests {
     #[test]
     fn a_graph_replay_keeps_the_capture_flag_of_its_stopped_api_event() {
         let ctx = context_at(context_new(0x79, false).unwrap()).unwrap();
-        let d = TaskDescr {
-            comm: 0,
-            op: CollOp::AllReduce,
-            seq: 0,
-            count: 1,
-            datatype: StrId::NONE,
-            algo: StrId::NONE,
-            proto: StrId::NONE,
-            nchannels: 1,
-            nwarps: 1,
-            peer: -1,
-        };
+        let d = TaskDescr { seq: 0, ..all_reduce_descr(1) };
         // Capture: the API event starts (captured) and stops; uncaptured calls come and go.
         let captured = start_api(true).unwrap();
         stop(captured);
