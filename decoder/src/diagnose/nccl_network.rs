@@ -25,7 +25,7 @@ use crate::units::{byte_size, duration, share};
 /// Near the line rate.
 pub(super) const NEAR_LINE_RATE: f64 = 0.7;
 /// Collectives that matter: this share of the collective (rank-)time at least.
-pub(super) const MIN_TIME_SHARE: f64 = 0.25;
+const MIN_TIME_SHARE: f64 = 0.25;
 /// Latency-bound: bandwidth explains less than this share of the time.
 const LATENCY_BOUND: f64 = 0.25;
 pub(super) const LARGE: u64 = 1 << 20;
@@ -100,8 +100,17 @@ pub struct CrossNodeLatencyEvidence {
     pub text: String,
 }
 
-pub(super) fn heaviest<'a>(rows: &[&'a BucketLink]) -> Option<&'a BucketLink> {
-    rows.iter().copied().max_by_key(|b| b.gpu_ns)
+/// The heaviest of the analysis rows `keep` selects, and their share of the collective time, when
+/// that share is at least `MIN_TIME_SHARE`.
+pub(super) fn heavy_rows(v: &NetworkView, keep: impl Fn(&BucketLink) -> bool) -> Option<(&BucketLink, f64)> {
+    let hit: Vec<&BucketLink> = v.summary.analysis.iter().filter(|b| keep(b)).collect();
+    let ns: u64 = hit.iter().map(|b| b.gpu_ns).sum();
+    let time_share = ns as f64 / v.coll_ns as f64;
+    if hit.is_empty() || time_share < MIN_TIME_SHARE {
+        return None;
+    }
+    let top = hit.iter().copied().max_by_key(|b| b.gpu_ns)?;
+    Some((top, time_share))
 }
 
 pub(super) fn location(b: &BucketLink) -> Location {
@@ -131,19 +140,13 @@ pub(super) fn busiest_nic<'a>(v: &'a NetworkView, hosts: &[&str]) -> Option<(&'a
 
 /// NCCL's collectives across nodes near the line rate.
 fn at_line_rate(job: &Job, v: &NetworkView) -> Option<Verdict> {
-    let hit: Vec<&BucketLink> = v
-        .summary
-        .analysis
-        .iter()
-        .filter(|b| b.nodes > 1 && b.nodes <= b.nodes_needed && b.size_bucket >= LARGE && b.limit == "nic")
-        .filter(|b| b.link_share.is_some_and(|s| s >= NEAR_LINE_RATE))
-        .collect();
-    let ns: u64 = hit.iter().map(|b| b.gpu_ns).sum();
-    let time_share = ns as f64 / v.coll_ns as f64;
-    if hit.is_empty() || time_share < MIN_TIME_SHARE {
-        return None;
-    }
-    let top = heaviest(&hit)?;
+    let (top, time_share) = heavy_rows(v, |b| {
+        b.nodes > 1
+            && b.nodes <= b.nodes_needed
+            && b.size_bucket >= LARGE
+            && b.limit == "nic"
+            && b.link_share.is_some_and(|s| s >= NEAR_LINE_RATE)
+    })?;
     let line = top.allowed_gbps.unwrap_or(0.0);
     let mut out = Verdict::new(VerdictKind::NetworkBound, v.exposed_share * time_share);
     out.ranks = job.ranks.iter().map(|r| r.rank).collect();
@@ -197,18 +200,9 @@ fn at_line_rate(job: &Job, v: &NetworkView) -> Option<Verdict> {
 }
 
 pub fn find_cross_node_latency(job: &Job, v: &NetworkView) -> Option<Verdict> {
-    let hit: Vec<&BucketLink> = v
-        .summary
-        .analysis
-        .iter()
-        .filter(|b| b.nodes > 1 && b.size_bucket < LARGE && b.bandwidth_time_share.is_some_and(|s| s < LATENCY_BOUND))
-        .collect();
-    let ns: u64 = hit.iter().map(|b| b.gpu_ns).sum();
-    let small_share = ns as f64 / v.coll_ns as f64;
-    if hit.is_empty() || small_share < MIN_TIME_SHARE {
-        return None;
-    }
-    let top = heaviest(&hit)?;
+    let (top, small_share) = heavy_rows(v, |b| {
+        b.nodes > 1 && b.size_bucket < LARGE && b.bandwidth_time_share.is_some_and(|s| s < LATENCY_BOUND)
+    })?;
     let bw = top.bandwidth_time_share.unwrap_or(0.0);
     let floor = v.summary.analysis.iter().filter(|b| b.comm == top.comm && b.mean_ns > 0).map(|b| b.mean_ns).min();
     let mut out = Verdict::new(VerdictKind::CrossNodeLatency, v.exposed_share * small_share * (1.0 - bw));

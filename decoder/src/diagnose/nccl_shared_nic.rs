@@ -8,7 +8,7 @@
 
 use super::job::Job;
 use super::nccl_network::{
-    busiest_nic, heaviest, location, NetworkBoundEvidence, NetworkView, LARGE, MIN_TIME_SHARE, NEAR_LINE_RATE,
+    busiest_nic, heavy_rows, location, NetworkBoundEvidence, NetworkView, LARGE, NEAR_LINE_RATE,
 };
 use super::nic_load::NicLoad;
 use super::{Verdict, VerdictKind};
@@ -33,19 +33,13 @@ pub fn find(job: &Job, v: &NetworkView) -> Option<Verdict> {
         .filter(|(l, nccl)| *nccl <= NCCL_PART * l.line_gbps)
         .max_by(|a, b| (a.0.busy_gbps.unwrap_or(0.0) - a.1).total_cmp(&(b.0.busy_gbps.unwrap_or(0.0) - b.1)))?;
     let crosses = |b: &BucketLink| v.summary.node_links.iter().any(|l| l.comm == b.comm && l.host == nic.host);
-    let hit: Vec<&BucketLink> = v
-        .summary
-        .analysis
-        .iter()
-        .filter(|b| b.nodes > 1 && b.size_bucket >= LARGE && b.limit == "nic" && crosses(b))
-        .filter(|b| b.link_share.is_some_and(|s| s < NEAR_LINE_RATE))
-        .collect();
-    let ns: u64 = hit.iter().map(|b| b.gpu_ns).sum();
-    let time_share = ns as f64 / v.coll_ns as f64;
-    if hit.is_empty() || time_share < MIN_TIME_SHARE {
-        return None;
-    }
-    let top = heaviest(&hit)?;
+    let (top, time_share) = heavy_rows(v, |b| {
+        b.nodes > 1
+            && b.size_bucket >= LARGE
+            && b.limit == "nic"
+            && crosses(b)
+            && b.link_share.is_some_and(|s| s < NEAR_LINE_RATE)
+    })?;
     let link_share = top.link_share.unwrap_or(0.0);
     let busy = nic.busy_gbps.unwrap_or(0.0);
     let other = (busy - nccl).max(0.0);

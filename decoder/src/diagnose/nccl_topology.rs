@@ -143,12 +143,7 @@ fn node_link_cause(v: &NetworkView, b: &BucketLink) -> Option<Candidate> {
 
 /// The settings that decide the NIC a GPU uses and whether GPU Direct RDMA is used.
 fn tuning_settings(topo: &crate::nccl_plugin::topology::TopologySummary) -> Vec<String> {
-    let names = ["NCCL_IB_HCA", "NCCL_NET_GDR_LEVEL", "NCCL_CROSS_NIC", "NCCL_TOPO_FILE"];
-    topo.nccl_settings
-        .iter()
-        .filter(|s| names.contains(&s.name.as_str()))
-        .map(|s| format!("{}={}", s.name, s.value))
-        .collect()
+    tuning::settings(topo, &["NCCL_IB_HCA", "NCCL_NET_GDR_LEVEL", "NCCL_CROSS_NIC", "NCCL_TOPO_FILE"])
 }
 
 fn spread_cause(b: &BucketLink) -> Option<Candidate> {

@@ -22,7 +22,7 @@ pub const FAR_BELOW: f64 = 0.5;
 const MAX_CHANNELS: f64 = 32.0;
 
 /// The settings of `names` any rank had, as `NAME=value`.
-fn settings(topo: &TopologySummary, names: &[&str]) -> Vec<String> {
+pub(super) fn settings(topo: &TopologySummary, names: &[&str]) -> Vec<String> {
     topo.nccl_settings
         .iter()
         .filter(|s| names.contains(&s.name.as_str()))
