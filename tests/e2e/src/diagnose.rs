@@ -103,6 +103,14 @@ pub fn profile_simtrain_under(
     ProfiledRun { out, rings }
 }
 
+/// `tprof summary DIR --json`, parsed.
+pub fn summary_json(dir: &Path) -> serde_json::Value {
+    let out = Command::new(tprof_bin()).arg("summary").arg(dir).arg("--json").output().expect("run tprof");
+    assert!(out.status.success(), "tprof summary failed ({}):\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("tprof summary --json: bad JSON ({e}):\n{}", String::from_utf8_lossy(&out.stdout)))
+}
+
 /// `tprof diagnose --json DIR extra...`, parsed.
 pub fn diagnose_json(dir: &Path, extra: &[&str]) -> serde_json::Value {
     let bin = tprof_bin();

@@ -2,11 +2,9 @@
 //! ([`crate::fake_sysfs`]): the job's `diagnose --json`, `summary --json`'s `nccl_plugin` section
 //! and the simulator's ground truth, for the network verdict tests.
 
-use std::process::Command;
-
 use serde_json::Value;
 
-use crate::diagnose::{diagnose_json, tprof_bin};
+use crate::diagnose::{diagnose_json, summary_json};
 use crate::fake_sysfs;
 use crate::programs::programs_dir;
 use crate::shim::{read_truth, simgpu_dir, temp_dir, RunSpec};
@@ -63,9 +61,7 @@ pub fn profile(name: &str, args: &[&str], extra_env: &[(&str, &str)], opts: fake
     }
     let run = spec.run(name);
     assert_eq!(run.code(), Some(0), "{}", run.stderr());
-    let out = Command::new(tprof_bin()).arg("summary").arg(&run.out_dir).arg("--json").output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let summary = summary_json(&run.out_dir);
     let diagnosis = diagnose_json(&run.out_dir, &["--all"]);
     let truth = read_truth(&run.truth_dir);
     let _ = std::fs::remove_dir_all(run.out_dir.parent().unwrap());

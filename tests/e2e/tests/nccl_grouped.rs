@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::process::Command;
 
 use serde_json::Value;
-use tprof_e2e::diagnose::tprof_bin;
+use tprof_e2e::diagnose::{summary_json, tprof_bin};
 use tprof_e2e::programs::programs_dir;
 use tprof_e2e::shim::*;
 
@@ -60,9 +60,7 @@ fn grouped_collectives_on_two_devices_match_the_truth() {
     }
     assert_eq!(expected.len(), 12, "4 collectives x 3 sizes in the truth");
 
-    let out = Command::new(tprof_bin()).arg("summary").arg(&run.out_dir).arg("--json").output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let summary = summary_json(&run.out_dir);
     let rows = summary["collectives"].as_array().expect("collectives");
     let mut calls = 0;
     for r in rows {
@@ -114,8 +112,7 @@ fn a_send_recv_pipeline_is_neither_a_desync_nor_a_hang() {
         "every transfer completed in the ground truth"
     );
 
-    let out = Command::new(tprof_bin()).arg("summary").arg(&run.out_dir).arg("--json").output().unwrap();
-    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let summary = summary_json(&run.out_dir);
     let mut by_op: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     for r in summary["collectives"].as_array().unwrap() {
         let e = by_op.entry(r["op"].as_str().unwrap().to_string()).or_default();

@@ -8,10 +8,9 @@
 //! Prerequisites: `cargo build --release --workspace`, `make -C tests/simgpu`, `make -C tests/programs`.
 
 use std::collections::BTreeMap;
-use std::process::Command;
 
 use serde_json::Value;
-use tprof_e2e::diagnose::tprof_bin;
+use tprof_e2e::diagnose::summary_json;
 use tprof_e2e::programs::programs_dir;
 use tprof_e2e::shim::*;
 
@@ -61,9 +60,7 @@ fn profile(name: &str, l: &Layout, extra_env: &[(&str, &str)]) -> (Value, Vec<Va
     }
     let run = spec.run(name);
     assert_eq!(run.code(), Some(0), "{}", run.stderr());
-    let out = Command::new(tprof_bin()).arg("summary").arg(&run.out_dir).arg("--json").output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let summary = summary_json(&run.out_dir);
     let truth = read_truth(&run.truth_dir);
     (summary["nccl_plugin"].clone(), truth, run)
 }
