@@ -282,27 +282,8 @@ fn sample_gpm(nvml: &Nvml, d: &mut Sampled, ids: &[u32]) {
     }
 }
 
-extern "C" fn constructor() {
-    // Only in libtprof.so itself: test executables linking the rlib start the sampler explicitly.
-    panic_fence::ffi_guard((), || {
-        if crate::base::dynamic_loader::own_library_path().is_some() {
-            lifecycle::register_init_hook(start_when_ready);
-            crate::base::driver::on_ready(start_when_ready);
-        }
-    })
-}
-
-/// NVML is part of the driver: the sampler starts once tprof is enabled and the driver works.
-fn start_when_ready() {
-    if switch::state() == switch::ENABLED && crate::base::driver::works() {
-        start();
-    }
-}
-
-/// Starts the sampler when tprof is enabled and the driver works.
-#[used]
-#[link_section = ".init_array"]
-static REGISTER_START: extern "C" fn() = constructor;
+// NVML is part of the driver: the sampler starts once tprof is enabled and the driver works.
+lifecycle::start_with_driver!(start);
 
 #[cfg(test)]
 mod tests {

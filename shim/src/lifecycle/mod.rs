@@ -54,6 +54,36 @@ pub fn register_exit_hook(f: fn()) {
     EXIT_HOOKS.add(f);
 }
 
+/// A service that starts once tprof is enabled and the driver works, whichever comes last (NVML
+/// and CUPTI belong to the driver stack; see `base::driver`), in libtprof.so only: test executables
+/// linking the rlib start theirs explicitly. `start_with_driver!(start)` or
+/// `start_with_driver!(start, exit = hook)` expands to the `.init_array` constructor that registers
+/// `start` (and the exit hook `hook`).
+macro_rules! start_with_driver {
+    ($start:path $(, exit = $exit:path)?) => {
+        extern "C" fn constructor() {
+            $crate::base::panic_fence::ffi_guard((), || {
+                if $crate::base::dynamic_loader::own_library_path().is_some() {
+                    $crate::lifecycle::register_init_hook(start_when_ready);
+                    $($crate::lifecycle::register_exit_hook($exit);)?
+                    $crate::base::driver::on_ready(start_when_ready);
+                }
+            })
+        }
+
+        fn start_when_ready() {
+            if $crate::base::switch::state() == $crate::base::switch::ENABLED && $crate::base::driver::works() {
+                $start();
+            }
+        }
+
+        #[used]
+        #[link_section = ".init_array"]
+        static REGISTER_START: extern "C" fn() = constructor;
+    };
+}
+pub(crate) use start_with_driver;
+
 #[cold]
 fn init_slow() {
     if !switch::begin_initialising() {

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use tprof_format::topology::PathLevel;
 use tprof_format::Record;
 
-use crate::base::{config, panic_fence, process, switch, ticks};
+use crate::base::{config, panic_fence, process, ticks};
 use crate::gpu_metrics::nvml::Nvml;
 use crate::gpu_metrics::Identity;
 use crate::lifecycle;
@@ -144,26 +144,7 @@ fn probe() {
     }
 }
 
-extern "C" fn constructor() {
-    // Only in libtprof.so itself (test executables linking the rlib do not probe).
-    panic_fence::ffi_guard((), || {
-        if crate::base::dynamic_loader::own_library_path().is_some() {
-            lifecycle::register_init_hook(start_when_ready);
-            lifecycle::register_exit_hook(wait_for_probe);
-            crate::base::driver::on_ready(start_when_ready);
-        }
-    })
-}
-
-fn start_when_ready() {
-    if switch::state() == switch::ENABLED && crate::base::driver::works() {
-        start();
-    }
-}
-
-#[used]
-#[link_section = ".init_array"]
-static INIT: extern "C" fn() = constructor;
+lifecycle::start_with_driver!(start, exit = wait_for_probe);
 
 #[cfg(test)]
 mod tests {
