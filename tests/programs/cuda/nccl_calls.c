@@ -22,6 +22,7 @@
 
 static const char *prog_name = "nccl_calls";
 #include "check.h"
+#include "rank_launcher.h"
 
 #define EXIT_NCCL 5
 #define IDS 2
@@ -146,26 +147,5 @@ int main(int argc, char **argv)
   char world[16];
   snprintf(world, sizeof world, "%d", n);
   setenv("WORLD_SIZE", world, 1);
-  pid_t pids[8];
-  for (int r = 0; r < n; r++) {
-    pids[r] = fork();
-    if (pids[r] < 0) return 6;
-    if (pids[r] == 0) {
-      char rk[16];
-      snprintf(rk, sizeof rk, "%d", r);
-      setenv("RANK", rk, 1);
-      setenv("LOCAL_RANK", rk, 1);
-      execv("/proc/self/exe", argv);
-      _exit(127);
-    }
-  }
-  int code = 0;
-  for (int r = 0; r < n; r++) {
-    int st = 0;
-    while (waitpid(pids[r], &st, 0) < 0 && errno == EINTR) {
-    }
-    int c = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    if (c && !code) code = c;
-  }
-  return code;
+  return launch_ranks(n, argv, 0);
 }

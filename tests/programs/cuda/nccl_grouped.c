@@ -15,28 +15,10 @@
 
 static const char *prog_name = "nccl_grouped";
 #include "check.h"
+#include "nccl_load.h"
 
-#define EXIT_NCCL 5
 #define NDEV 2
 
-static void *lib;
-static void *sym(const char *name)
-{
-  void *p = dlsym(lib, name);
-  if (!p) {
-    fprintf(stderr, "%s: libnccl.so.2 lacks %s\n", prog_name, name);
-    exit(EXIT_NCCL);
-  }
-  return p;
-}
-#define NCK(call)                                                                \
-  do {                                                                           \
-    ncclResult_t r_ = (call);                                                    \
-    if (r_ != ncclSuccess) {                                                     \
-      fprintf(stderr, "%s: %s failed: %d\n", prog_name, #call, (int)r_);         \
-      exit(EXIT_NCCL);                                                           \
-    }                                                                            \
-  } while (0)
 
 int main(void)
 {

@@ -26,50 +26,10 @@
 
 static const char *prog_name = "nccl_nodes";
 #include "check.h"
+#include "nccl_load.h"
+#include "rank_launcher.h"
 
-#define EXIT_NCCL 5
 
-static void *lib;
-static void *sym(const char *name)
-{
-  void *p = dlsym(lib, name);
-  if (!p) {
-    fprintf(stderr, "%s: libnccl.so.2 lacks %s\n", prog_name, name);
-    exit(EXIT_NCCL);
-  }
-  return p;
-}
-#define NCK(call)                                                                \
-  do {                                                                           \
-    ncclResult_t r_ = (call);                                                    \
-    if (r_ != ncclSuccess) {                                                     \
-      fprintf(stderr, "%s: %s failed: %d\n", prog_name, #call, (int)r_);         \
-      exit(EXIT_NCCL);                                                           \
-    }                                                                            \
-  } while (0)
-
-static int get_id(int rank, const char *path, ncclUniqueId *id)
-{
-  if (rank == 0) {
-    NCK(((ncclGetUniqueId_fn)sym("ncclGetUniqueId"))(id));
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f || fwrite(id, sizeof *id, 1, f) != 1 || fclose(f) != 0) return -1;
-    return rename(tmp, path);
-  }
-  for (int i = 0; i < 20000; i++) { /* up to 20 s */
-    FILE *f = fopen(path, "rb");
-    if (f) {
-      size_t n = fread(id, sizeof *id, 1, f);
-      fclose(f);
-      if (n == 1) return 0;
-    }
-    struct timespec ts = {0, 1000000};
-    nanosleep(&ts, NULL);
-  }
-  return -1;
-}
 
 struct opts {
   int ranks, iters, group, interleaved, graph;
@@ -158,31 +118,10 @@ int main(int argc, char **argv)
   char world[16];
   snprintf(world, sizeof world, "%d", o.ranks);
   setenv("WORLD_SIZE", world, 1);
-  pid_t pids[64];
-  for (int r = 0; r < o.ranks; r++) {
-    pids[r] = fork();
-    if (pids[r] < 0) return 6;
-    if (pids[r] == 0) {
-      char rk[16];
-      snprintf(rk, sizeof rk, "%d", r);
-      setenv("RANK", rk, 1);
-      /* NCCL_NODES_LOCAL_RANKS=P: P ranks per simulated node, LOCAL_RANK (and the GPU) is the rank's
-       * place on its node, as torchrun sets it on each node; unset: the rank */
-      const char *per = getenv("NCCL_NODES_LOCAL_RANKS");
-      if (per && atoi(per) > 0) snprintf(rk, sizeof rk, "%d", r % atoi(per));
-      setenv("LOCAL_RANK", rk, 1);
-      execv("/proc/self/exe", argv);
-      _exit(127);
-    }
-  }
-  int code = 0;
-  for (int r = 0; r < o.ranks; r++) {
-    int st = 0;
-    while (waitpid(pids[r], &st, 0) < 0 && errno == EINTR) {
-    }
-    int c = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    if (c && !code) code = c;
-  }
+  /* NCCL_NODES_LOCAL_RANKS=P: P ranks per simulated node, LOCAL_RANK (and the GPU) is the rank's
+   * place on its node, as torchrun sets it on each node; unset: the rank */
+  const char *per = getenv("NCCL_NODES_LOCAL_RANKS");
+  int code = launch_ranks(o.ranks, argv, per ? atoi(per) : 0);
   unlink(path);
   return code;
 }

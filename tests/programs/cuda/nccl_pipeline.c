@@ -20,52 +20,12 @@
 
 static const char *prog_name = "nccl_pipeline";
 #include "check.h"
+#include "nccl_load.h"
+#include "rank_launcher.h"
 
-#define EXIT_NCCL 5
 #define STAGES 4
 #define MICRO 24
 
-static void *lib;
-static void *sym(const char *name)
-{
-  void *p = dlsym(lib, name);
-  if (!p) {
-    fprintf(stderr, "%s: libnccl.so.2 lacks %s\n", prog_name, name);
-    exit(EXIT_NCCL);
-  }
-  return p;
-}
-#define NCK(call)                                                                \
-  do {                                                                           \
-    ncclResult_t r_ = (call);                                                    \
-    if (r_ != ncclSuccess) {                                                     \
-      fprintf(stderr, "%s: %s failed: %d\n", prog_name, #call, (int)r_);         \
-      exit(EXIT_NCCL);                                                           \
-    }                                                                            \
-  } while (0)
-
-static int get_id(int rank, const char *path, ncclUniqueId *id)
-{
-  if (rank == 0) {
-    NCK(((ncclGetUniqueId_fn)sym("ncclGetUniqueId"))(id));
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f || fwrite(id, sizeof *id, 1, f) != 1 || fclose(f) != 0) return -1;
-    return rename(tmp, path);
-  }
-  for (int i = 0; i < 20000; i++) { /* up to 20 s */
-    FILE *f = fopen(path, "rb");
-    if (f) {
-      size_t n = fread(id, sizeof *id, 1, f);
-      fclose(f);
-      if (n == 1) return 0;
-    }
-    struct timespec ts = {0, 1000000};
-    nanosleep(&ts, NULL);
-  }
-  return -1;
-}
 
 static int run_stage(int rank, const char *id_path)
 {
@@ -130,27 +90,7 @@ int main(int argc, char **argv)
   char world[16];
   snprintf(world, sizeof world, "%d", STAGES);
   setenv("WORLD_SIZE", world, 1);
-  pid_t pids[STAGES];
-  for (int r = 0; r < STAGES; r++) {
-    pids[r] = fork();
-    if (pids[r] < 0) return 6;
-    if (pids[r] == 0) {
-      char rk[16];
-      snprintf(rk, sizeof rk, "%d", r);
-      setenv("RANK", rk, 1);
-      setenv("LOCAL_RANK", rk, 1);
-      execv("/proc/self/exe", argv);
-      _exit(127);
-    }
-  }
-  int code = 0;
-  for (int r = 0; r < STAGES; r++) {
-    int st = 0;
-    while (waitpid(pids[r], &st, 0) < 0 && errno == EINTR) {
-    }
-    int c = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    if (c && !code) code = c;
-  }
+  int code = launch_ranks(STAGES, argv, 0);
   unlink(path);
   return code;
 }
