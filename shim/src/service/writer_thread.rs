@@ -180,18 +180,20 @@ fn write_batch(ring: &mut RingWriter, tid: u32, entries: &[Entry], staging: &mut
             // The entries were just written by another core: ask for the lines a few entries ahead.
             recorder::prefetch(entries, run_index * EXPAND_RUN + i + 8);
             match e {
-                Entry::Record(r) => staging.push(*r),
+                Entry::Record(r) => {
+                    tallies::observe_written(r);
+                    if let Record::Marker { kind: MarkerKind::CuptiDropped, value, .. } = *r {
+                        *cupti_dropped += value;
+                    }
+                    staging.push(*r);
+                }
+                // A launch's records tally nothing (an `Api` record and a `Kernel` record without GPU
+                // time: `tallies` counts kernels with times only).
                 Entry::Launch(facts) => {
                     let (api, kernel) = facts.records(tid);
                     staging.push(api);
                     staging.extend(kernel);
                 }
-            }
-        }
-        for r in staging.iter() {
-            tallies::observe_written(r);
-            if let Record::Marker { kind: MarkerKind::CuptiDropped, value, .. } = *r {
-                *cupti_dropped += value;
             }
         }
         ring.append_all(staging);
