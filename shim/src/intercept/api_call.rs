@@ -13,6 +13,11 @@
 //! The panic fence: what happens before the real call runs in one `ffi_guard` ([`started`]), what
 //! happens after it in another (the `finish` methods), the real call itself outside both. A panic
 //! in tprof's part turns tprof off with one line; the program's call runs and returns its result.
+//!
+//! A kernel launch recorded with CUPTI off and no stream capture in progress takes the launch's
+//! short way instead (`interpose!`'s `launches`, [`ApiCall::finish_launch`]): no fence, as nothing
+//! on it can panic (the steps that could are fenced, out of line), and the launch's raw facts in one
+//! buffer slot, from which the writer thread builds the `Api` and estimated `Kernel` records.
 
 use std::ffi::c_int;
 
