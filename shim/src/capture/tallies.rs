@@ -141,3 +141,57 @@ pub fn reset_after_fork() {
         a.store(0, Ordering::Relaxed);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::launch::LaunchFacts;
+
+    /// The writer skips the tallies for a launch's records (`write_batch`): they must tally nothing.
+    /// A launch with GPU time (a CUPTI record) counts, so the test would see a change.
+    #[test]
+    fn a_launchs_records_tally_nothing() {
+        let facts = LaunchFacts {
+            start: 10,
+            end: 20,
+            stream: 7,
+            grid: [2, 1, 1],
+            block: [64, 1, 1],
+            api: StrId(1),
+            kernel: crate::record::interning::intern("nccl_like_kernel_for_tally_test"),
+            correlation: 0x8000_0001,
+            device: 0,
+            result: 0,
+            smem: 0,
+            domain: tprof_format::ApiDomain::Runtime,
+        };
+        let (api, kernel) = facts.records(1);
+        let kernel = kernel.expect("a launched kernel");
+        let before = tally_snapshot();
+        observe_written(&api);
+        observe_written(&kernel);
+        assert_eq!(tally_snapshot().kernels, before.kernels);
+        assert_eq!(tally_snapshot().nccl_kernel_ticks, before.nccl_kernel_ticks);
+        let Record::Kernel { device, context, stream, grid, block, correlation, name, .. } = kernel else {
+            unreachable!()
+        };
+        let timed = Record::Kernel {
+            device,
+            context,
+            stream,
+            start: 100,
+            end: 150,
+            grid,
+            block,
+            registers: 0,
+            shared_mem: 0,
+            correlation,
+            name,
+            graph_id: 0,
+        };
+        observe_written(&timed);
+        let after = tally_snapshot();
+        assert_eq!(after.kernels - before.kernels, 1);
+        assert_eq!(after.nccl_kernel_ticks - before.nccl_kernel_ticks, 50);
+    }
+}

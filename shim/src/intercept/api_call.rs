@@ -13,6 +13,11 @@
 //! The panic fence: what happens before the real call runs in one `ffi_guard` ([`started`]), what
 //! happens after it in another (the `finish` methods), the real call itself outside both. A panic
 //! in tprof's part turns tprof off with one line; the program's call runs and returns its result.
+//!
+//! A kernel launch recorded with CUPTI off and no stream capture in progress takes the launch's
+//! short way instead (`interpose!`'s `launches`, [`ApiCall::finish_launch`]): no fence, as nothing
+//! on it can panic (the steps that could are fenced, out of line), and the launch's raw facts in one
+//! buffer slot, from which the writer thread builds the `Api` and estimated `Kernel` records.
 
 use std::ffi::c_int;
 
@@ -59,6 +64,24 @@ pub(crate) enum Work {
 impl Work {
     fn creates_gpu_work(&self) -> bool {
         matches!(self, Work::Launch { .. } | Work::Gpu { .. } | Work::GraphLaunch { .. })
+    }
+}
+
+/// A kernel launch's arguments as the launch wrappers read them (`interpose!`'s `launches`):
+/// [`Work::Launch`] on the general path.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Launch {
+    pub name: StrId,
+    pub grid: Dim3,
+    pub block: Dim3,
+    pub smem: u32,
+    pub stream: u64,
+}
+
+impl From<Launch> for Work {
+    #[inline(always)]
+    fn from(l: Launch) -> Work {
+        Work::Launch { name: l.name, grid: l.grid, block: l.block, smem: l.smem, stream: l.stream }
     }
 }
 
@@ -114,6 +137,14 @@ pub(crate) fn begin_recording() -> Option<ApiCall> {
         ctx,
         _inside: inside,
     })
+}
+
+/// True when a recorded launch can take the short way ([`ApiCall::finish_launch`]): CUPTI off (no
+/// external correlation to push, an estimated `Kernel` record) and no stream capture in progress
+/// (the launch runs). Two relaxed loads.
+#[inline(always)]
+pub(crate) fn launch_short_way() -> bool {
+    !crate::cupti::is_active() && !graph_capture::any_active()
 }
 
 /// The window is closed (or tprof not initialised yet): count the call, record nothing.
@@ -278,6 +309,14 @@ fn note_driver_state_slow(domain: ApiDomain, name: &StaticName, result: i32, wor
     }
 }
 
+/// [`note_driver_state`]'s slow side for a launch, behind the fence.
+#[cold]
+#[inline(never)]
+fn note_launch_driver_state(domain: ApiDomain, name: &StaticName, result: i32) {
+    let work = Work::Launch { name: StrId::NONE, grid: Dim3::default(), block: Dim3::default(), smem: 0, stream: 0 };
+    ffi_guard((), || note_driver_state_slow(domain, name, result, &work));
+}
+
 /// The API name the hang watchdog reports for a host-blocking synchronization.
 fn blocking_name(kind: SyncKind) -> Option<&'static StaticName> {
     static STREAM: StaticName = StaticName::new("cudaStreamSynchronize");
@@ -325,6 +364,61 @@ impl ApiCall {
             if self.recording {
                 self.emit(domain, name, result, work, end, captured);
             }
+        })
+    }
+
+    /// Ends a launch begun the short way ([`launch_short_way`] held; `start`: ticks before the real
+    /// call), with no panic fence: the launch's facts go into the thread's buffer as one slot of plain
+    /// stores, the writer thread builds the `Api` and estimated `Kernel` records from them. Nothing
+    /// here can panic (loads, stores, `rdtsc`, integer compares); what could (a failed call's driver
+    /// note, the thread's first record, a repeat run to write, a capture or CUPTI started meanwhile,
+    /// the API name's first interning) goes the general way, behind the fence, out of line.
+    #[inline(always)]
+    pub(crate) fn finish_launch(self, domain: ApiDomain, name: &StaticName, result: i32, launch: Launch, start: u64) {
+        let end = crate::base::ticks::now();
+        if result != 0 || !crate::base::driver::works() {
+            note_launch_driver_state(domain, name, result);
+        }
+        let api = name.interned();
+        if api != StrId::NONE && launch_short_way() {
+            let facts = crate::record::launch::LaunchFacts {
+                start,
+                end,
+                stream: launch.stream,
+                grid: launch.grid.arr(),
+                block: launch.block.arr(),
+                api,
+                kernel: launch.name,
+                correlation: self.correlation,
+                device: self.ctx.device.get(),
+                result,
+                smem: launch.smem,
+                domain,
+            };
+            if crate::record::recorder::push_launch_in(self.ctx, facts) {
+                return;
+            }
+        }
+        self.finish_launch_general(domain, name, result, launch, start, end);
+    }
+
+    /// [`ApiCall::finish_launch`] when the short way does not apply: the general records, behind the fence.
+    #[cold]
+    #[inline(never)]
+    fn finish_launch_general(
+        mut self,
+        domain: ApiDomain,
+        name: &StaticName,
+        result: i32,
+        launch: Launch,
+        start: u64,
+        end: u64,
+    ) {
+        self.start = start;
+        ffi_guard((), || {
+            let work = Work::from(launch);
+            let captured = result == 0 && graph_capture::any_active() && into_capture(&work);
+            self.emit(domain, name, result, &work, end, captured);
         })
     }
 
@@ -455,10 +549,18 @@ impl ApiCall {
 }
 
 /// Defines interposers with the common pattern, their real-function slots (one module per
-/// wrapper, named like it) and the module's `HOOKS` table.
+/// wrapper, named like it) and the module's `HOOKS` table. Kernel launches go in `launches`, their
+/// expression giving a [`Launch`]: with the window open, CUPTI off and no stream capture in
+/// progress they take the short way ([`ApiCall::finish_launch`]); otherwise the general path with
+/// [`Work::Launch`].
 ///
 /// ```ignore
 /// interpose! { domain = Runtime, missing = real::RT_ERR_NO_DRIVER;
+///     extra_hooks = [];
+///     launches = [
+///         fn cudaLaunchKernel(f: *const c_void, g: Dim3, b: Dim3, a: *mut *mut c_void, m: usize, s: Handle) -> c_int
+///             => launch(f, g, b, m, s);
+///     ];
 ///     fn cudaMemcpyAsync(dst: *mut c_void, src: *const c_void, n: usize, kind: c_int, s: Handle) -> c_int
 ///         => Work::Gpu { bytes: n as u64, stream: s as u64 };
 /// }
@@ -467,82 +569,35 @@ macro_rules! interpose {
     (
         domain = $domain:ident, missing = $missing:expr;
         extra_hooks = [$($extra:ident),* $(,)?];
+        $(launches = [
+            $(
+                $(#[$lmeta:meta])*
+                fn $lname:ident($($larg:ident: $lty:ty),* $(,)?) -> $lret:ty => $launch:expr;
+            )*
+        ];)?
         $(
             $(#[$meta:meta])*
             fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty => $work:expr;
         )*
     ) => {
+        $($(
+            $crate::intercept::api_call::interpose!(@wrapper launch, $domain, $missing,
+                [$(#[$lmeta])*] fn $lname($($larg: $lty),*) -> $lret => $launch);
+        )*)?
         $(
-            #[allow(non_snake_case)]
-            #[doc(hidden)]
-            pub mod $name {
-                pub static REAL: $crate::intercept::real::RealFn =
-                    $crate::intercept::real::RealFn::new($crate::intercept::real::cstr(concat!(stringify!($name), "\0").as_bytes()));
-                pub static NAME: $crate::record::interning::StaticName = $crate::record::interning::StaticName::new(stringify!($name));
-            }
-
-            $(#[$meta])*
-            #[no_mangle]
-            #[allow(clippy::missing_safety_doc)]
-            pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
-                type Real = unsafe extern "C" fn($($ty),*) -> $ret;
-                let resolved = $name::REAL.resolved();
-                if !resolved.is_null() && $crate::intercept::api_call::counted_closed_fast() {
-                    // SAFETY: the slot holds the real definition of this symbol, which has this C signature.
-                    let real = unsafe { std::mem::transmute::<*mut std::ffi::c_void, Real>(resolved) };
-                    // SAFETY: forwarding the caller's arguments unchanged to the real function.
-                    return unsafe { real($($arg),*) };
-                }
-                // SAFETY: the caller's arguments, unchanged, to the full path of this wrapper.
-                return unsafe { full($($arg),*) };
-                /// Everything but the shortest path: resolution, initialisation, the closed window
-                /// when the short way is not available, recording. Same C signature as the wrapper,
-                /// so the wrapper reaches it with a jump.
-                #[inline(never)]
-                unsafe extern "C" fn full($($arg: $ty),*) -> $ret {
-                let Some(real) = $name::REAL.get() else { return $name::REAL.missing($missing) };
-                // SAFETY: the slot holds the real definition of this symbol, which has this C signature.
-                let real = unsafe { std::mem::transmute::<*mut std::ffi::c_void, Real>(real) };
-                // Window closed: count the call and forward it, before anything else is set up
-                // (while a stream capture is in progress, follow it: it may add to the graph).
-                if $crate::intercept::api_call::closed_and_counted() {
-                    if !$crate::intercept::graph_capture::any_active() {
-                        // SAFETY: forwarding the caller's arguments unchanged to the real function.
-                        return unsafe { real($($arg),*) };
-                    }
-                    // SAFETY: the caller's arguments, unchanged, with the real function of this symbol.
-                    return unsafe { traced(real, false, $($arg),*) };
-                }
-                /// The recorded (or, with the window closed, followed) call, out of line so the
-                /// closed-window path above stays a few instructions.
-                #[inline(never)]
-                #[allow(clippy::too_many_arguments)]
-                unsafe fn traced(real: Real, recording: bool, $($arg: $ty),*) -> $ret {
-                    let call = $crate::intercept::api_call::started(
-                        || if recording {
-                            $crate::intercept::api_call::begin_recording()
-                        } else {
-                            $crate::intercept::api_call::begin_tracking()
-                        },
-                        || -> $crate::intercept::api_call::Work { $work },
-                    );
-                    let Some((call, work)) = call else {
-                        // SAFETY: forwarding the caller's arguments unchanged to the real function.
-                        return unsafe { real($($arg),*) };
-                    };
-                    // SAFETY: forwarding the caller's arguments unchanged to the real function.
-                    let result = unsafe { real($($arg),*) };
-                    call.finish(tprof_format::ApiDomain::$domain, &$name::NAME, result as i32, &work);
-                    result
-                }
-                // SAFETY: the caller's arguments, unchanged, with the real function of this symbol.
-                unsafe { traced(real, true, $($arg),*) }
-                }
-            }
+            $crate::intercept::api_call::interpose!(@wrapper plain, $domain, $missing,
+                [$(#[$meta])*] fn $name($($arg: $ty),*) -> $ret => $work);
         )*
 
         /// The wrappers of this module, for the `dlsym` and entry-point hooks.
         pub static HOOKS: &[$crate::intercept::real::Hook] = &[
+            $($(
+                $crate::intercept::real::Hook {
+                    name: $crate::intercept::real::cstr(concat!(stringify!($lname), "\0").as_bytes()),
+                    real: &$lname::REAL,
+                    wrapper: $lname as *const (),
+                },
+            )*)?
             $(
                 $crate::intercept::real::Hook {
                     name: $crate::intercept::real::cstr(concat!(stringify!($name), "\0").as_bytes()),
@@ -558,6 +613,130 @@ macro_rules! interpose {
                 },
             )*
         ];
+    };
+
+    // One wrapper: its slot and name, the shortest path (window closed: a jump to the real function),
+    // and `full` with the recorded call (`@traced`, by kind).
+    (@wrapper $kind:ident, $domain:ident, $missing:expr,
+        [$(#[$meta:meta])*] fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty => $work:expr) => {
+        #[allow(non_snake_case)]
+        #[doc(hidden)]
+        pub mod $name {
+            pub static REAL: $crate::intercept::real::RealFn =
+                $crate::intercept::real::RealFn::new($crate::intercept::real::cstr(concat!(stringify!($name), "\0").as_bytes()));
+            pub static NAME: $crate::record::interning::StaticName = $crate::record::interning::StaticName::new(stringify!($name));
+        }
+
+        $(#[$meta])*
+        #[no_mangle]
+        #[allow(clippy::missing_safety_doc)]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
+            type Real = unsafe extern "C" fn($($ty),*) -> $ret;
+            let resolved = $name::REAL.resolved();
+            if !resolved.is_null() && $crate::intercept::api_call::counted_closed_fast() {
+                // SAFETY: the slot holds the real definition of this symbol, which has this C signature.
+                let real = unsafe { std::mem::transmute::<*mut std::ffi::c_void, Real>(resolved) };
+                // SAFETY: forwarding the caller's arguments unchanged to the real function.
+                return unsafe { real($($arg),*) };
+            }
+            // SAFETY: the caller's arguments, unchanged, to the full path of this wrapper.
+            return unsafe { full($($arg),*) };
+            /// Everything but the shortest path: resolution, initialisation, the closed window
+            /// when the short way is not available, recording. Same C signature as the wrapper,
+            /// so the wrapper reaches it with a jump.
+            #[inline(never)]
+            unsafe extern "C" fn full($($arg: $ty),*) -> $ret {
+            let Some(real) = $name::REAL.get() else { return $name::REAL.missing($missing) };
+            // SAFETY: the slot holds the real definition of this symbol, which has this C signature.
+            let real = unsafe { std::mem::transmute::<*mut std::ffi::c_void, Real>(real) };
+            // Window closed: count the call and forward it, before anything else is set up
+            // (while a stream capture is in progress, follow it: it may add to the graph).
+            if $crate::intercept::api_call::closed_and_counted() {
+                if !$crate::intercept::graph_capture::any_active() {
+                    // SAFETY: forwarding the caller's arguments unchanged to the real function.
+                    return unsafe { real($($arg),*) };
+                }
+                // SAFETY: the caller's arguments, unchanged, with the real function of this symbol.
+                return unsafe { traced(real, false, $($arg),*) };
+            }
+            $crate::intercept::api_call::interpose!(@short $kind, $domain, $name, real, ($($arg),*) => $work);
+            $crate::intercept::api_call::interpose!(@traced $kind, $domain, $name, ($($arg: $ty),*) -> $ret => $work);
+            // SAFETY: the caller's arguments, unchanged, with the real function of this symbol.
+            unsafe { traced(real, true, $($arg),*) }
+            }
+        }
+    };
+
+    // A recorded call's short way, in `full` itself (the caller's arguments still where the C ABI
+    // put them): none for most calls.
+    (@short plain, $domain:ident, $name:ident, $real:ident, ($($arg:ident),*) => $work:expr) => {};
+
+    // A launch, window open, CUPTI off, no stream capture in progress: no panic fence (everything
+    // here is loads, stores, compares and `rdtsc`; the few steps that could panic are fenced, out of
+    // line), the launch's facts stored in one buffer slot ([`ApiCall::finish_launch`]).
+    (@short launch, $domain:ident, $name:ident, $real:ident, ($($arg:ident),*) => $launch:expr) => {
+        if $crate::intercept::api_call::launch_short_way() {
+            let Some(call) = $crate::intercept::api_call::begin_recording() else {
+                // SAFETY: forwarding the caller's arguments unchanged to the real function.
+                return unsafe { $real($($arg),*) };
+            };
+            let launch: $crate::intercept::api_call::Launch = $launch;
+            let start = $crate::base::ticks::now();
+            // SAFETY: forwarding the caller's arguments unchanged to the real function.
+            let result = unsafe { $real($($arg),*) };
+            call.finish_launch(tprof_format::ApiDomain::$domain, &$name::NAME, result as i32, launch, start);
+            return result;
+        }
+    };
+
+    // The recorded (or, with the window closed, followed) call, out of line so the closed-window
+    // path stays a few instructions. `recording`: the window is open.
+    (@traced plain, $domain:ident, $name:ident, ($($arg:ident: $ty:ty),*) -> $ret:ty => $work:expr) => {
+        #[inline(never)]
+        #[allow(clippy::too_many_arguments)]
+        unsafe fn traced(real: Real, recording: bool, $($arg: $ty),*) -> $ret {
+            let call = $crate::intercept::api_call::started(
+                || if recording {
+                    $crate::intercept::api_call::begin_recording()
+                } else {
+                    $crate::intercept::api_call::begin_tracking()
+                },
+                || -> $crate::intercept::api_call::Work { $work },
+            );
+            let Some((call, work)) = call else {
+                // SAFETY: forwarding the caller's arguments unchanged to the real function.
+                return unsafe { real($($arg),*) };
+            };
+            // SAFETY: forwarding the caller's arguments unchanged to the real function.
+            let result = unsafe { real($($arg),*) };
+            call.finish(tprof_format::ApiDomain::$domain, &$name::NAME, result as i32, &work);
+            result
+        }
+    };
+
+    // A launch on the general path (CUPTI on, a stream capture in progress, or followed with the
+    // window closed): `Work::Launch`.
+    (@traced launch, $domain:ident, $name:ident, ($($arg:ident: $ty:ty),*) -> $ret:ty => $launch:expr) => {
+        #[inline(never)]
+        #[allow(clippy::too_many_arguments)]
+        unsafe fn traced(real: Real, recording: bool, $($arg: $ty),*) -> $ret {
+            let call = $crate::intercept::api_call::started(
+                || if recording {
+                    $crate::intercept::api_call::begin_recording()
+                } else {
+                    $crate::intercept::api_call::begin_tracking()
+                },
+                || -> $crate::intercept::api_call::Work { $crate::intercept::api_call::Work::from($launch) },
+            );
+            let Some((call, work)) = call else {
+                // SAFETY: forwarding the caller's arguments unchanged to the real function.
+                return unsafe { real($($arg),*) };
+            };
+            // SAFETY: forwarding the caller's arguments unchanged to the real function.
+            let result = unsafe { real($($arg),*) };
+            call.finish(tprof_format::ApiDomain::$domain, &$name::NAME, result as i32, &work);
+            result
+        }
     };
 }
 pub(crate) use interpose;

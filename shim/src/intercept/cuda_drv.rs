@@ -13,7 +13,7 @@ use std::ffi::{c_char, c_int, c_uint, c_void};
 
 use tprof_format::{ApiDomain, MemSpace, SyncKind};
 
-use super::api_call::{begin, interpose, real_or, slots, started, Work};
+use super::api_call::{begin, interpose, real_or, slots, started, Launch, Work};
 use super::cuda_rt_mem::{tracked_alloc, tracked_free};
 use super::cuda_types::{Dim3, Handle};
 use super::kernel_names;
@@ -42,7 +42,7 @@ pub struct CuLaunchConfig {
 }
 
 #[allow(clippy::too_many_arguments)]
-#[inline]
+#[inline(always)]
 fn launch(
     f: Handle,
     gx: c_uint,
@@ -53,8 +53,8 @@ fn launch(
     bz: c_uint,
     smem: c_uint,
     s: Handle,
-) -> Work {
-    Work::Launch {
+) -> Launch {
+    Launch {
         name: kernel_names::lookup(f),
         grid: Dim3 { x: gx, y: gy, z: gz },
         block: Dim3 { x: bx, y: by, z: bz },
@@ -63,8 +63,8 @@ fn launch(
     }
 }
 
-#[inline]
-fn launch_ex(config: *const CuLaunchConfig, f: Handle) -> Work {
+#[inline(always)]
+fn launch_ex(config: *const CuLaunchConfig, f: Handle) -> Launch {
     if config.is_null() {
         return launch(f, 0, 0, 0, 0, 0, 0, 0, std::ptr::null_mut());
     }
@@ -92,18 +92,20 @@ interpose! {
         cuMemAlloc_v2, cuMemAllocAsync, cuMemAllocAsync_ptsz, cuMemAllocManaged, cuMemAllocHost_v2, cuMemHostAlloc,
         cuMemFree_v2, cuMemFreeAsync, cuMemFreeAsync_ptsz, cuMemFreeHost,
     ];
-    fn cuLaunchKernel(f: Handle, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint, smem: c_uint,
-        stream: Handle, params: *mut Ptr, extra: *mut Ptr) -> c_int => launch(f, gx, gy, gz, bx, by, bz, smem, stream);
-    fn cuLaunchKernel_ptsz(f: Handle, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint, smem: c_uint,
-        stream: Handle, params: *mut Ptr, extra: *mut Ptr) -> c_int => launch(f, gx, gy, gz, bx, by, bz, smem, stream);
-    fn cuLaunchCooperativeKernel(f: Handle, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint,
-        smem: c_uint, stream: Handle, params: *mut Ptr) -> c_int => launch(f, gx, gy, gz, bx, by, bz, smem, stream);
-    fn cuLaunchCooperativeKernel_ptsz(f: Handle, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint,
-        smem: c_uint, stream: Handle, params: *mut Ptr) -> c_int => launch(f, gx, gy, gz, bx, by, bz, smem, stream);
-    fn cuLaunchKernelEx(config: *const CuLaunchConfig, f: Handle, params: *mut Ptr, extra: *mut Ptr) -> c_int
-        => launch_ex(config, f);
-    fn cuLaunchKernelEx_ptsz(config: *const CuLaunchConfig, f: Handle, params: *mut Ptr, extra: *mut Ptr) -> c_int
-        => launch_ex(config, f);
+    launches = [
+        fn cuLaunchKernel(f: Handle, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint, smem: c_uint,
+            stream: Handle, params: *mut Ptr, extra: *mut Ptr) -> c_int => launch(f, gx, gy, gz, bx, by, bz, smem, stream);
+        fn cuLaunchKernel_ptsz(f: Handle, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint, smem: c_uint,
+            stream: Handle, params: *mut Ptr, extra: *mut Ptr) -> c_int => launch(f, gx, gy, gz, bx, by, bz, smem, stream);
+        fn cuLaunchCooperativeKernel(f: Handle, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint,
+            smem: c_uint, stream: Handle, params: *mut Ptr) -> c_int => launch(f, gx, gy, gz, bx, by, bz, smem, stream);
+        fn cuLaunchCooperativeKernel_ptsz(f: Handle, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint,
+            smem: c_uint, stream: Handle, params: *mut Ptr) -> c_int => launch(f, gx, gy, gz, bx, by, bz, smem, stream);
+        fn cuLaunchKernelEx(config: *const CuLaunchConfig, f: Handle, params: *mut Ptr, extra: *mut Ptr) -> c_int
+            => launch_ex(config, f);
+        fn cuLaunchKernelEx_ptsz(config: *const CuLaunchConfig, f: Handle, params: *mut Ptr, extra: *mut Ptr) -> c_int
+            => launch_ex(config, f);
+    ];
     fn cuGraphLaunch(exec: Handle, stream: Handle) -> c_int => gpu(0, stream);
     fn cuGraphLaunch_ptsz(exec: Handle, stream: Handle) -> c_int => gpu(0, stream);
 

@@ -11,7 +11,7 @@ use tprof_format::ApiDomain;
 
 use crate::base::panic_fence::ffi_guard;
 
-use super::api_call::{begin, call_tracked, interpose, real_or, set_current_device, slots, started, Work};
+use super::api_call::{begin, call_tracked, interpose, real_or, set_current_device, slots, started, Launch, Work};
 use super::cuda_types::{per_thread, Dim3, Handle};
 use super::kernel_names;
 use super::real::RT_ERR_NO_DRIVER;
@@ -27,14 +27,14 @@ pub struct LaunchConfig {
     pub num_attrs: c_uint,
 }
 
-#[inline]
-fn launch(func: *const c_void, grid: Dim3, block: Dim3, smem: usize, stream: Handle) -> Work {
-    Work::Launch { name: kernel_names::lookup(func), grid, block, smem: smem as u32, stream: stream as u64 }
+#[inline(always)]
+fn launch(func: *const c_void, grid: Dim3, block: Dim3, smem: usize, stream: Handle) -> Launch {
+    Launch { name: kernel_names::lookup(func), grid, block, smem: smem as u32, stream: stream as u64 }
 }
 
 /// `per_thread`: a `_ptsz` entry point (NULL = the per-thread default stream).
-#[inline]
-fn launch_cfg(config: *const LaunchConfig, func: *const c_void, per_thread_stream: bool) -> Work {
+#[inline(always)]
+fn launch_cfg(config: *const LaunchConfig, func: *const c_void, per_thread_stream: bool) -> Launch {
     if config.is_null() {
         return launch(func, Dim3::default(), Dim3::default(), 0, std::ptr::null_mut());
     }
@@ -60,22 +60,24 @@ interpose! {
         cudaSetDevice,
         cudaLibraryGetKernel,
     ];
-    fn cudaLaunchKernel(func: *const c_void, grid: Dim3, block: Dim3, args: *mut *mut c_void, smem: usize, stream: Handle) -> c_int
-        => launch(func, grid, block, smem, stream);
-    fn cudaLaunchKernel_ptsz(func: *const c_void, grid: Dim3, block: Dim3, args: *mut *mut c_void, smem: usize, stream: Handle) -> c_int
-        => launch(func, grid, block, smem, per_thread(stream));
-    fn cudaLaunchCooperativeKernel(func: *const c_void, grid: Dim3, block: Dim3, args: *mut *mut c_void, smem: usize, stream: Handle) -> c_int
-        => launch(func, grid, block, smem, stream);
-    fn cudaLaunchCooperativeKernel_ptsz(func: *const c_void, grid: Dim3, block: Dim3, args: *mut *mut c_void, smem: usize, stream: Handle) -> c_int
-        => launch(func, grid, block, smem, per_thread(stream));
-    fn cudaLaunchKernelExC(config: *const LaunchConfig, func: *const c_void, args: *mut *mut c_void) -> c_int
-        => launch_cfg(config, func, false);
-    fn cudaLaunchKernelExC_ptsz(config: *const LaunchConfig, func: *const c_void, args: *mut *mut c_void) -> c_int
-        => launch_cfg(config, func, true);
-    fn __cudaLaunchKernel(kernel: *const c_void, grid: Dim3, block: Dim3, args: *mut *mut c_void, smem: usize, stream: Handle) -> c_int
-        => launch(kernel, grid, block, smem, stream);
-    fn __cudaLaunchKernel_ptsz(kernel: *const c_void, grid: Dim3, block: Dim3, args: *mut *mut c_void, smem: usize, stream: Handle) -> c_int
-        => launch(kernel, grid, block, smem, per_thread(stream));
+    launches = [
+        fn cudaLaunchKernel(func: *const c_void, grid: Dim3, block: Dim3, args: *mut *mut c_void, smem: usize, stream: Handle) -> c_int
+            => launch(func, grid, block, smem, stream);
+        fn cudaLaunchKernel_ptsz(func: *const c_void, grid: Dim3, block: Dim3, args: *mut *mut c_void, smem: usize, stream: Handle) -> c_int
+            => launch(func, grid, block, smem, per_thread(stream));
+        fn cudaLaunchCooperativeKernel(func: *const c_void, grid: Dim3, block: Dim3, args: *mut *mut c_void, smem: usize, stream: Handle) -> c_int
+            => launch(func, grid, block, smem, stream);
+        fn cudaLaunchCooperativeKernel_ptsz(func: *const c_void, grid: Dim3, block: Dim3, args: *mut *mut c_void, smem: usize, stream: Handle) -> c_int
+            => launch(func, grid, block, smem, per_thread(stream));
+        fn cudaLaunchKernelExC(config: *const LaunchConfig, func: *const c_void, args: *mut *mut c_void) -> c_int
+            => launch_cfg(config, func, false);
+        fn cudaLaunchKernelExC_ptsz(config: *const LaunchConfig, func: *const c_void, args: *mut *mut c_void) -> c_int
+            => launch_cfg(config, func, true);
+        fn __cudaLaunchKernel(kernel: *const c_void, grid: Dim3, block: Dim3, args: *mut *mut c_void, smem: usize, stream: Handle) -> c_int
+            => launch(kernel, grid, block, smem, stream);
+        fn __cudaLaunchKernel_ptsz(kernel: *const c_void, grid: Dim3, block: Dim3, args: *mut *mut c_void, smem: usize, stream: Handle) -> c_int
+            => launch(kernel, grid, block, smem, per_thread(stream));
+    ];
     fn cudaGraphLaunch(exec: Handle, stream: Handle) -> c_int => graph_launch(exec, stream);
     fn cudaGraphLaunch_ptsz(exec: Handle, stream: Handle) -> c_int => graph_launch(exec, per_thread(stream));
     fn cudaLibraryLoadData(

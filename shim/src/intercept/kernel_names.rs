@@ -136,8 +136,15 @@ pub fn lookup(handle: *const c_void) -> StrId {
     intern_pending(e)
 }
 
+/// A kernel's first lookup interns its name (allocates): behind the panic fence, as the launch's short
+/// way has none.
 #[cold]
-fn intern_pending(e: &Entry) -> StrId {
+#[inline(never)]
+fn intern_pending(e: &'static Entry) -> StrId {
+    crate::base::panic_fence::ffi_guard(StrId::NONE, || intern_pending_unfenced(e))
+}
+
+fn intern_pending_unfenced(e: &Entry) -> StrId {
     let text = e.text.load(Ordering::Acquire);
     if text == 0 {
         return StrId::NONE;

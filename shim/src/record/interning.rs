@@ -219,6 +219,12 @@ impl StaticName {
         id
     }
 
+    /// The id when the name was interned already, else [`StrId::NONE`] (interns nothing: one load).
+    #[inline(always)]
+    pub fn interned(&self) -> StrId {
+        StrId(self.id.load(Ordering::Relaxed))
+    }
+
     pub fn text(&self) -> &'static str {
         self.text
     }

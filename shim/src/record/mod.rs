@@ -8,6 +8,7 @@
 pub mod call_counters;
 pub mod correlation;
 pub mod interning;
+pub mod launch;
 pub mod recorder;
 pub mod reentrancy;
 pub mod thread;

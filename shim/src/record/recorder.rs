@@ -1,7 +1,7 @@
-//! The hot path: [`emit`] stores a record into the calling thread's own single-producer /
-//! single-consumer buffer. No lock, no allocation, no syscall: a TLS read, two atomic loads, a copy,
-//! one release store. The writer thread is the only consumer. A full buffer drops the record and
-//! counts it (the application is never blocked).
+//! The hot path: [`emit`] stores a record (a kernel launch: its raw facts, [`push_launch_in`]) into
+//! the calling thread's own single-producer / single-consumer buffer. No lock, no allocation, no
+//! syscall: a TLS read, two atomic loads, a copy, one release store. The writer thread is the only
+//! consumer. A full buffer drops the record and counts it (the application is never blocked).
 //!
 //! Buffers are allocated once per thread (on its first event), linked into a global lock-free list and
 //! never freed: a thread that exits marks its buffer for reuse once the writer has drained it.
@@ -19,11 +19,25 @@ use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use tprof_format::{ApiDomain, Record, StrId};
 
+use crate::record::launch::LaunchFacts;
+
+/// What a buffer slot holds: a record, or a kernel launch's raw facts that the writer thread turns
+/// into the launch's records ([`LaunchFacts::records`]): the launching thread stores one slot of
+/// plain fields instead of building two records.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Entry {
+    Record(Record),
+    Launch(LaunchFacts),
+}
+
+// A launch's slot costs no more room than a record's (the facts fit beside the record's tag).
+const _: () = assert!(std::mem::size_of::<Entry>() == std::mem::size_of::<Record>());
+
 /// One thread's buffer. The producer's and the consumer's cursors live on separate cache lines, and the
 /// producer keeps its own copy of the consumer's cursor: recording an event touches no line the writer
 /// thread writes, except the slot itself.
 pub struct ThreadBuffer {
-    slots: Box<[UnsafeCell<MaybeUninit<Record>>]>,
+    slots: Box<[UnsafeCell<MaybeUninit<Entry>>]>,
     mask: usize,
     /// 0 = free, 1 = owned by a live thread, 2 = owner exited (drain, then free).
     owner_state: AtomicU32,
@@ -60,7 +74,7 @@ struct ConsumerSide {
 // SAFETY: the slots are shared between exactly one producer (the owning thread) and one consumer (the
 // writer thread); `head`/`tail` with acquire/release order their accesses so no slot is read while written.
 unsafe impl Sync for ThreadBuffer {}
-// SAFETY: as above; the buffer holds only `Copy` records.
+// SAFETY: as above; the buffer holds only `Copy` entries.
 unsafe impl Send for ThreadBuffer {}
 
 const FREE: u32 = 0;
@@ -247,8 +261,8 @@ pub fn emit_pair_in(ctx: &crate::record::thread::ThreadCtx, first: Record, secon
     // below, and the consumer has finished with them (tail passed them), so this thread has exclusive
     // access.
     unsafe {
-        (*a.get()).write(first);
-        (*c.get()).write(second);
+        (*a.get()).write(Entry::Record(first));
+        (*c.get()).write(Entry::Record(second));
     }
     p.head.store(head.wrapping_add(2), Ordering::Release);
 }
@@ -289,8 +303,32 @@ fn push(ctx: &crate::record::thread::ThreadCtx, rec: Record) {
     let Some(slot) = b.slots.get(head & b.mask) else { return };
     // SAFETY: slot `head` is not visible to the consumer until `head` is published below, and the
     // consumer has finished with it (tail passed it), so this thread has exclusive access.
-    unsafe { (*slot.get()).write(rec) };
+    unsafe { (*slot.get()).write(Entry::Record(rec)) };
     p.head.store(head.wrapping_add(1), Ordering::Release);
+}
+
+/// A recorded launch's facts into the calling thread's buffer, one slot (or dropped and counted as
+/// the records they stand for). False, with nothing done, when the thread has no buffer of this
+/// generation yet or its previous record was a repeatable call: then the caller stores the launch's
+/// records the general way ([`emit_pair_in`], which registers the buffer and writes the repeats
+/// first). Loads, plain stores and one release store: no call, nothing that can panic.
+#[inline(always)]
+pub fn push_launch_in(ctx: &crate::record::thread::ThreadCtx, facts: LaunchFacts) -> bool {
+    if ctx.repeat.armed.get() {
+        return false;
+    }
+    let Some(b) = own_buffer(ctx) else { return false };
+    let p = &b.producer;
+    let head = p.head.load(Ordering::Relaxed);
+    if head.wrapping_sub(p.tail_seen.load(Ordering::Relaxed)) > b.mask && !refresh_tail(b, head) {
+        p.dropped.store(p.dropped.load(Ordering::Relaxed) + facts.record_count(), Ordering::Relaxed);
+        return true;
+    }
+    let Some(slot) = b.slots.get(head & b.mask) else { return true };
+    // SAFETY: as in `push`: slot `head` is this thread's until `head` is published below.
+    unsafe { (*slot.get()).write(Entry::Launch(facts)) };
+    p.head.store(head.wrapping_add(1), Ordering::Release);
+    true
 }
 
 /// The buffer looked full by the producer's copy of `tail`: rereads it (acquire: the consumer is done
@@ -341,7 +379,7 @@ fn reuse_free_buffer(generation: u64, tid: u32) -> Option<*const ThreadBuffer> {
 
 fn new_buffer(generation: u64, tid: u32) -> *const ThreadBuffer {
     let cap = CAPACITY.load(Ordering::Relaxed);
-    let slots: Box<[UnsafeCell<MaybeUninit<Record>>]> =
+    let slots: Box<[UnsafeCell<MaybeUninit<Entry>>]> =
         (0..cap).map(|_| UnsafeCell::new(MaybeUninit::uninit())).collect();
     let node = Box::into_raw(Box::new(ThreadBuffer {
         slots,
@@ -374,11 +412,11 @@ fn new_buffer(generation: u64, tid: u32) -> *const ThreadBuffer {
 /// drain does not keep a busy thread's whole buffer from it.
 const DRAIN_BATCH: usize = 4096;
 
-/// Consumer side (writer thread only): moves every pending record of the current generation to `sink`
-/// in batches, frees buffers of exited threads once empty. `sink` gets runs of consecutive records (in
-/// order, per thread), each of at most [`DRAIN_BATCH`] records. Returns (records drained, total
-/// dropped so far).
-pub fn drain_slices(mut sink: impl FnMut(&[Record])) -> (u64, u64) {
+/// Consumer side (writer thread only): moves every pending entry of the current generation to `sink`
+/// in batches, frees buffers of exited threads once empty. `sink` gets the thread id of the buffer's
+/// owner and runs of consecutive entries (in order, per thread), each of at most [`DRAIN_BATCH`]
+/// entries. Returns (entries drained, total records dropped so far).
+pub fn drain_slices(mut sink: impl FnMut(u32, &[Entry])) -> (u64, u64) {
     let generation = GENERATION.load(Ordering::Acquire);
     let mut drained = 0u64;
     let mut dropped = ORPHAN_DROPS.load(Ordering::Relaxed);
@@ -397,16 +435,18 @@ pub fn drain_slices(mut sink: impl FnMut(&[Record])) -> (u64, u64) {
         }
         let mut t = b.consumer.tail.load(Ordering::Relaxed);
         let head = b.producer.head.load(Ordering::Acquire);
+        // The owner's id, stored before its first entry was published (a reused buffer was empty).
+        let tid = b.tid.load(Ordering::Acquire);
         while t != head {
             let start = t & b.mask;
             // Up to the end of the slot array, the head, or the batch size.
             let n = head.wrapping_sub(t).min(b.slots.len() - start).min(DRAIN_BATCH);
             let run = &b.slots[start..start + n];
             // SAFETY: slots in tail..head were fully written before `head` was released, and the producer
-            // does not touch them until `tail` passes them; `UnsafeCell<MaybeUninit<Record>>` has the
-            // layout of `Record`.
-            let recs = unsafe { std::slice::from_raw_parts(run.as_ptr().cast::<Record>(), n) };
-            sink(recs);
+            // does not touch them until `tail` passes them; `UnsafeCell<MaybeUninit<Entry>>` has the
+            // layout of `Entry`.
+            let entries = unsafe { std::slice::from_raw_parts(run.as_ptr().cast::<Entry>(), n) };
+            sink(tid, entries);
             t = t.wrapping_add(n);
             drained += n as u64;
             b.consumer.tail.store(t, Ordering::Release);
@@ -420,18 +460,18 @@ pub fn drain_slices(mut sink: impl FnMut(&[Record])) -> (u64, u64) {
     (drained, dropped)
 }
 
-/// Asks the CPU to start loading `recs[i]` (drained records are written by another core); a no-op past
-/// the end of the slice.
+/// Asks the CPU to start loading `entries[i]` (drained entries are written by another core); a no-op
+/// past the end of the slice.
 #[inline(always)]
-pub fn prefetch(recs: &[Record], i: usize) {
+pub fn prefetch(entries: &[Entry], i: usize) {
     #[cfg(target_arch = "x86_64")]
-    if let Some(r) = recs.get(i) {
+    if let Some(r) = entries.get(i) {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        // A record spans two cache lines: its first and its last byte.
-        let first = (r as *const Record).cast::<i8>();
-        let last = first.wrapping_add(std::mem::size_of::<Record>() - 1);
+        // An entry spans two cache lines: its first and its last byte.
+        let first = (r as *const Entry).cast::<i8>();
+        let last = first.wrapping_add(std::mem::size_of::<Entry>() - 1);
         // SAFETY: `_mm_prefetch` only needs SSE, part of the x86_64 baseline; a prefetch never faults and
-        // both addresses are inside a live record.
+        // both addresses are inside a live entry.
         unsafe {
             _mm_prefetch::<_MM_HINT_T0>(first);
             _mm_prefetch::<_MM_HINT_T0>(last);
