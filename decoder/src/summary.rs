@@ -129,6 +129,8 @@ const MEMORY: u8 = 2;
 #[derive(Debug, Default)]
 struct NameStats {
     index: FastMap<usize, u32>,
+    /// The last name looked up (key, slot): runs of one name (the launch API) skip the map.
+    last: Option<(usize, u32)>,
     /// (name, stat, is an NCCL kernel name)
     slots: Vec<(Name, Stat, bool)>,
 }
@@ -137,11 +139,17 @@ impl NameStats {
     #[inline]
     fn slot(&mut self, n: &Name) -> &mut (Name, Stat, bool) {
         let key = std::sync::Arc::as_ptr(n) as *const u8 as usize;
+        if let Some((k, i)) = self.last {
+            if k == key {
+                return &mut self.slots[i as usize];
+            }
+        }
         let slots = &mut self.slots;
         let i = *self.index.entry(key).or_insert_with(|| {
             slots.push((n.clone(), Stat::default(), is_comm_kernel(n)));
             (slots.len() - 1) as u32
         });
+        self.last = Some((key, i));
         &mut self.slots[i as usize]
     }
 
