@@ -339,20 +339,34 @@ impl<V> Default for Generations<V> {
 }
 
 impl<V> Generations<V> {
+    // An empty generation is not probed: hashing and probing an empty table still cost ~20
+    // instructions, paid per API call when GPU work never arrives before its launch.
     #[inline]
     pub(crate) fn get(&self, k: u64) -> Option<&V> {
-        self.young.get(&k).or_else(|| self.old.get(&k))
+        Self::nonempty(&self.young)
+            .and_then(|m| m.get(&k))
+            .or_else(|| Self::nonempty(&self.old).and_then(|m| m.get(&k)))
     }
     #[inline]
     pub(crate) fn get_mut(&mut self, k: u64) -> Option<&mut V> {
-        match self.young.get_mut(&k) {
+        match Self::nonempty_mut(&mut self.young).and_then(|m| m.get_mut(&k)) {
             Some(v) => Some(v),
-            None => self.old.get_mut(&k),
+            None => Self::nonempty_mut(&mut self.old).and_then(|m| m.get_mut(&k)),
         }
     }
     #[inline]
     pub(crate) fn remove(&mut self, k: u64) -> Option<V> {
-        self.young.remove(&k).or_else(|| self.old.remove(&k))
+        Self::nonempty_mut(&mut self.young)
+            .and_then(|m| m.remove(&k))
+            .or_else(|| Self::nonempty_mut(&mut self.old).and_then(|m| m.remove(&k)))
+    }
+    #[inline]
+    fn nonempty(m: &SeqMap<u64, V>) -> Option<&SeqMap<u64, V>> {
+        (!m.is_empty()).then_some(m)
+    }
+    #[inline]
+    fn nonempty_mut(m: &mut SeqMap<u64, V>) -> Option<&mut SeqMap<u64, V>> {
+        (!m.is_empty()).then_some(m)
     }
     #[inline]
     pub(crate) fn insert(&mut self, k: u64, v: V) {

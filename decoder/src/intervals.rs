@@ -56,21 +56,28 @@ impl Hasher for SeqHasher {
 /// A `HashMap` with [`SeqHasher`], for integer keys that arrive nearly in sequence.
 pub type SeqMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<SeqHasher>>;
 
-/// Intervals buffered before a sort + merge into the committed part.
+/// Intervals buffered before a merge into the committed part.
 const PENDING_MAX: usize = 16 * 1024;
-/// How far before the end of the pending window an interval is inserted in order.
-const INSERT_REACH: usize = 64;
+/// Sorted runs the pending intervals are dealt into: one per stream of GPU work, as many as a
+/// process usually has of one kind (compute streams, a communication stream, copy streams).
+const LANES: usize = 4;
 
 /// Union of intervals pushed in any order, with memory bounded by the number of disjoint busy
 /// periods (delta-encoded) when they arrive mostly in time order. Intervals that arrive before the
 /// committed frontier are kept aside and merged in exactly (the result is the exact union for any
 /// input order).
+///
+/// GPU work of one stream arrives in time order, the streams interleaved (CUPTI batches): each
+/// pending interval goes to the lane whose last start is the latest at or before its own (so each
+/// stream finds a lane of its own), where it extends the last interval when they touch. A commit
+/// merges the lanes (no sort); intervals that fit no lane wait in `mixed`, sorted at commit.
 #[derive(Debug, Default)]
 pub struct StreamingUnion {
-    pending: Vec<(Ns, Ns)>,
-    /// Whether `pending` is sorted by start (GPU work arrives nearly in order: an interval is
-    /// inserted a few places from the end instead of sorting the whole window at commit).
-    unsorted: bool,
+    lanes: [Vec<(Ns, Ns)>; LANES],
+    /// Pending intervals that fit no lane (in arrival order).
+    mixed: Vec<(Ns, Ns)>,
+    /// Intervals in `lanes` and `mixed`.
+    pending: usize,
     out: CompactIntervals,
     /// The last committed interval, still extendable.
     tail: Option<(Ns, Ns)>,
@@ -92,43 +99,69 @@ impl StreamingUnion {
             return;
         }
         self.insert_pending(s, e);
-        if self.pending.len() >= PENDING_MAX {
+        if self.pending >= PENDING_MAX {
             self.commit(PENDING_MAX / 4);
         }
     }
 
-    /// Keeps `pending` sorted by start while each interval lands at most [`INSERT_REACH`] places
-    /// before the end; beyond that it is sorted at commit.
+    /// Into the lane whose last start is the latest at or before `s` (an empty lane when none is,
+    /// else `mixed`).
     #[inline]
     fn insert_pending(&mut self, s: Ns, e: Ns) {
-        let p = &mut self.pending;
-        if self.unsorted || p.last().is_none_or(|l| l.0 <= s) {
-            p.push((s, e));
-            return;
+        let mut best: Option<usize> = None;
+        let mut best_start = 0;
+        let mut empty: Option<usize> = None;
+        for (i, lane) in self.lanes.iter().enumerate() {
+            match lane.last() {
+                Some(l) if l.0 <= s && (best.is_none() || l.0 > best_start) => {
+                    best = Some(i);
+                    best_start = l.0;
+                }
+                None if empty.is_none() => empty = Some(i),
+                _ => {}
+            }
         }
-        let from = p.len().saturating_sub(INSERT_REACH);
-        let at = from + p[from..].partition_point(|iv| iv.0 <= s);
-        if at == from && from > 0 && p[from - 1].0 > s {
-            p.push((s, e));
-            self.unsorted = true;
-        } else {
-            p.insert(at, (s, e));
+        match best.or(empty) {
+            Some(i) => {
+                let lane = &mut self.lanes[i];
+                match lane.last_mut() {
+                    // Sorted by start, so touching the last interval means overlapping the union.
+                    Some(l) if s <= l.1 => l.1 = l.1.max(e),
+                    _ => {
+                        lane.push((s, e));
+                        self.pending += 1;
+                    }
+                }
+            }
+            None => {
+                self.mixed.push((s, e));
+                self.pending += 1;
+            }
         }
     }
 
-    /// Sort the pending intervals and commit all but the `keep` latest-starting ones.
+    /// Commit all but the `keep` latest-starting pending intervals, merging the lanes and the
+    /// sorted `mixed` in start order.
     fn commit(&mut self, keep: usize) {
-        // By start alone: the union does not depend on the order of equal starts, so an unstable
-        // sort will do. (The stable sort was meant to merge the window's sorted runs, one per stream
-        // in CUPTI batches, but runs shorter than its threshold sent it to its quicksort: callgrind
-        // counted 14 M instructions for 113 k intervals there; pattern-defeating quicksort is cheaper.)
-        if self.unsorted {
-            self.pending.sort_unstable_by_key(|iv| iv.0);
-            self.unsorted = false;
-        }
-        let n = self.pending.len().saturating_sub(keep);
-        for i in 0..n {
-            let (s, e) = self.pending[i];
+        // By start alone: the union does not depend on the order of equal starts.
+        self.mixed.sort_unstable_by_key(|iv| iv.0);
+        let n = self.pending.saturating_sub(keep);
+        let mut at = [0usize; LANES + 1];
+        for _ in 0..n {
+            // The run whose next interval starts first.
+            // (`mixed` when it is first or the lanes are spent; starts are below `Ns::MAX`.)
+            let mut pick = LANES;
+            let mut first = self.mixed.get(at[LANES]).map_or(Ns::MAX, |iv| iv.0);
+            for (i, lane) in self.lanes.iter().enumerate() {
+                if let Some(iv) = lane.get(at[i]) {
+                    if iv.0 < first {
+                        pick = i;
+                        first = iv.0;
+                    }
+                }
+            }
+            let (s, e) = if pick == LANES { self.mixed[at[LANES]] } else { self.lanes[pick][at[pick]] };
+            at[pick] += 1;
             match &mut self.tail {
                 Some(t) if s <= t.1 => t.1 = t.1.max(e),
                 Some(t) => {
@@ -138,7 +171,11 @@ impl StreamingUnion {
                 None => self.tail = Some((s, e)),
             }
         }
-        self.pending.drain(..n);
+        for (lane, &k) in self.lanes.iter_mut().zip(&at) {
+            lane.drain(..k);
+        }
+        self.mixed.drain(..at[LANES]);
+        self.pending -= n;
     }
 
     /// Merge the late intervals into the committed list (re-encoding it).
@@ -365,6 +402,67 @@ pub fn measure_total_and_windows(it: impl Iterator<Item = (Ns, Ns)>, windows: &[
     (total, out)
 }
 
+/// Time covered by `K` sorted disjoint interval iterators, split by which of them cover it: entry
+/// `m` of the result is the time covered by exactly the lists whose bits are set in `m` (entry 0
+/// stays 0), in total and inside each window (windows in any order, may overlap). One pass over
+/// all the intervals, however many measures are derived from the masks (union: every nonzero
+/// mask; intersection of lists a and b: the masks with both bits).
+pub fn measure_by_cover<const K: usize, const M: usize>(
+    mut lists: [impl Iterator<Item = (Ns, Ns)>; K],
+    windows: &[(Ns, Ns)],
+) -> ([Ns; M], Vec<[Ns; M]>) {
+    const { assert!(M == 1 << K) };
+    let mut order: Vec<usize> = (0..windows.len()).collect();
+    order.sort_by_key(|&i| windows[i].0);
+    let mut total = [0 as Ns; M];
+    let mut out = vec![[0 as Ns; M]; windows.len()];
+    let mut lo = 0;
+    let mut cur: [Option<(Ns, Ns)>; K] = std::array::from_fn(|k| lists[k].next());
+    let Some(mut t) = cur.iter().flatten().map(|iv| iv.0).min() else { return (total, out) };
+    loop {
+        // The lists covering `t`, and the next time that changes.
+        let mut mask = 0usize;
+        let mut next = Ns::MAX;
+        for (k, iv) in cur.iter().enumerate() {
+            if let Some((s, e)) = *iv {
+                if s <= t {
+                    mask |= 1 << k;
+                    next = next.min(e);
+                } else {
+                    next = next.min(s);
+                }
+            }
+        }
+        if next == Ns::MAX {
+            break;
+        }
+        if mask != 0 {
+            let (s, e) = (t, next);
+            total[mask] += e - s;
+            while lo < order.len() && windows[order[lo]].1 <= s {
+                lo += 1;
+            }
+            for &w in &order[lo..] {
+                let (ws, we) = windows[w];
+                if ws >= e {
+                    break;
+                }
+                let (a, b) = (s.max(ws), e.min(we));
+                if b > a {
+                    out[w][mask] += b - a;
+                }
+            }
+        }
+        t = next;
+        for (k, iv) in cur.iter_mut().enumerate() {
+            while iv.is_some_and(|(_, e)| e <= t) {
+                *iv = lists[k].next();
+            }
+        }
+    }
+    (total, out)
+}
+
 /// Union of intervals (any order) as a sorted disjoint list.
 pub fn union(mut v: Vec<(Ns, Ns)>) -> Vec<(Ns, Ns)> {
     v.sort_unstable();
@@ -448,35 +546,43 @@ mod tests {
         assert_eq!(measure(&union2(&a, &b)), 20);
     }
 
-    /// Two streams' intervals in alternating batches (as CUPTI delivers them): batches shorter than
-    /// the insertion reach keep the window sorted, longer ones leave it to the sort; both give the
-    /// exact union, also across several commits.
+    /// Streams' intervals in alternating batches (as CUPTI delivers them): two streams find a lane
+    /// each, six overflow the lanes into the sorted remainder; all give the exact union, also across
+    /// several commits.
     #[test]
-    fn streaming_batches_of_two_streams_match_batch() {
-        for batch in [1usize, 20, 63, 64, 65, 300, 5000] {
-            let mut v: Vec<(Ns, Ns)> = Vec::new();
-            let mut x = 777u64;
-            let n = 3 * PENDING_MAX as u64;
-            let streams: [Vec<(Ns, Ns)>; 2] = [0u64, 1].map(|k| {
-                (0..n)
-                    .map(|i| {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
-                        let t = i * 1_000 + k * 333;
-                        (t, t + 200 + x % 900)
+    fn streaming_batches_of_streams_match_batch() {
+        for streams in [2u64, 6] {
+            for batch in [1usize, 20, 63, 64, 65, 300, 5000] {
+                let mut x = 777u64;
+                let n = 3 * PENDING_MAX as u64;
+                let per_stream: Vec<Vec<(Ns, Ns)>> = (0..streams)
+                    .map(|k| {
+                        (0..n)
+                            .map(|i| {
+                                x ^= x << 13;
+                                x ^= x >> 7;
+                                x ^= x << 17;
+                                let t = i * 1_000 + k * 333;
+                                (t, t + 200 + x % 900)
+                            })
+                            .collect()
                     })
-                    .collect()
-            });
-            for (a, b) in streams[0].chunks(batch).zip(streams[1].chunks(batch)) {
-                v.extend_from_slice(a);
-                v.extend_from_slice(b);
+                    .collect();
+                let mut v: Vec<(Ns, Ns)> = Vec::new();
+                for b in 0..n as usize / batch + 1 {
+                    for st in &per_stream {
+                        v.extend_from_slice(&st[(b * batch).min(st.len())..((b + 1) * batch).min(st.len())]);
+                    }
+                }
+                assert_eq!(v.len(), (streams * n) as usize);
+                let mut su = StreamingUnion::default();
+                for &(s, e) in &v {
+                    su.push(s, e);
+                }
+                let got = su.finish().iter().collect::<Vec<_>>();
+                assert_eq!(got, union(v.clone()), "{streams} streams, batches of {batch}");
+                assert!(got.len() > 100, "{streams} streams: {} intervals", got.len());
             }
-            let mut su = StreamingUnion::default();
-            for &(s, e) in &v {
-                su.push(s, e);
-            }
-            assert_eq!(su.finish().iter().collect::<Vec<_>>(), union(v.clone()), "batches of {batch}");
         }
     }
 
@@ -522,6 +628,23 @@ mod tests {
             assert_eq!(i[k], intersect_in(&batch, &other, lo, hi));
         }
         assert_eq!(measure_iter(c.iter()), measure(&batch));
+        // Split by cover: every measure derived from the masks matches its own walk.
+        let third = union(v.iter().map(|&(s, e)| (s / 3 + 11, e / 3 + 40)).collect());
+        let lists: [Box<dyn Iterator<Item = (Ns, Ns)> + '_>; 3] =
+            [Box::new(c.iter()), Box::new(other.iter().copied()), Box::new(third.iter().copied())];
+        let (by, inw): ([Ns; 8], Vec<[Ns; 8]>) = measure_by_cover(lists, &windows);
+        let pick = |m: &[Ns; 8], f: fn(usize) -> bool| (1..8).filter(|&k| f(k)).map(|k| m[k]).sum::<Ns>();
+        assert_eq!(by[0], 0);
+        let any = Union2::new(Union2::new(c.iter(), other.iter().copied()), third.iter().copied());
+        assert_eq!(pick(&by, |k| k != 0), measure_iter(any));
+        assert_eq!(pick(&by, |k| k & 1 != 0), measure(&batch));
+        assert_eq!(pick(&by, |k| k & 3 == 3), measure_iter(Intersect::new(c.iter(), other.iter().copied())));
+        for (k, &(lo, hi)) in windows.iter().enumerate() {
+            assert_eq!(pick(&inw[k], |m| m & 1 != 0), measure_in(&batch, lo, hi));
+            assert_eq!(pick(&inw[k], |m| m & 2 != 0), measure_in(&other, lo, hi));
+            assert_eq!(pick(&inw[k], |m| m & 4 != 0), measure_in(&third, lo, hi));
+            assert_eq!(pick(&inw[k], |m| m & 3 == 3), intersect_in(&batch, &other, lo, hi));
+        }
         // Reverse order: everything late.
         let mut su = StreamingUnion::default();
         for &(s, e) in v.iter().rev() {

@@ -13,10 +13,7 @@ use serde::Serialize;
 
 use crate::clock_alignment::{ClockPlan, CollectiveEnds};
 use crate::correlate::{CollectiveInstance, CollectiveMatcher, RangeProjection, RangeStat};
-use crate::intervals::{
-    measure_iter, measure_total_and_windows, measure_windows, CompactIntervals, FastMap, Intersect, StreamingUnion,
-    Union2,
-};
+use crate::intervals::{measure_by_cover, CompactIntervals, FastMap, StreamingUnion};
 use crate::model::*;
 use crate::steps::{StepFinder, StepSource, StepWindow};
 
@@ -132,6 +129,8 @@ const MEMORY: u8 = 2;
 #[derive(Debug, Default)]
 struct NameStats {
     index: FastMap<usize, u32>,
+    /// The last name looked up (key, slot): runs of one name (the launch API) skip the map.
+    last: Option<(usize, u32)>,
     /// (name, stat, is an NCCL kernel name)
     slots: Vec<(Name, Stat, bool)>,
 }
@@ -140,11 +139,17 @@ impl NameStats {
     #[inline]
     fn slot(&mut self, n: &Name) -> &mut (Name, Stat, bool) {
         let key = std::sync::Arc::as_ptr(n) as *const u8 as usize;
+        if let Some((k, i)) = self.last {
+            if k == key {
+                return &mut self.slots[i as usize];
+            }
+        }
         let slots = &mut self.slots;
         let i = *self.index.entry(key).or_insert_with(|| {
             slots.push((n.clone(), Stat::default(), is_comm_kernel(n)));
             (slots.len() - 1) as u32
         });
+        self.last = Some((key, i));
         &mut self.slots[i as usize]
     }
 
@@ -318,15 +323,14 @@ impl TraceSink for RankAnalysis {
             None => (None, Vec::new()),
         };
         let ws: Vec<(Ns, Ns)> = windows.iter().map(|w| (w.start, w.end)).collect();
-        // Each union is walked once: totals and per-step parts together.
-        let (busy_ns, all_in) = measure_total_and_windows(busy.all(), &ws);
-        let (compute_ns, compute_in) = measure_total_and_windows(busy.compute.iter(), &ws);
+        // The three unions are walked once, together: totals and per-step parts of every measure.
+        let (cover, in_steps) = busy.by_cover(&ws);
         let seen = if unobserved.is_empty() {
-            ObservedBusy { busy_ns, compute_ns, cm_ns: measure_iter(busy.cm()), observed_ns: span.1 - span.0 }
+            ObservedBusy::of(&cover, span.1 - span.0)
         } else {
             ObservedBusy::within(&busy, span, &unobserved)
         };
-        let steps = rank_step_rows(&windows, &ws, &busy, &all_in, &compute_in);
+        let steps = rank_step_rows(&windows, &in_steps);
         self.result = Some(RankSummary {
             label: info.as_ref().map(|i| i.label()).unwrap_or_default(),
             rank: info.as_ref().and_then(|i| i.rank),
@@ -371,15 +375,39 @@ struct BusyUnions {
     mem: CompactIntervals,
 }
 
+/// Time by which kinds of GPU work cover it: entry `m` is the time when exactly the kinds whose
+/// bits (`1 << COMPUTE`, `1 << COMM`, `1 << MEMORY`) are set in `m` were busy.
+type Cover = [Ns; 8];
+
 impl BusyUnions {
-    /// Compute or communication.
-    fn cm(&self) -> impl Iterator<Item = (Ns, Ns)> + '_ {
-        Union2::new(self.compute.iter(), self.comm.iter())
+    /// [`Cover`] in all and inside each window, in one pass over the three unions.
+    fn by_cover(&self, windows: &[(Ns, Ns)]) -> (Cover, Vec<Cover>) {
+        measure_by_cover([self.compute.iter(), self.comm.iter(), self.mem.iter()], windows)
     }
-    /// Any GPU work.
-    fn all(&self) -> impl Iterator<Item = (Ns, Ns)> + '_ {
-        Union2::new(self.cm(), self.mem.iter())
-    }
+}
+
+/// The time of `cover` whose kinds mask passes `when`.
+fn covered(cover: &Cover, when: impl Fn(usize) -> bool) -> Ns {
+    (1..cover.len()).filter(|&m| when(m)).map(|m| cover[m]).sum()
+}
+
+/// Some kind of GPU work.
+fn any_work(m: usize) -> bool {
+    m != 0
+}
+fn compute_work(m: usize) -> bool {
+    m & (1 << COMPUTE) != 0
+}
+fn comm_work(m: usize) -> bool {
+    m & (1 << COMM) != 0
+}
+/// Compute or communication.
+fn cm_work(m: usize) -> bool {
+    compute_work(m) || comm_work(m)
+}
+/// Communication overlapped by compute.
+fn overlapped_comm(m: usize) -> bool {
+    compute_work(m) && comm_work(m)
 }
 
 /// Busy times within the observed part of a process's span.
@@ -392,6 +420,16 @@ struct ObservedBusy {
 }
 
 impl ObservedBusy {
+    /// The whole span observed.
+    fn of(cover: &Cover, observed_ns: Ns) -> ObservedBusy {
+        ObservedBusy {
+            busy_ns: covered(cover, any_work),
+            compute_ns: covered(cover, compute_work),
+            cm_ns: covered(cover, cm_work),
+            observed_ns,
+        }
+    }
+
     /// With capture windows: only the observed time counts (GPU work that ends after a window
     /// closed is clipped to it). `unobserved` is sorted and disjoint.
     fn within(busy: &BusyUnions, span: (Ns, Ns), unobserved: &[(Ns, Ns)]) -> ObservedBusy {
@@ -406,39 +444,35 @@ impl ObservedBusy {
         if span.1 > from {
             observed.push((from, span.1));
         }
-        let total = |v: Vec<Ns>| v.into_iter().sum::<Ns>();
-        ObservedBusy {
-            busy_ns: total(measure_windows(busy.all(), &observed)),
-            compute_ns: total(measure_windows(busy.compute.iter(), &observed)),
-            cm_ns: total(measure_windows(busy.cm(), &observed)),
-            observed_ns: observed.iter().map(|w| w.1 - w.0).sum(),
+        // The observed windows are disjoint: their parts add up.
+        let (_, parts) = busy.by_cover(&observed);
+        let mut cover: Cover = [0; 8];
+        for part in &parts {
+            for (c, p) in cover.iter_mut().zip(part) {
+                *c += p;
+            }
         }
+        ObservedBusy::of(&cover, observed.iter().map(|w| w.1 - w.0).sum())
     }
 }
 
-/// One row per step window (`ws`: their bounds); `all_in` and `compute_in` are the busy and compute
-/// time per window.
-fn rank_step_rows(
-    windows: &[StepWindow],
-    ws: &[(Ns, Ns)],
-    busy: &BusyUnions,
-    all_in: &[Ns],
-    compute_in: &[Ns],
-) -> Vec<StepRow> {
-    let comm_in = measure_windows(busy.comm.iter(), ws);
-    let overlap_in = measure_windows(Intersect::new(busy.comm.iter(), busy.compute.iter()), ws);
+/// One row per step window; `in_steps` is the [`Cover`] inside each.
+fn rank_step_rows(windows: &[StepWindow], in_steps: &[Cover]) -> Vec<StepRow> {
     windows
         .iter()
-        .enumerate()
-        .map(|(i, w)| StepRow {
-            index: w.index,
-            name: w.name.clone(),
-            start_ns: w.start,
-            duration_ns: w.end.saturating_sub(w.start),
-            gpu_busy_ns: all_in[i],
-            compute_ns: compute_in[i],
-            communication_ns: comm_in[i],
-            exposed_comm_ns: comm_in[i] - overlap_in[i],
+        .zip(in_steps)
+        .map(|(w, cover)| {
+            let comm = covered(cover, comm_work);
+            StepRow {
+                index: w.index,
+                name: w.name.clone(),
+                start_ns: w.start,
+                duration_ns: w.end.saturating_sub(w.start),
+                gpu_busy_ns: covered(cover, any_work),
+                compute_ns: covered(cover, compute_work),
+                communication_ns: comm,
+                exposed_comm_ns: comm - covered(cover, overlapped_comm),
+            }
         })
         .collect()
 }
