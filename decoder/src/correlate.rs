@@ -9,6 +9,7 @@ use std::collections::{HashMap, VecDeque};
 
 use crate::intervals::{FastMap, SeqMap};
 use crate::model::*;
+use crate::range_fold::{RangeEntry, RangeFold};
 
 /// One collective with both sides when known.
 #[derive(Debug, Clone, PartialEq)]
@@ -390,20 +391,15 @@ impl<V> Generations<V> {
     pub(crate) fn len(&self) -> usize {
         self.young.len() + self.old.len()
     }
+    /// Every value, both generations.
+    pub(crate) fn values(&self) -> impl Iterator<Item = &V> {
+        self.old.values().chain(self.young.values())
+    }
     /// Every entry, both generations; the map is left empty.
     pub(crate) fn drain(&mut self) -> impl Iterator<Item = (u64, V)> {
         let (young, old) = (std::mem::take(&mut self.young), std::mem::take(&mut self.old));
         old.into_iter().chain(young)
     }
-}
-
-/// One completed range: its id, its parent's id (when `has_parent`) and its name's index.
-#[derive(Debug, Clone, Copy)]
-struct RangeEntry {
-    id: u64,
-    parent: u64,
-    name: u32,
-    has_parent: bool,
 }
 
 /// Projects GPU work onto the ranges it was launched in.
@@ -425,9 +421,23 @@ pub struct RangeProjection {
     direct: Vec<(u64, Ns)>,
     direct_summed: usize,
     stats: FastMap<Name, (u64, u64)>,
+    /// Complete range trees folded into per-chain GPU time (when the input allows it).
+    fold: RangeFold,
 }
 
 impl RangeProjection {
+    /// The input promised that ranges close in order (see [`crate::range_fold`]): complete range
+    /// trees may be folded.
+    pub fn ranges_close_in_order(&mut self) {
+        self.fold.enabled = true;
+    }
+
+    /// Completed ranges held in the table (the folded ones are not).
+    #[cfg(test)]
+    pub(crate) fn ranges_held(&self) -> usize {
+        self.ranges.len()
+    }
+
     pub fn api(&mut self, a: &Api) {
         let (Some(r), true) = (a.range, a.correlation != 0) else { return };
         if let Some(t) = self.early_gpu.remove(a.correlation) {
@@ -470,11 +480,18 @@ impl RangeProjection {
         let s = self.stats.entry(r.name.clone()).or_default();
         s.0 += 1;
         s.1 += r.end.saturating_sub(r.start);
+        if self.fold.due(self.ranges.len()) {
+            self.sum_direct();
+            let live = self.launches.values().map(|r| r.0);
+            self.fold.fold(&mut self.ranges, &mut self.direct, &self.names, live);
+            self.direct_summed = self.direct.len();
+        }
     }
 
     fn add_direct(&mut self, r: RangeId, t: Ns) {
         match self.direct.last_mut() {
             Some(last) if last.0 == r.0 => last.1 += t,
+            _ if self.fold.add(r.0, t) => {}
             _ => {
                 self.direct.push((r.0, t));
                 if self.direct.len() >= 2 * self.direct_summed.max(1 << 15) {
@@ -533,6 +550,7 @@ impl RangeProjection {
                 }
             }
         }
+        self.fold.finish(&self.names, &mut gpu);
         let mut out: Vec<RangeStat> = self
             .stats
             .iter()

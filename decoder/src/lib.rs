@@ -20,6 +20,7 @@ pub mod model;
 pub mod nccl_plugin;
 pub mod output;
 pub mod progress;
+pub mod range_fold;
 pub mod report;
 pub mod steps;
 pub mod summary;

@@ -354,6 +354,11 @@ pub trait TraceSink {
     fn handle_marker(&mut self, _m: &Marker) {}
     /// A record of the NCCL profiler plugin (communicator, task, proxy operation).
     fn handle_nccl_plugin(&mut self, _e: &crate::nccl_plugin::NcclPluginEvent) {}
+    /// A promise, made before the process's first event, about the order of its ranges: range ids
+    /// are unique, and each range arrives after every API call, collective and range inside it and
+    /// before its parent (the Kineto import of a properly nested trace). Lets the summary fold
+    /// complete range trees early (see [`crate::range_fold`]).
+    fn handle_ranges_close_in_order(&mut self, _proc: ProcId) {}
     /// All events of this process have been delivered.
     fn handle_process_end(&mut self, _proc: ProcId) {}
     /// No more events. Exporters flush here.
@@ -430,6 +435,10 @@ impl<A: TraceSink, B: TraceSink> TraceSink for Tee<A, B> {
         self.0.handle_marker(m);
         self.1.handle_marker(m);
     }
+    fn handle_ranges_close_in_order(&mut self, p: ProcId) {
+        self.0.handle_ranges_close_in_order(p);
+        self.1.handle_ranges_close_in_order(p);
+    }
     fn handle_process_end(&mut self, p: ProcId) {
         self.0.handle_process_end(p);
         self.1.handle_process_end(p);
@@ -489,6 +498,9 @@ impl<S: TraceSink + ?Sized> TraceSink for &mut S {
     }
     fn handle_marker(&mut self, m: &Marker) {
         (**self).handle_marker(m)
+    }
+    fn handle_ranges_close_in_order(&mut self, p: ProcId) {
+        (**self).handle_ranges_close_in_order(p)
     }
     fn handle_process_end(&mut self, p: ProcId) {
         (**self).handle_process_end(p)

@@ -306,6 +306,9 @@ impl TraceSink for RankAnalysis {
     fn handle_host_entity(&mut self, e: &HostEntity) {
         self.host.entity(e);
     }
+    fn handle_ranges_close_in_order(&mut self, _p: ProcId) {
+        self.proj.ranges_close_in_order();
+    }
     fn handle_process_end(&mut self, p: ProcId) {
         self.clock.handle_process_end(p);
         self.nccl.finish();

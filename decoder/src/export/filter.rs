@@ -105,6 +105,12 @@ impl<S: TraceSink> TraceSink for Filter<S> {
             self.inner.handle_marker(m);
         }
     }
+    fn handle_ranges_close_in_order(&mut self, p: ProcId) {
+        // Dropping events keeps the promise (a range whose parent is dropped has no parent here).
+        if self.current.is_some() {
+            self.inner.handle_ranges_close_in_order(p);
+        }
+    }
     fn handle_process_end(&mut self, p: ProcId) {
         if self.current.take().is_some() {
             self.inner.handle_process_end(p);

@@ -176,6 +176,9 @@ impl<T: TraceSink> TraceSink for HostCounters<T> {
         t.pending = Some(s.ts);
         t.parts[part] = s.value;
     }
+    fn handle_ranges_close_in_order(&mut self, proc: ProcId) {
+        self.inner.handle_ranges_close_in_order(proc)
+    }
     fn handle_process_end(&mut self, proc: ProcId) {
         if let Some(mut p) = self.procs.remove(&proc) {
             let mut tracks: Vec<&mut Track> = p.tracks.values_mut().collect();

@@ -282,6 +282,7 @@ impl KinetoConverter {
         // end for ranges, by start for the rest) and its sort only merges long runs; where it
         // goes does not change the order it comes out in (the keys are unique).
         let mut stack: Vec<Rec> = Vec::new();
+        let mut nested_in_order = true;
         while let Some(NestOrder(mut r)) = nested.next().map_err(io)? {
             while let Some(top) = stack.last() {
                 if top.tid != r.tid || top.end <= r.start {
@@ -302,6 +303,8 @@ impl KinetoConverter {
                         }
                     }
                     r.parent = stack.last().map_or(NONE, |s| s.id);
+                    // A parent that ends first would arrive before its child.
+                    nested_in_order &= stack.last().is_none_or(|p| p.end >= r.end);
                     r.depth = stack.len() as u32;
                     stack.push(r);
                     continue;
@@ -320,6 +323,11 @@ impl KinetoConverter {
         drop(nested);
         if let Some(e) = self.spill_error.take() {
             return Err(io(e));
+        }
+        if nested_in_order {
+            // Ids are event indices; the time order puts a range at its end, after everything
+            // that started inside it, and deeper ranges first on equal ends.
+            sink.handle_ranges_close_in_order(proc);
         }
         let timed = std::mem::replace(&mut self.timed, Sorter::new(0));
         let mut sorted = timed.into_sorted().map_err(io)?;

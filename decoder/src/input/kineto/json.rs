@@ -189,14 +189,17 @@ fn hex4(b: &[u8], j: usize) -> R<u32> {
     Ok(v)
 }
 
+/// Where a number starting at `start` has its digits (past a leading '-'), and whether it had one.
+#[inline(always)]
+fn sign(b: &[u8], start: usize) -> (usize, bool) {
+    let neg = b.get(start) == Some(&b'-');
+    (start + neg as usize, neg)
+}
+
 /// A number at `i`; also the non-standard tokens `NaN`, `Infinity` and `-Infinity`.
 pub(super) fn number(b: &[u8], i: &mut usize) -> R<Num> {
     let start = *i;
-    let mut j = start;
-    let neg = b.get(j) == Some(&b'-');
-    if neg {
-        j += 1;
-    }
+    let (mut j, neg) = sign(b, start);
     if matches!(b.get(j), Some(b'I' | b'N')) {
         return special_number(b, i, j, neg);
     }
@@ -369,11 +372,7 @@ pub(super) fn skip_value(b: &[u8], i: &mut usize, depth: u32) -> R<()> {
 /// Skips the number at `i`, checked as [`number`] checks it (same errors) but not computed.
 fn skip_number(b: &[u8], i: &mut usize) -> R<()> {
     let start = *i;
-    let mut j = start;
-    let neg = b.get(j) == Some(&b'-');
-    if neg {
-        j += 1;
-    }
+    let (mut j, neg) = sign(b, start);
     if matches!(b.get(j), Some(b'I' | b'N')) {
         return special_number(b, i, j, neg).map(|_| ());
     }
