@@ -339,7 +339,7 @@ impl TraceSink for FactCollector {
         let Some(info) = self.info.take() else { return };
         let span = if self.span.0 == u64::MAX { (0, 0) } else { self.span };
         let unobserved = self.steps.as_ref().map(|f| f.unobserved(span)).unwrap_or_default();
-        let (_, windows) = match self.steps.take() {
+        let (source, windows) = match self.steps.take() {
             Some(f) => f.finish(span),
             None => (crate::steps::StepSource::WholeRun, Vec::new()),
         };
@@ -354,6 +354,7 @@ impl TraceSink for FactCollector {
             comm_kernels: std::mem::take(&mut self.comm_kernels),
             mem_samples: std::mem::take(&mut self.mem_samples),
             windows,
+            windows_in_gpu_time: source == crate::steps::StepSource::Periodic,
             span,
             unobserved,
         };

@@ -146,6 +146,11 @@ pub struct Input {
     pub comm_kernels: Vec<Kernel>,
     pub mem_samples: Vec<(Ns, u64)>,
     pub windows: Vec<StepWindow>,
+    /// The windows were cut from the kernel stream (`StepSource::Periodic`): they are GPU time, so
+    /// GPU work belongs to the window its start falls in, not to the one its launching call fell in
+    /// (the host runs ahead of the GPU: a loop of asynchronous launches issues every step's work
+    /// while the GPU is still in the first).
+    pub windows_in_gpu_time: bool,
     pub span: (Ns, Ns),
     /// Stretches that capture windows did not record (sorted, disjoint): neither busy nor idle.
     pub unobserved: Vec<(Ns, Ns)>,
@@ -202,7 +207,10 @@ pub fn analyse(mut inp: Input) -> Timeline {
     prepare_calls(&mut inp);
     let mut host = HostSteps::of(&inp.calls, &inp.names, &index);
     inp.ops.sort_by_key(|o| (o.start, o.end));
-    let gpu = GpuSteps::of(&inp.ops, &host.corr_step, &index);
+    // Which step GPU work belongs to: its launching call's, unless the steps are GPU time.
+    let by_time = SeqMap::default();
+    let gpu_corr_step = if inp.windows_in_gpu_time { &by_time } else { &host.corr_step };
+    let gpu = GpuSteps::of(&inp.ops, gpu_corr_step, &index);
     // The first step is warm-up (lazy initialisation, first launches, communicator set-up): with
     // enough steps, the window starts at the second one.
     let skip = usize::from(nsteps >= WARMUP_MIN_STEPS);
@@ -218,7 +226,7 @@ pub fn analyse(mut inp: Input) -> Timeline {
         gpu_ops: inp.ops.len(),
         window,
         split,
-        colls: pair_collectives(&inp.colls, &inp.comm_kernels, &gpu.busy.compute, &index, &host.corr_step),
+        colls: pair_collectives(&inp.colls, &inp.comm_kernels, &gpu.busy.compute, &index, gpu_corr_step),
         syncs: ranked_syncs(host.sync_stats),
         small_d2h: inp.small_d2h.iter().filter(|c| host.corr_step.contains_key(c)).count() as u64,
         pageable: pageable_stat(&inp, &gpu.busy.cm),
@@ -813,6 +821,42 @@ mod tests {
         }
         assert!(matches!(classify_call("cuMemAlloc_v2"), CallClass::Alloc));
         assert!(matches!(classify_call("cuMemGetInfo_v2"), CallClass::Other));
+    }
+
+    #[test]
+    fn gpu_work_belongs_to_the_periodic_step_its_start_falls_in() {
+        // A loop of asynchronous launches: the host issues the three all-reduces at 95, 105 and
+        // 110 us, while the GPU runs them at 100, 1100 and 2100 us. Periodic steps are cut from those
+        // GPU starts, so the second and third launches fall in the first step's window.
+        const K: Ns = 1000;
+        let windows: Vec<StepWindow> = (0..3)
+            .map(|i| StepWindow {
+                index: i,
+                name: format!("step {i}"),
+                start: (100 + 1000 * i) * K,
+                end: (1100 + 1000 * i) * K,
+            })
+            .collect();
+        let input = |windows_in_gpu_time| Input {
+            ops: (0..3).map(|i| op((100 + 1000 * i) * K, (900 + 1000 * i) * K, i + 1, OpKind::Comm)).collect(),
+            calls: [95, 105, 110]
+                .iter()
+                .zip(1..)
+                .map(|(&t, c)| call(t * K, (t + 4) * K, c, CallClass::Launch))
+                .collect(),
+            windows: windows.clone(),
+            windows_in_gpu_time,
+            span: (0, 3100 * K),
+            ..Input::default()
+        };
+        let t = analyse(input(true));
+        let starts: Vec<Option<Ns>> = t.steps.iter().map(|s| s.gpu_start).collect();
+        assert_eq!(starts, [Some(100 * K), Some(1100 * K), Some(2100 * K)]);
+        assert!(t.steps.iter().all(|s| s.split.comm_ns == 800 * K), "{:?}", t.steps);
+        // Steps in host time (NVTX, markers) go by the launching call: all three in the first step.
+        let t = analyse(input(false));
+        let starts: Vec<Option<Ns>> = t.steps.iter().map(|s| s.gpu_start).collect();
+        assert_eq!(starts, [Some(100 * K), None, None]);
     }
 
     #[test]

@@ -113,6 +113,13 @@ fn slow_nic_on_one_node_is_a_degraded_link_naming_it() {
     // The simulated proxy thread wakes late on a loaded machine: its wire times carry some jitter.
     assert!((link - 5.0).abs() < 1.0, "node 1 sends at its 5 GB/s NIC: {e}");
     assert!(v["ranks"].as_array().unwrap().iter().all(|r| r.as_u64().unwrap() >= 4), "{v}");
+    // nccl_nodes marks no steps: they are cut from the kernel stream (GPU time), one all-reduce
+    // each, and each step's GPU work is its own (not all in the first, where the host issued it).
+    let x = fired(&p, "exposed_communication").unwrap_or_else(|| panic!("{}", verdict_table(&p.diagnosis)));
+    let text = x["evidence"]["text"].as_str().unwrap();
+    assert!(text.contains(": AllReduce x1 16 MiB"), "one all-reduce per step: {text}");
+    let steps = x["steps"].as_array().unwrap().len();
+    assert!(steps >= 25, "the exposed steps are most of the 30 iterations ({steps}): {text}");
 }
 
 #[test]
