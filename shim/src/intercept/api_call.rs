@@ -469,6 +469,29 @@ impl ApiCall {
     fn emit(&self, domain: ApiDomain, name: &StaticName, result: i32, work: &Work, end: u64, captured: bool) {
         let ctx = self.ctx;
         let tid = ctx.tid();
+        let estimate = result == 0 && !captured && !crate::cupti::is_active();
+        if let (Work::Launch { name: kernel, grid, block, smem, stream }, true) = (*work, estimate) {
+            // The launch's two records in one go (one buffer check, one publication), built as the
+            // writer thread builds a launch that took the short way.
+            let facts = crate::record::launch::LaunchFacts {
+                start: self.start,
+                end,
+                stream,
+                grid: grid.arr(),
+                block: block.arr(),
+                api: name.id(),
+                kernel,
+                correlation: self.correlation,
+                device: ctx.device.get(),
+                result,
+                smem,
+                domain,
+            };
+            return match facts.records(tid) {
+                (api, Some(kernel)) => crate::record::recorder::emit_pair_in(ctx, api, kernel),
+                (api, None) => crate::record::recorder::emit_in(ctx, api),
+            };
+        }
         let (detail, stream, arg) = match *work {
             Work::Plain { arg } => (StrId::NONE, 0, arg),
             Work::Stream { stream, arg } => (StrId::NONE, stream, arg),
@@ -492,12 +515,6 @@ impl ApiCall {
         };
         if let Work::Poll { handle, .. } = *work {
             return crate::record::recorder::emit_repeatable_in(ctx, api, handle);
-        }
-        let estimate = result == 0 && !captured && !crate::cupti::is_active();
-        if let (Work::Launch { name, grid, block, smem, stream }, true) = (*work, estimate) {
-            // The launch's two records in one go (one buffer check, one publication).
-            let kernel = self.estimated_kernel(stream, graph_capture::KernelNode { name, grid, block, smem }, 0);
-            return crate::record::recorder::emit_pair_in(ctx, api, kernel);
         }
         crate::record::recorder::emit_in(ctx, api);
         match *work {
@@ -691,7 +708,7 @@ macro_rules! interpose {
 
     // The recorded (or, with the window closed, followed) call, out of line so the closed-window
     // path stays a few instructions. `recording`: the window is open.
-    (@traced plain, $domain:ident, $name:ident, ($($arg:ident: $ty:ty),*) -> $ret:ty => $work:expr) => {
+    (@traced $kind:ident, $domain:ident, $name:ident, ($($arg:ident: $ty:ty),*) -> $ret:ty => $work:expr) => {
         #[inline(never)]
         #[allow(clippy::too_many_arguments)]
         unsafe fn traced(real: Real, recording: bool, $($arg: $ty),*) -> $ret {
@@ -701,7 +718,7 @@ macro_rules! interpose {
                 } else {
                     $crate::intercept::api_call::begin_tracking()
                 },
-                || -> $crate::intercept::api_call::Work { $work },
+                || -> $crate::intercept::api_call::Work { $crate::intercept::api_call::interpose!(@work $kind, $work) },
             );
             let Some((call, work)) = call else {
                 // SAFETY: forwarding the caller's arguments unchanged to the real function.
@@ -714,30 +731,10 @@ macro_rules! interpose {
         }
     };
 
-    // A launch on the general path (CUPTI on, a stream capture in progress, or followed with the
-    // window closed): `Work::Launch`.
-    (@traced launch, $domain:ident, $name:ident, ($($arg:ident: $ty:ty),*) -> $ret:ty => $launch:expr) => {
-        #[inline(never)]
-        #[allow(clippy::too_many_arguments)]
-        unsafe fn traced(real: Real, recording: bool, $($arg: $ty),*) -> $ret {
-            let call = $crate::intercept::api_call::started(
-                || if recording {
-                    $crate::intercept::api_call::begin_recording()
-                } else {
-                    $crate::intercept::api_call::begin_tracking()
-                },
-                || -> $crate::intercept::api_call::Work { $crate::intercept::api_call::Work::from($launch) },
-            );
-            let Some((call, work)) = call else {
-                // SAFETY: forwarding the caller's arguments unchanged to the real function.
-                return unsafe { real($($arg),*) };
-            };
-            // SAFETY: forwarding the caller's arguments unchanged to the real function.
-            let result = unsafe { real($($arg),*) };
-            call.finish(tprof_format::ApiDomain::$domain, &$name::NAME, result as i32, &work);
-            result
-        }
-    };
+    // The general path's `Work`: the wrapper's expression, or for a launch (CUPTI on, a stream
+    // capture in progress, or followed with the window closed) `Work::Launch` from its `Launch`.
+    (@work plain, $work:expr) => { $work };
+    (@work launch, $launch:expr) => { $crate::intercept::api_call::Work::from($launch) };
 }
 pub(crate) use interpose;
 

@@ -20,7 +20,7 @@ impl Dim3 {
         [self.x, self.y, self.z]
     }
     pub(crate) fn count(self) -> u64 {
-        u64::from(self.x.max(1)) * u64::from(self.y.max(1)) * u64::from(self.z.max(1))
+        crate::record::launch::dim_count(self.arr())
     }
 }
 
