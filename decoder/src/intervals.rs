@@ -378,28 +378,50 @@ pub fn measure_windows(it: impl Iterator<Item = (Ns, Ns)>, windows: &[(Ns, Ns)])
 
 /// [`measure_iter`] and [`measure_windows`] in one pass over the intervals.
 pub fn measure_total_and_windows(it: impl Iterator<Item = (Ns, Ns)>, windows: &[(Ns, Ns)]) -> (Ns, Vec<Ns>) {
-    let mut order: Vec<usize> = (0..windows.len()).collect();
-    order.sort_by_key(|&i| windows[i].0);
+    let mut cursor = WindowCursor::new(windows);
     let mut out = vec![0; windows.len()];
     let mut total: Ns = 0;
-    let mut lo = 0;
     for (s, e) in it {
         total += e - s;
-        while lo < order.len() && windows[order[lo]].1 <= s {
-            lo += 1;
+        cursor.each_overlap(s, e, |w, d| out[w] += d);
+    }
+    (total, out)
+}
+
+/// Windows (any order, may overlap) met by intervals that come in time order: which windows each
+/// interval overlaps, skipping those that ended before it.
+struct WindowCursor<'a> {
+    windows: &'a [(Ns, Ns)],
+    /// Window indices by start.
+    order: Vec<usize>,
+    /// The first of `order` that had not ended before the last interval began.
+    lo: usize,
+}
+
+impl<'a> WindowCursor<'a> {
+    fn new(windows: &'a [(Ns, Ns)]) -> Self {
+        let mut order: Vec<usize> = (0..windows.len()).collect();
+        order.sort_by_key(|&i| windows[i].0);
+        WindowCursor { windows, order, lo: 0 }
+    }
+
+    /// `add(window, overlap)` for each window `[s, e)` overlaps; `s` at or after the previous call's.
+    #[inline]
+    fn each_overlap(&mut self, s: Ns, e: Ns, mut add: impl FnMut(usize, Ns)) {
+        while self.lo < self.order.len() && self.windows[self.order[self.lo]].1 <= s {
+            self.lo += 1;
         }
-        for &w in &order[lo..] {
-            let (ws, we) = windows[w];
+        for &w in &self.order[self.lo..] {
+            let (ws, we) = self.windows[w];
             if ws >= e {
                 break;
             }
             let (a, b) = (s.max(ws), e.min(we));
             if b > a {
-                out[w] += b - a;
+                add(w, b - a);
             }
         }
     }
-    (total, out)
 }
 
 /// Time covered by `K` sorted disjoint interval iterators, split by which of them cover it: entry
@@ -412,11 +434,9 @@ pub fn measure_by_cover<const K: usize, const M: usize>(
     windows: &[(Ns, Ns)],
 ) -> ([Ns; M], Vec<[Ns; M]>) {
     const { assert!(M == 1 << K) };
-    let mut order: Vec<usize> = (0..windows.len()).collect();
-    order.sort_by_key(|&i| windows[i].0);
+    let mut cursor = WindowCursor::new(windows);
     let mut total = [0 as Ns; M];
     let mut out = vec![[0 as Ns; M]; windows.len()];
-    let mut lo = 0;
     let mut cur: [Option<(Ns, Ns)>; K] = std::array::from_fn(|k| lists[k].next());
     let Some(mut t) = cur.iter().flatten().map(|iv| iv.0).min() else { return (total, out) };
     loop {
@@ -439,19 +459,7 @@ pub fn measure_by_cover<const K: usize, const M: usize>(
         if mask != 0 {
             let (s, e) = (t, next);
             total[mask] += e - s;
-            while lo < order.len() && windows[order[lo]].1 <= s {
-                lo += 1;
-            }
-            for &w in &order[lo..] {
-                let (ws, we) = windows[w];
-                if ws >= e {
-                    break;
-                }
-                let (a, b) = (s.max(ws), e.min(we));
-                if b > a {
-                    out[w][mask] += b - a;
-                }
-            }
+            cursor.each_overlap(s, e, |w, d| out[w][mask] += d);
         }
         t = next;
         for (k, iv) in cur.iter_mut().enumerate() {
