@@ -3,7 +3,7 @@
 //! ```text
 //! cargo bench -p tprof-decoder --bench decode -- [--events 10M,100M] [--ranks 8] [--dir DIR]
 //!     [--exports chrome,perfetto,kineto,parquet,folded] [--no-exports] [--hta-events 1M] [--no-hta]
-//!     [--kineto-mb 1024] [--keep] [--commands summary1,summary,diagnose,report]
+//!     [--kineto-mb 1024] [--hta-budget SECS] [--hta-max-rss MB] [--keep] [--commands summary1,summary,diagnose,report]
 //! cargo bench -p tprof-decoder --bench decode -- --ranks 4096 --events 81.92M --commands summary1,diagnose \
 //!     --no-exports --no-hta       # the multi-rank scale run: 4096 ranks x 20k events
 //! ```
@@ -33,7 +33,9 @@
 //!
 //! Last, the Kineto import alone (`support/kineto_import.rs`): the real traces (gunzipped) and a
 //! generated trace of `--kineto-mb` MB (default 1024; 0 skips it), MB/s of JSON per CPU-second
-//! (goal >= 300) and peak RSS, each next to HTA on the same file.
+//! (goal >= 300) and peak RSS, each next to HTA on the same file. HTA runs on files above 50 MB only
+//! with `--hta-budget SECS` (wall clock; `--hta-max-rss MB` caps its memory, default 8192): stopped
+//! before it finishes, the CPU time it had spent gives a lower bound on the ratio (`> Nx`).
 //!
 //! "Events" are the ring records written (API calls, kernels, copies, memsets, syncs, collectives,
 //! NVTX push/pop/marks, markers), excluding clock pairs and string definitions.
@@ -47,6 +49,8 @@ use std::time::{Duration, Instant};
 
 use tprof_decoder::testkit::bench_job::generate;
 
+#[path = "support/hta_bounded.rs"]
+mod hta_bounded;
 #[path = "support/kineto_import.rs"]
 mod kineto_import;
 
@@ -150,6 +154,8 @@ struct Opts {
     hta: bool,
     /// MB of the generated Kineto trace of the import bench (0: skipped).
     kineto_mb: u64,
+    /// HTA on the import bench's files above 50 MB: wall-clock budget (0: skipped) and memory cap.
+    hta_limits: kineto_import::HtaLimits,
     keep: bool,
     max_export_bytes: u64,
     /// Which analyses to time: summary1 (`--threads 1`), summary, diagnose, report.
@@ -177,6 +183,7 @@ fn parse_opts() -> Opts {
         hta_events: 1_000_000,
         hta: true,
         kineto_mb: 1024,
+        hta_limits: kineto_import::HtaLimits { budget_s: 0, max_rss_mb: 8192 },
         keep: false,
         max_export_bytes: 4 << 30,
         commands: ["summary1", "summary", "diagnose", "report"].map(String::from).to_vec(),
@@ -193,6 +200,8 @@ fn parse_opts() -> Opts {
             "--hta-events" => o.hta_events = parse_count(&val()),
             "--no-hta" => o.hta = false,
             "--kineto-mb" => o.kineto_mb = val().parse().expect("--kineto-mb MB"),
+            "--hta-budget" => o.hta_limits.budget_s = val().parse().expect("--hta-budget SECS"),
+            "--hta-max-rss" => o.hta_limits.max_rss_mb = val().parse().expect("--hta-max-rss MB"),
             "--keep" => o.keep = true,
             "--max-export-bytes" => o.max_export_bytes = parse_count(&val()),
             "--commands" => o.commands = val().split(',').map(str::to_string).collect(),
@@ -308,6 +317,17 @@ df = a.get_temporal_breakdown(visualize=False)
 t2 = time.perf_counter()
 print(json.dumps({"load": t1 - t0, "breakdown": t2 - t1, "ranks": len(df)}), file=sys.stderr, flush=True)
 "#;
+
+/// User + system CPU seconds of this process's waited-for descendants (`cutime` + `cstime` of
+/// /proc/self/stat, in clock ticks of 1/100 s).
+fn children_cpu() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let after = &stat[stat.rfind(')')? + 1..];
+    let f: Vec<&str> = after.split_whitespace().collect();
+    // Fields 16 and 17 of the line; `after` starts at field 3.
+    let ticks: u64 = f.get(13)?.parse::<u64>().ok()? + f.get(14)?.parse::<u64>().ok()?;
+    Some(ticks as f64 / 100.0)
+}
 
 /// HTA load + temporal breakdown (seconds, measured inside python, import time excluded) and the
 /// whole process (wall, peak RSS).
@@ -462,7 +482,7 @@ fn main() {
     }
     {
         let py = if o.hta { hta_python() } else { None };
-        kineto_import::bench(&o.dir, &bin, py.as_deref(), o.kineto_mb, o.keep, &real_traces());
+        kineto_import::bench(&o.dir, &bin, py.as_deref(), o.kineto_mb, o.keep, &real_traces(), &o.hta_limits);
     }
     if !o.keep {
         let _ = std::fs::remove_dir_all(&o.dir);
