@@ -78,9 +78,10 @@ fn time_v() -> Option<PathBuf> {
     ok.then_some(p)
 }
 
-fn vm_hwm_kb(pid: u32) -> Option<u64> {
+/// A field of `/proc/PID/status` in kB (`VmHWM:`, `VmRSS:`).
+fn proc_status_kb(pid: u32, field: &str) -> Option<u64> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let line = s.lines().find(|l| l.starts_with(field))?;
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
@@ -116,7 +117,7 @@ fn measure(prog: &Path, args: &[String], env: &[(&str, &str)]) -> Run {
             break st;
         }
         if tv.is_none() {
-            if let Some(kb) = vm_hwm_kb(child.id()) {
+            if let Some(kb) = proc_status_kb(child.id(), "VmHWM:") {
                 polled = Some(polled.unwrap_or(0).max(kb));
             }
         }

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{children_cpu, HTA_SCRIPT};
+use super::{children_cpu, proc_status_kb, HTA_SCRIPT};
 
 /// What a bounded HTA run came to.
 pub enum HtaOutcome {
@@ -34,12 +34,6 @@ pub fn import_cpu(py: &Path) -> f64 {
         (true, Some((a, b))) => (a - b).max(0.0),
         _ => 0.0,
     }
-}
-
-fn status_kb(pid: u32, field: &str) -> Option<u64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = s.lines().find(|l| l.starts_with(field))?;
-    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// Runs HTA's load + temporal breakdown on the trace directory `dir`, stopped after `budget_s` wall
@@ -74,10 +68,10 @@ pub fn run(py: &Path, dir: &Path, budget_s: u64, max_rss_mb: u64) -> HtaOutcome 
         if let Ok(Some(st)) = child.try_wait() {
             break Some(st);
         }
-        peak_kb = peak_kb.max(status_kb(pid, "VmHWM:").unwrap_or(0));
+        peak_kb = peak_kb.max(proc_status_kb(pid, "VmHWM:").unwrap_or(0));
         if t0.elapsed() > Duration::from_secs(budget_s) {
             stopped = Some("time");
-        } else if status_kb(pid, "VmRSS:").unwrap_or(0) > max_rss_mb << 10 {
+        } else if proc_status_kb(pid, "VmRSS:").unwrap_or(0) > max_rss_mb << 10 {
             stopped = Some("memory");
         }
         if stopped.is_some() {
