@@ -174,6 +174,19 @@ impl ChromeExporter {
         Ok(())
     }
 
+    /// A copy or a memset: one slice on its stream's row (`at`: device, stream, start, end) with
+    /// its bytes, unless it carries no GPU time.
+    fn transfer(&mut self, cat: &str, name: &str, proc: ProcId, at: (u32, u32, Ns, Ns), corr: u64, bytes: u64) {
+        let (device, stream, start, end) = at;
+        if start == 0 && end == 0 {
+            self.skipped_no_gpu_time += 1;
+            return;
+        }
+        let args = format!("\"correlation\":{corr},\"bytes\":{bytes},\"device\":{device},\"stream\":{stream}");
+        let r = self.gpu_work(cat, name, proc, (device, stream), (start, end), corr, &args);
+        self.guard(r);
+    }
+
     fn write_kernel(&mut self, k: &Kernel) -> io::Result<()> {
         if k.start == 0 && k.end == 0 {
             self.skipped_no_gpu_time += 1;
@@ -259,45 +272,13 @@ impl TraceSink for ChromeExporter {
     }
 
     fn handle_memcpy(&mut self, m: &Memcpy) {
-        if m.start == 0 && m.end == 0 {
-            self.skipped_no_gpu_time += 1;
-            return;
-        }
-        let args = format!(
-            "\"correlation\":{},\"bytes\":{},\"device\":{},\"stream\":{}",
-            m.correlation, m.bytes, m.device, m.stream
-        );
-        let r = self.gpu_work(
-            "gpu_memcpy",
-            &memcpy_name(m),
-            m.proc,
-            (m.device, m.stream),
-            (m.start, m.end),
-            m.correlation,
-            &args,
-        );
-        self.guard(r);
+        let at = (m.device, m.stream, m.start, m.end);
+        self.transfer("gpu_memcpy", &memcpy_name(m), m.proc, at, m.correlation, m.bytes);
     }
 
     fn handle_memset(&mut self, m: &Memset) {
-        if m.start == 0 && m.end == 0 {
-            self.skipped_no_gpu_time += 1;
-            return;
-        }
-        let args = format!(
-            "\"correlation\":{},\"bytes\":{},\"device\":{},\"stream\":{}",
-            m.correlation, m.bytes, m.device, m.stream
-        );
-        let r = self.gpu_work(
-            "gpu_memset",
-            &memset_name(m),
-            m.proc,
-            (m.device, m.stream),
-            (m.start, m.end),
-            m.correlation,
-            &args,
-        );
-        self.guard(r);
+        let at = (m.device, m.stream, m.start, m.end);
+        self.transfer("gpu_memset", &memset_name(m), m.proc, at, m.correlation, m.bytes);
     }
 
     fn handle_api(&mut self, a: &Api) {
