@@ -7,7 +7,8 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use crate::intervals::{FastMap, SeqMap};
+use crate::corr_slots::CorrSlots;
+use crate::intervals::FastMap;
 use crate::model::*;
 use crate::range_fold::{RangeEntry, RangeFold};
 
@@ -329,44 +330,42 @@ pub(crate) const GENERATION: usize = 1 << 18;
 /// is dropped and the young one becomes old.
 #[derive(Debug)]
 pub(crate) struct Generations<V> {
-    young: SeqMap<u64, V>,
-    old: SeqMap<u64, V>,
+    young: CorrSlots<V>,
+    old: CorrSlots<V>,
 }
 
 impl<V> Default for Generations<V> {
     fn default() -> Self {
-        Generations { young: SeqMap::default(), old: SeqMap::default() }
+        Generations { young: CorrSlots::default(), old: CorrSlots::default() }
     }
 }
 
 impl<V> Generations<V> {
-    // An empty generation is not probed: hashing and probing an empty table still cost ~20
-    // instructions, paid per API call when GPU work never arrives before its launch.
+    // An empty generation is not probed (a lookup that misses the vector would go on to the map),
+    // paid per API call when GPU work never arrives before its launch.
     #[inline]
     pub(crate) fn get(&self, k: u64) -> Option<&V> {
-        Self::nonempty(&self.young)
-            .and_then(|m| m.get(&k))
-            .or_else(|| Self::nonempty(&self.old).and_then(|m| m.get(&k)))
+        Self::nonempty(&self.young).and_then(|m| m.get(k)).or_else(|| Self::nonempty(&self.old).and_then(|m| m.get(k)))
     }
     #[inline]
     pub(crate) fn get_mut(&mut self, k: u64) -> Option<&mut V> {
-        match Self::nonempty_mut(&mut self.young).and_then(|m| m.get_mut(&k)) {
+        match Self::nonempty_mut(&mut self.young).and_then(|m| m.get_mut(k)) {
             Some(v) => Some(v),
-            None => Self::nonempty_mut(&mut self.old).and_then(|m| m.get_mut(&k)),
+            None => Self::nonempty_mut(&mut self.old).and_then(|m| m.get_mut(k)),
         }
     }
     #[inline]
     pub(crate) fn remove(&mut self, k: u64) -> Option<V> {
         Self::nonempty_mut(&mut self.young)
-            .and_then(|m| m.remove(&k))
-            .or_else(|| Self::nonempty_mut(&mut self.old).and_then(|m| m.remove(&k)))
+            .and_then(|m| m.remove(k))
+            .or_else(|| Self::nonempty_mut(&mut self.old).and_then(|m| m.remove(k)))
     }
     #[inline]
-    fn nonempty(m: &SeqMap<u64, V>) -> Option<&SeqMap<u64, V>> {
+    fn nonempty(m: &CorrSlots<V>) -> Option<&CorrSlots<V>> {
         (!m.is_empty()).then_some(m)
     }
     #[inline]
-    fn nonempty_mut(m: &mut SeqMap<u64, V>) -> Option<&mut SeqMap<u64, V>> {
+    fn nonempty_mut(m: &mut CorrSlots<V>) -> Option<&mut CorrSlots<V>> {
         (!m.is_empty()).then_some(m)
     }
     #[inline]
@@ -375,13 +374,10 @@ impl<V> Generations<V> {
     }
     /// Inserts; when the young generation was full, returns the old one it pushed out.
     #[inline]
-    pub(crate) fn insert_evicting(&mut self, k: u64, v: V) -> Option<SeqMap<u64, V>> {
+    pub(crate) fn insert_evicting(&mut self, k: u64, v: V) -> Option<CorrSlots<V>> {
         let mut evicted = None;
         if self.young.len() >= GENERATION {
-            // A map that filled a generation will fill the next one: allocate it at full size
-            // once instead of rehashing through every doubling.
-            let next = SeqMap::with_capacity_and_hasher(GENERATION, Default::default());
-            evicted = Some(std::mem::replace(&mut self.old, std::mem::replace(&mut self.young, next)));
+            evicted = Some(std::mem::replace(&mut self.old, std::mem::take(&mut self.young)));
         }
         self.young.insert(k, v);
         evicted
@@ -398,7 +394,7 @@ impl<V> Generations<V> {
     /// Every entry, both generations; the map is left empty.
     pub(crate) fn drain(&mut self) -> impl Iterator<Item = (u64, V)> {
         let (young, old) = (std::mem::take(&mut self.young), std::mem::take(&mut self.old));
-        old.into_iter().chain(young)
+        old.into_entries().chain(young.into_entries())
     }
 }
 

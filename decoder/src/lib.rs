@@ -7,6 +7,7 @@ pub mod cli;
 pub mod clock_alignment;
 pub mod compare;
 pub mod convert;
+pub mod corr_slots;
 pub mod correlate;
 pub mod diagnose;
 pub mod error;

@@ -271,26 +271,53 @@ pub fn split_frame(buf: &[u8]) -> Result<(u8, &[u8], usize), CodecError> {
 
 /// Decodes the frame at the start of `buf`. Returns the item and the frame size.
 pub fn decode_one<'a>(buf: &'a [u8], st: &mut DeltaState) -> Result<(Decoded<'a>, usize), CodecError> {
+    decode_one_with(buf, st, &mut TakeItem)
+}
+
+/// Where [`decode_one_with`] hands the item it decoded. Mark `visit` `#[inline(always)]`: it is
+/// then inlined into the code of each record type, where its match on the record's type folds away.
+pub trait DecodedVisitor<'a> {
+    type Out;
+    fn visit(&mut self, item: Decoded<'a>) -> Self::Out;
+}
+
+/// The visitor of [`decode_one`]: the item itself.
+struct TakeItem;
+
+impl<'a> DecodedVisitor<'a> for TakeItem {
+    type Out = Decoded<'a>;
+    #[inline(always)]
+    fn visit(&mut self, item: Decoded<'a>) -> Decoded<'a> {
+        item
+    }
+}
+
+/// [`decode_one`], handing the item to `visit` where it is made: a record goes from its fields to
+/// the visitor in the code of its own type, with no copy through a returned [`Decoded`]. Returns
+/// what the visitor returned and the frame size; the visitor is not called on an error.
+#[inline(always)]
+pub fn decode_one_with<'a, V: DecodedVisitor<'a>>(
+    buf: &'a [u8],
+    st: &mut DeltaState,
+    visit: &mut V,
+) -> Result<(V::Out, usize), CodecError> {
     let (code, payload, total) = split_frame(buf)?;
     if code == type_code::STRING {
         let mut pos = 0;
         let id = get_u64(payload, &mut pos)
             .and_then(|v| u32::try_from(v).ok())
             .ok_or(CodecError::BadPayload { code, what: "string id missing" })?;
-        return Ok((Decoded::String { id: StrId(id), bytes: &payload[pos..] }, total));
+        return Ok((visit.visit(Decoded::String { id: StrId(id), bytes: &payload[pos..] }), total));
     }
-    let known = (type_code::CLOCK_SYNC..=type_code::OVERHEAD).contains(&code)
-        || code == type_code::API_REPEAT
-        || (type_code::NCCL_COMM_INFO..=type_code::TOPO_GPU_PATH).contains(&code)
-        || (type_code::HOST_SAMPLE..=type_code::HOST_ENTITY).contains(&code)
-        || code == type_code::NCCL_SETTING;
-    if !known {
-        return Ok((Decoded::Unknown { code, payload }, total));
-    }
+    // The delta state moves on only when the whole record decoded.
     let mut next = *st;
-    let rec = decode_payload(code, payload, &mut next)?;
-    *st = next;
-    Ok((Decoded::Record(rec), total))
+    match decode_payload_with(code, payload, &mut next, visit)? {
+        Some(out) => {
+            *st = next;
+            Ok((out, total))
+        }
+        None => Ok((visit.visit(Decoded::Unknown { code, payload }), total)),
+    }
 }
 
 /// Returns the type code and frame size at the start of `buf` without decoding the payload.

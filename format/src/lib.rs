@@ -30,7 +30,7 @@ pub mod varint;
 pub mod writer;
 
 pub use clock::{MonoCursor, TickConverter};
-pub use codec::Decoded;
+pub use codec::{Decoded, DecodedVisitor};
 pub use error::{FileError, FormatError};
 pub use header::{ring_file_name, ClockSource, FileHeader, LiveStats, FORMAT_VERSION};
 pub use reader::{ChunkRef, Damage, RingReader};

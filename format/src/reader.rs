@@ -11,7 +11,7 @@ use memmap2::Mmap;
 
 use crate::chunk::{inspect, ChunkState, CHUNK_HEADER_BYTES};
 use crate::clock::TickConverter;
-use crate::codec::{decode_one, peek_frame, Decoded, DeltaState};
+use crate::codec::{decode_one, decode_one_with, peek_frame, CodecError, Decoded, DecodedVisitor, DeltaState};
 use crate::error::{FileError, FormatError};
 use crate::header::{FileHeader, LiveStats, HEADER_BYTES};
 use crate::header_recovery::{self, ScannedChunk};
@@ -274,6 +274,34 @@ pub struct ChunkRecords<'a> {
     failed: bool,
 }
 
+impl<'a> ChunkRecords<'a> {
+    /// Hands every item to `visit`: the items iterating yields, in the same order, each handed over
+    /// where it is decoded (see [`decode_one_with`]: a record goes from its fields to the visitor's
+    /// code for its type). Returns the damage that ended the chunk early, if any (iterating yields it
+    /// as the last item).
+    #[inline(always)]
+    pub fn for_each_item<V: DecodedVisitor<'a, Out = ()>>(mut self, visit: &mut V) -> Option<Damage> {
+        while !self.failed && self.pos < self.payload.len() {
+            match decode_one_with(&self.payload[self.pos..], &mut self.delta, visit) {
+                Ok(((), size)) => self.pos += size,
+                Err(e) => return Some(self.fail(e)),
+            }
+        }
+        None
+    }
+
+    /// The damage of a frame that did not decode; the rest of the chunk is skipped.
+    #[cold]
+    fn fail(&mut self, e: CodecError) -> Damage {
+        self.failed = true;
+        let offset = self.chunk_offset + (CHUNK_HEADER_BYTES + self.pos) as u64;
+        Damage {
+            offset,
+            what: format!("{e}; the remaining {} bytes of this chunk are skipped", self.payload.len() - self.pos),
+        }
+    }
+}
+
 impl<'a> Iterator for ChunkRecords<'a> {
     type Item = Result<Decoded<'a>, Damage>;
 
@@ -286,17 +314,7 @@ impl<'a> Iterator for ChunkRecords<'a> {
                 self.pos += size;
                 Some(Ok(item))
             }
-            Err(e) => {
-                self.failed = true;
-                let offset = self.chunk_offset + (CHUNK_HEADER_BYTES + self.pos) as u64;
-                Some(Err(Damage {
-                    offset,
-                    what: format!(
-                        "{e}; the remaining {} bytes of this chunk are skipped",
-                        self.payload.len() - self.pos
-                    ),
-                }))
-            }
+            Err(e) => Some(Err(self.fail(e))),
         }
     }
 }
@@ -427,4 +445,54 @@ fn in_sequence(mut chunks: Vec<ChunkRef>, damage: &mut Vec<Damage>) -> Vec<Chunk
         deduped.push(c);
     }
     deduped
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::{encode_string_into, encode_to_vec};
+
+    /// Collects what [`ChunkRecords::for_each_item`] hands over, as iterating would yield it.
+    struct Collect<'a>(Vec<Result<Decoded<'a>, Damage>>);
+
+    impl<'a> DecodedVisitor<'a> for Collect<'a> {
+        type Out = ();
+        fn visit(&mut self, item: Decoded<'a>) {
+            self.0.push(Ok(item));
+        }
+    }
+
+    #[test]
+    fn visiting_a_chunk_hands_over_what_iterating_yields() {
+        let mut st = DeltaState::at_chunk_start(500);
+        let mut payload = Vec::new();
+        for i in 0..5u64 {
+            let rec = Record::NvtxPush { tid: 1, domain: StrId(0), name: StrId(2), ts: 1000 + 700 * i };
+            encode_to_vec(&rec, &mut st, &mut payload);
+        }
+        let mut text = [0u8; 16];
+        let n = encode_string_into(StrId(2), b"step", &mut text).unwrap();
+        payload.extend_from_slice(&text[..n]);
+        payload.extend_from_slice(&[200, 2, 9, 9]); // a type this version does not know
+        encode_to_vec(&Record::NvtxPop { tid: 1, domain: StrId(0), ts: 90_000 }, &mut st, &mut payload);
+        let whole = payload.len();
+        payload.extend_from_slice(&[type_code::KERNEL, 2, 1, 1]); // a kernel frame too short
+        encode_to_vec(&Record::ThreadName { tid: 1, name: StrId(2) }, &mut st, &mut payload);
+        for cut in [whole, payload.len()] {
+            let records = || ChunkRecords {
+                payload: &payload[..cut],
+                pos: 0,
+                delta: DeltaState::at_chunk_start(500),
+                chunk_offset: 4096,
+                failed: false,
+            };
+            let iterated: Vec<_> = records().collect();
+            let mut visited = Collect(Vec::new());
+            let damage = records().for_each_item(&mut visited);
+            visited.0.extend(damage.map(Err));
+            assert_eq!(visited.0, iterated);
+            assert_eq!(iterated.len(), 8 + usize::from(cut > whole), "{iterated:?}");
+            assert_eq!(iterated.last().unwrap().is_err(), cut > whole);
+        }
+    }
 }

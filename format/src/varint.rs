@@ -46,9 +46,25 @@ pub fn get_u64(buf: &[u8], pos: &mut usize) -> Option<u64> {
 
 #[inline(never)]
 fn get_u64_long(buf: &[u8], pos: &mut usize) -> Option<u64> {
+    let mut p = *pos;
+    // Two and three bytes (most timestamp deltas) without the loop.
+    if let Some(&[b0, b1, ref more @ ..]) = buf.get(p..) {
+        let v = u64::from(b0 & 0x7f) | u64::from(b1 & 0x7f) << 7;
+        if b0 >= 0x80 {
+            if b1 < 0x80 {
+                *pos = p + 2;
+                return Some(v);
+            }
+            if let Some(&b2) = more.first() {
+                if b2 < 0x80 {
+                    *pos = p + 3;
+                    return Some(v | u64::from(b2) << 14);
+                }
+            }
+        }
+    }
     let mut v: u64 = 0;
     let mut shift = 0u32;
-    let mut p = *pos;
     loop {
         let byte = *buf.get(p)?;
         p += 1;
@@ -98,7 +114,9 @@ mod tests {
 
     #[test]
     fn varint_roundtrip_edges() {
-        for v in [0u64, 1, 127, 128, 300, u32::MAX as u64, u64::MAX - 1, u64::MAX] {
+        for v in
+            [0u64, 1, 127, 128, 300, 16_383, 16_384, (1 << 21) - 1, 1 << 21, u32::MAX as u64, u64::MAX - 1, u64::MAX]
+        {
             let mut buf = [0u8; 10];
             let mut p = 0;
             assert!(put_u64(&mut buf, &mut p, v));
@@ -122,6 +140,17 @@ mod tests {
         assert_eq!(get_u64(&[0x80, 0x80], &mut p), None);
         let mut p = 0;
         assert_eq!(get_u64(&[0xff; 11], &mut p), None);
+        // A 10th byte with more than bit 63, or with a continuation bit.
+        for last in [0x02, 0x7f, 0x81] {
+            let mut bytes = [0xffu8; 11];
+            bytes[9] = last;
+            let mut p = 0;
+            assert_eq!(get_u64(&bytes, &mut p), None, "{last:#x}");
+        }
+        let mut bytes = [0x80u8; 10];
+        bytes[9] = 0x01;
+        let mut p = 0;
+        assert_eq!((get_u64(&bytes, &mut p), p), (Some(1 << 63), 10));
     }
 
     #[test]

@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use tprof_format::{Damage, Decoded, FileHeader, MonoCursor, Record, RingReader, StrId, TickConverter};
+use tprof_format::{Damage, Decoded, DecodedVisitor, FileHeader, MonoCursor, Record, RingReader, StrId, TickConverter};
 
 use super::id_slots::IdSlots;
 use super::nvtx_pairing::{OpenRange, PairingLosses, RangeTracker};
@@ -135,10 +135,11 @@ pub fn feed(
         last_ts: 0,
         skipped: Skipped::default(),
     };
-    // Chunk by chunk (the same order as `reader.records()`, without the flattening adapter).
+    // Chunk by chunk (the same order as `reader.records()`), each record handed over where it is
+    // decoded.
     for chunk in reader.chunks() {
-        for item in reader.chunk_records(chunk) {
-            conv.on_item(item, path, notes);
+        if let Some(d) = reader.chunk_records(chunk).for_each_item(&mut conv) {
+            conv.on_damage(d, path, notes);
         }
     }
     conv.finish(path, notes);
@@ -225,24 +226,30 @@ struct RingConverter<'r, 's> {
     skipped: Skipped,
 }
 
-impl RingConverter<'_, '_> {
-    /// One item of a chunk: a record, an inline string definition, an unknown record or damage.
-    #[inline]
-    fn on_item(&mut self, item: Result<Decoded<'_>, Damage>, path: &Path, notes: &mut Notes) {
+/// One item of a chunk: a record, an inline string definition or an unknown record. Inlined into
+/// the decoder's code for each record type, where the match on the type folds.
+impl<'a> DecodedVisitor<'a> for RingConverter<'_, '_> {
+    type Out = ();
+    #[inline(always)]
+    fn visit(&mut self, item: Decoded<'a>) {
         match item {
-            Ok(Decoded::Record(r)) => self.on_record(r),
-            Ok(Decoded::String { id, bytes }) => self.names.define(id, bytes),
-            Ok(Decoded::Unknown { .. }) => self.skipped.unknown += 1,
-            Err(d) => {
-                self.skipped.damaged += 1;
-                if self.skipped.damaged <= DAMAGE_NOTES {
-                    notes.add(Some(path), format!("damage at offset {}: {}", d.offset, d.what));
-                }
-            }
+            Decoded::Record(r) => self.on_record(r),
+            Decoded::String { id, bytes } => self.names.define(id, bytes),
+            Decoded::Unknown { .. } => self.skipped.unknown += 1,
+        }
+    }
+}
+
+impl RingConverter<'_, '_> {
+    /// A damaged frame (the rest of its chunk is skipped).
+    fn on_damage(&mut self, d: Damage, path: &Path, notes: &mut Notes) {
+        self.skipped.damaged += 1;
+        if self.skipped.damaged <= DAMAGE_NOTES {
+            notes.add(Some(path), format!("damage at offset {}: {}", d.offset, d.what));
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn on_record(&mut self, rec: Record) {
         if let Some(t) = rec.timestamp() {
             if !matches!(rec, Record::ClockSync { .. }) {

@@ -163,7 +163,7 @@ impl PayloadReader<'_> {
 
 /// The record table's code generator. Rows: `Variant = TYPE_CODE { field: encoding, ... }` (fields in
 /// wire order, every field of the variant), in `records { }`, and in `encode_only { }` those the
-/// decoder does not read back as records. Generates `Record::type_code`, `encode_payload`, `decode_payload` and `WIDEST_PAYLOAD`.
+/// decoder does not read back as records. Generates `Record::type_code`, `encode_payload`, `decode_payload_with` and `WIDEST_PAYLOAD`.
 macro_rules! record_codec {
     // One field, written: `w` the payload writer, `st` the chunk's delta state.
     (@put $w:ident $st:ident $f:ident u64) => { $w.u($f) };
@@ -264,22 +264,27 @@ macro_rules! record_codec {
             }
         }
 
-        fn decode_payload(
+        /// Decodes the payload of record type `code` and hands the record to `visit`, from the arm
+        /// that knows its variant (so that an inlined visitor's match on the record folds away);
+        /// None, with `visit` not called, when `code` is not a record type this version reads.
+        #[inline(always)]
+        fn decode_payload_with<'a, V: $crate::codec::DecodedVisitor<'a>>(
             code: u8,
-            payload: &[u8],
+            payload: &'a [u8],
             st: &mut $crate::codec::DeltaState,
-        ) -> Result<$crate::record::Record, $crate::codec::CodecError> {
+            visit: &mut V,
+        ) -> Result<Option<V::Out>, $crate::codec::CodecError> {
             let mut r = $crate::codec::fields::PayloadReader { buf: payload, pos: 0, code };
-            let rec = match code {
+            match code {
                 $(
                     $crate::record::type_code::$code => {
                         $( let $field = record_codec!(@get r st $enc $( ( $($arg)* ) )?); )*
-                        $crate::record::Record::$variant { $($field),* }
+                        let rec = $crate::record::Record::$variant { $($field),* };
+                        Ok(Some(visit.visit($crate::codec::Decoded::Record(rec))))
                     }
                 )*
-                _ => return Err($crate::codec::CodecError::BadPayload { code, what: "not a record type" }),
-            };
-            Ok(rec)
+                _ => Ok(None),
+            }
         }
     };
 }
