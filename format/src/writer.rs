@@ -271,35 +271,45 @@ impl RingWriter {
     /// Appends records in order: the same bytes as [`RingWriter::append`] on each, with the chunk's state
     /// kept in registers while records go into the open chunk.
     pub fn append_all(&mut self, recs: &[Record]) {
-        let mut i = 0;
-        while i < recs.len() {
+        self.append_iter(recs.iter().copied());
+    }
+
+    /// [`RingWriter::append_all`] on the records `recs` yields, each encoded as it comes: a caller that
+    /// makes records from something else (the shim's launches) stores them nowhere first.
+    #[inline]
+    pub fn append_iter(&mut self, recs: impl IntoIterator<Item = Record>) {
+        let mut recs = recs.into_iter();
+        loop {
+            // The record the open chunk's loop below leaves to the general path (None: no more).
+            let mut general = None;
             if self.chunk_open {
                 let payload = self.chunk_off + CHUNK_HEADER_BYTES;
                 let chunk_end = self.chunk_off + self.geom.chunk_bytes as usize;
                 let mut used = self.used;
                 let mut delta = self.delta;
-                let first = i;
+                let mut written = 0u64;
                 if let Some(out) = self.map.get_mut(payload..chunk_end) {
-                    for rec in &recs[i..] {
+                    for rec in recs.by_ref() {
                         // Clock pairs and the last bytes of a chunk take the general path.
-                        if matches!(rec, Record::ClockSync { .. }) {
-                            break;
-                        }
-                        let Some(window) = out.get_mut(used..).and_then(|o| o.first_chunk_mut::<WINDOW>()) else {
+                        let window = out.get_mut(used..).and_then(|o| o.first_chunk_mut::<WINDOW>());
+                        let (Some(window), false) = (window, matches!(rec, Record::ClockSync { .. })) else {
+                            general = Some(rec);
                             break;
                         };
-                        used += encode_window(rec, &mut delta, window);
-                        i += 1;
+                        used += encode_window(&rec, &mut delta, window);
+                        written += 1;
                     }
+                } else {
+                    general = recs.next();
                 }
                 self.used = used;
                 self.delta = delta;
-                self.events += (i - first) as u64;
+                self.events += written;
+            } else {
+                general = recs.next();
             }
-            if let Some(rec) = recs.get(i) {
-                self.append(rec);
-                i += 1;
-            }
+            let Some(rec) = general else { return };
+            self.append(&rec);
         }
     }
 

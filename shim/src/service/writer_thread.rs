@@ -10,6 +10,7 @@ use crate::base::hook_table::HookTable;
 use crate::base::panic_fence::ffi_guard;
 use crate::base::{switch, ticks};
 use crate::capture::{self, hang_watchdog, tallies};
+use crate::record::launch::LaunchFacts;
 use crate::record::recorder::Entry;
 use crate::record::reentrancy::Reentrancy;
 use crate::record::{interning, recorder, thread};
@@ -81,8 +82,6 @@ fn run(mut ring: RingWriter, commit_interval: Duration) {
     let mut cupti_dropped_stored = 0u64;
     let mut last_commit = Instant::now();
     let mut last_hooks = Instant::now();
-    // The records of a run of drained entries (launches expanded), allocated once.
-    let mut staging: Vec<Record> = Vec::with_capacity(2 * EXPAND_RUN);
     ring.append(&clock_sync());
     ring.commit(ticks::now());
     loop {
@@ -111,9 +110,8 @@ fn run(mut ring: RingWriter, commit_interval: Duration) {
         }
         strings_done = define_new_strings(&mut ring, strings_done);
         // Every record that goes into the ring is tallied for the metrics file.
-        let (drained, dropped) = recorder::drain_slices(|tid, entries| {
-            write_batch(&mut ring, tid, entries, &mut staging, &mut cupti_dropped)
-        });
+        let (drained, dropped) =
+            recorder::drain_slices(|tid, entries| write_batch(&mut ring, tid, entries, &mut cupti_dropped));
         // Strings interned while we drained may be used by what we drained.
         strings_done = define_new_strings(&mut ring, strings_done);
         if dropped != last_dropped {
@@ -134,9 +132,7 @@ fn run(mut ring: RingWriter, commit_interval: Duration) {
         let hang_reported = !stopping && hang_watchdog::poll();
         if hang_reported {
             PERIODIC_HOOKS.run_all(); // CUPTI: deliver what completed
-            recorder::drain_slices(|tid, entries| {
-                write_batch(&mut ring, tid, entries, &mut staging, &mut cupti_dropped)
-            });
+            recorder::drain_slices(|tid, entries| write_batch(&mut ring, tid, entries, &mut cupti_dropped));
             strings_done = define_new_strings(&mut ring, strings_done);
         }
         // Commit early enough that the gap never exceeds the interval, whatever the sleep below.
@@ -167,36 +163,52 @@ fn run(mut ring: RingWriter, commit_interval: Duration) {
     }
 }
 
-/// Entries expanded into records at a time (the staging vector holds at most twice as many records).
-const EXPAND_RUN: usize = 512;
-
 /// Entries of thread `tid` going into the ring as records (a launch's facts become its `Api` and
-/// estimated `Kernel` records), `EXPAND_RUN` at a time through `staging`: tallied for the metrics
-/// file, CUPTI's drop reports added up for the header.
-fn write_batch(ring: &mut RingWriter, tid: u32, entries: &[Entry], staging: &mut Vec<Record>, cupti_dropped: &mut u64) {
-    for (run_index, run) in entries.chunks(EXPAND_RUN).enumerate() {
-        staging.clear();
-        for (i, e) in run.iter().enumerate() {
-            // The entries were just written by another core: ask for the lines a few entries ahead.
-            recorder::prefetch(entries, run_index * EXPAND_RUN + i + 8);
-            match e {
-                Entry::Record(r) => {
-                    tallies::observe_written(r);
-                    if let Record::Marker { kind: MarkerKind::CuptiDropped, value, .. } = *r {
-                        *cupti_dropped += value;
-                    }
-                    staging.push(*r);
+/// estimated `Kernel` records), each encoded as it is made: tallied for the metrics file, CUPTI's
+/// drop reports added up for the header.
+fn write_batch(ring: &mut RingWriter, tid: u32, entries: &[Entry], cupti_dropped: &mut u64) {
+    ring.append_iter(EntryRecords { entries, next: 0, tid, launch: None, cupti_dropped });
+}
+
+/// The records a run of drained entries stands for, in order.
+struct EntryRecords<'a> {
+    entries: &'a [Entry],
+    /// Index of the next entry.
+    next: usize,
+    tid: u32,
+    /// The launch whose `Api` record came last, its estimated `Kernel` record still to come.
+    launch: Option<&'a LaunchFacts>,
+    cupti_dropped: &'a mut u64,
+}
+
+impl Iterator for EntryRecords<'_> {
+    type Item = Record;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<Record> {
+        if let Some(kernel) = self.launch.take().and_then(LaunchFacts::kernel_record) {
+            return Some(kernel);
+        }
+        let i = self.next;
+        let e = self.entries.get(i)?;
+        self.next = i + 1;
+        // The entries were just written by another core: ask for the lines a few entries ahead.
+        recorder::prefetch(self.entries, i + 8);
+        match e {
+            Entry::Record(r) => {
+                tallies::observe_written(r);
+                if let Record::Marker { kind: MarkerKind::CuptiDropped, value, .. } = *r {
+                    *self.cupti_dropped += value;
                 }
-                // A launch's records tally nothing (an `Api` record and a `Kernel` record without GPU
-                // time: `tallies` counts kernels with times only).
-                Entry::Launch(facts) => {
-                    let (api, kernel) = facts.records(tid);
-                    staging.push(api);
-                    staging.extend(kernel);
-                }
+                Some(*r)
+            }
+            // A launch's records tally nothing (an `Api` record and a `Kernel` record without GPU
+            // time: `tallies` counts kernels with times only).
+            Entry::Launch(facts) => {
+                self.launch = Some(facts);
+                Some(facts.api_record(self.tid))
             }
         }
-        ring.append_all(staging);
     }
 }
 
