@@ -10,7 +10,6 @@ use crate::base::hook_table::HookTable;
 use crate::base::panic_fence::ffi_guard;
 use crate::base::{switch, ticks};
 use crate::capture::{self, hang_watchdog, tallies};
-use crate::record::launch::LaunchFacts;
 use crate::record::recorder::Entry;
 use crate::record::reentrancy::Reentrancy;
 use crate::record::{interning, recorder, thread};
@@ -164,52 +163,32 @@ fn run(mut ring: RingWriter, commit_interval: Duration) {
 }
 
 /// Entries of thread `tid` going into the ring as records (a launch's facts become its `Api` and
-/// estimated `Kernel` records), each encoded as it is made: tallied for the metrics file, CUPTI's
+/// estimated `Kernel` records), each encoded where it is made: tallied for the metrics file, CUPTI's
 /// drop reports added up for the header.
 fn write_batch(ring: &mut RingWriter, tid: u32, entries: &[Entry], cupti_dropped: &mut u64) {
-    ring.append_iter(EntryRecords { entries, next: 0, tid, launch: None, cupti_dropped });
-}
-
-/// The records a run of drained entries stands for, in order.
-struct EntryRecords<'a> {
-    entries: &'a [Entry],
-    /// Index of the next entry.
-    next: usize,
-    tid: u32,
-    /// The launch whose `Api` record came last, its estimated `Kernel` record still to come.
-    launch: Option<&'a LaunchFacts>,
-    cupti_dropped: &'a mut u64,
-}
-
-impl Iterator for EntryRecords<'_> {
-    type Item = Record;
-
-    #[inline(always)]
-    fn next(&mut self) -> Option<Record> {
-        if let Some(kernel) = self.launch.take().and_then(LaunchFacts::kernel_record) {
-            return Some(kernel);
-        }
-        let i = self.next;
-        let e = self.entries.get(i)?;
-        self.next = i + 1;
-        // The entries were just written by another core: ask for the lines a few entries ahead.
-        recorder::prefetch(self.entries, i + 8);
-        match e {
-            Entry::Record(r) => {
-                tallies::observe_written(r);
-                if let Record::Marker { kind: MarkerKind::CuptiDropped, value, .. } = *r {
-                    *self.cupti_dropped += value;
+    ring.append_each(|sink| {
+        for (i, e) in entries.iter().enumerate() {
+            // The entries were just written by another core: ask for the lines a few entries ahead.
+            recorder::prefetch(entries, i + 8);
+            match e {
+                Entry::Record(r) => {
+                    tallies::observe_written(r);
+                    if let Record::Marker { kind: MarkerKind::CuptiDropped, value, .. } = *r {
+                        *cupti_dropped += value;
+                    }
+                    sink.push(r);
                 }
-                Some(*r)
-            }
-            // A launch's records tally nothing (an `Api` record and a `Kernel` record without GPU
-            // time: `tallies` counts kernels with times only).
-            Entry::Launch(facts) => {
-                self.launch = Some(facts);
-                Some(facts.api_record(self.tid))
+                // A launch's records tally nothing (an `Api` record and a `Kernel` record without GPU
+                // time: `tallies` counts kernels with times only).
+                Entry::Launch(facts) => {
+                    sink.push(&facts.api_record(tid));
+                    if let Some(kernel) = facts.kernel_record() {
+                        sink.push(&kernel);
+                    }
+                }
             }
         }
-    }
+    });
 }
 
 fn define_new_strings(ring: &mut RingWriter, since: u32) -> u32 {
