@@ -38,10 +38,10 @@ pub const fn cstr(bytes: &'static [u8]) -> &'static CStr {
 pub fn opaque_address(addr: *const ()) -> *const () {
     let mut a = addr;
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-    // SAFETY: an empty instruction sequence that names the register holding `a`: no memory, stack or
-    // flags touched, the value unchanged.
+    // SAFETY: an empty instruction sequence that names the register holding `a`: no memory written,
+    // no stack or flags touched, the value unchanged (`readonly`, not `nomem`: `a` is a pointer).
     unsafe {
-        std::arch::asm!("/* {0} */", inout(reg) a, options(pure, nomem, nostack, preserves_flags))
+        std::arch::asm!("/* {0} */", inout(reg) a, options(pure, readonly, nostack, preserves_flags))
     };
     a
 }
