@@ -36,4 +36,4 @@ pub use header::{ring_file_name, ClockSource, FileHeader, LiveStats, FORMAT_VERS
 pub use reader::{ChunkRef, Damage, RingReader};
 pub use record::*;
 pub use strings::StringTable;
-pub use writer::{create_private_file, RingGeometry, RingWriter};
+pub use writer::{create_private_file, RecordSink, RingGeometry, RingWriter};

@@ -271,36 +271,18 @@ impl RingWriter {
     /// Appends records in order: the same bytes as [`RingWriter::append`] on each, with the chunk's state
     /// kept in registers while records go into the open chunk.
     pub fn append_all(&mut self, recs: &[Record]) {
-        let mut i = 0;
-        while i < recs.len() {
-            if self.chunk_open {
-                let payload = self.chunk_off + CHUNK_HEADER_BYTES;
-                let chunk_end = self.chunk_off + self.geom.chunk_bytes as usize;
-                let mut used = self.used;
-                let mut delta = self.delta;
-                let first = i;
-                if let Some(out) = self.map.get_mut(payload..chunk_end) {
-                    for rec in &recs[i..] {
-                        // Clock pairs and the last bytes of a chunk take the general path.
-                        if matches!(rec, Record::ClockSync { .. }) {
-                            break;
-                        }
-                        let Some(window) = out.get_mut(used..).and_then(|o| o.first_chunk_mut::<WINDOW>()) else {
-                            break;
-                        };
-                        used += encode_window(rec, &mut delta, window);
-                        i += 1;
-                    }
-                }
-                self.used = used;
-                self.delta = delta;
-                self.events += (i - first) as u64;
-            }
-            if let Some(rec) = recs.get(i) {
-                self.append(rec);
-                i += 1;
-            }
-        }
+        self.append_each(|sink| recs.iter().for_each(|rec| sink.push(rec)));
+    }
+
+    /// Appends the records `produce` pushes into the [`RecordSink`] it is given, each encoded as it is
+    /// pushed (the same bytes as [`RingWriter::append`] on each): a caller that makes records from
+    /// something else (the shim's launches) stores them nowhere first, and a record built where it is
+    /// pushed is encoded with what is known of it (its type, constant fields) folded in.
+    #[inline(always)]
+    pub fn append_each(&mut self, produce: impl FnOnce(&mut RecordSink<'_>)) {
+        let mut sink = RecordSink { used: self.used, delta: self.delta, written: 0, ring: self };
+        produce(&mut sink);
+        sink.hand_back();
     }
 
     /// Defines a string: in the dictionary region while it has room, else inline in the ring.
@@ -406,5 +388,53 @@ impl RingWriter {
     /// Asks the kernel to start writing dirty pages (not needed for crash safety against SIGKILL).
     pub fn flush_async(&self) -> io::Result<()> {
         self.map.flush_async()
+    }
+}
+
+/// Where [`RingWriter::append_each`]'s producer pushes records: the open chunk's fill and delta state
+/// kept here (in registers) while records go into it, the writer's own state brought up to date
+/// before anything else (a clock pair, a full chunk) takes [`RingWriter::append`].
+pub struct RecordSink<'a> {
+    ring: &'a mut RingWriter,
+    used: usize,
+    delta: DeltaState,
+    written: u64,
+}
+
+impl RecordSink<'_> {
+    /// Appends one record (not yet committed).
+    #[inline(always)]
+    pub fn push(&mut self, rec: &Record) {
+        let ring = &mut *self.ring;
+        if ring.chunk_open && !matches!(rec, Record::ClockSync { .. }) {
+            let start = ring.chunk_off + CHUNK_HEADER_BYTES + self.used;
+            let end = ring.chunk_off + ring.geom.chunk_bytes as usize;
+            // The last bytes of a chunk take the general path.
+            if let Some(window) = ring.map.get_mut(start..end).and_then(|o| o.first_chunk_mut::<WINDOW>()) {
+                self.used += encode_window(rec, &mut self.delta, window);
+                self.written += 1;
+                return;
+            }
+        }
+        self.push_general(rec);
+    }
+
+    #[inline(never)]
+    fn push_general(&mut self, rec: &Record) {
+        self.hand_back();
+        self.ring.append(rec);
+        self.used = self.ring.used;
+        self.delta = self.ring.delta;
+    }
+
+    /// The chunk's state back into the writer.
+    #[inline(always)]
+    fn hand_back(&mut self) {
+        if self.ring.chunk_open {
+            self.ring.used = self.used;
+            self.ring.delta = self.delta;
+        }
+        self.ring.events += self.written;
+        self.written = 0;
     }
 }

@@ -40,7 +40,13 @@ impl LaunchFacts {
     /// the estimated `Kernel` record (GPU time unknown: `start == end == 0`).
     #[inline(always)]
     pub fn records(&self, tid: u32) -> (Record, Option<Record>) {
-        let api = Record::Api {
+        (self.api_record(tid), self.kernel_record())
+    }
+
+    /// The launch's `Api` record, on thread `tid`.
+    #[inline(always)]
+    pub fn api_record(&self, tid: u32) -> Record {
+        Record::Api {
             tid,
             domain: self.domain,
             name: self.api,
@@ -51,11 +57,17 @@ impl LaunchFacts {
             detail: self.kernel,
             stream: self.stream,
             arg: dim_count(self.grid) * dim_count(self.block),
-        };
-        if self.result != 0 {
-            return (api, None);
         }
-        let kernel = Record::Kernel {
+    }
+
+    /// The launch's estimated `Kernel` record (GPU time unknown: `start == end == 0`), None when the
+    /// launch failed (result not 0).
+    #[inline(always)]
+    pub fn kernel_record(&self) -> Option<Record> {
+        if self.result != 0 {
+            return None;
+        }
+        Some(Record::Kernel {
             device: self.device,
             context: 0,
             stream: self.stream as u32,
@@ -68,8 +80,7 @@ impl LaunchFacts {
             correlation: self.correlation,
             name: self.kernel,
             graph_id: 0,
-        };
-        (api, Some(kernel))
+        })
     }
 
     /// How many records [`LaunchFacts::records`] gives (for drop counts).

@@ -81,8 +81,6 @@ fn run(mut ring: RingWriter, commit_interval: Duration) {
     let mut cupti_dropped_stored = 0u64;
     let mut last_commit = Instant::now();
     let mut last_hooks = Instant::now();
-    // The records of a run of drained entries (launches expanded), allocated once.
-    let mut staging: Vec<Record> = Vec::with_capacity(2 * EXPAND_RUN);
     ring.append(&clock_sync());
     ring.commit(ticks::now());
     loop {
@@ -111,9 +109,8 @@ fn run(mut ring: RingWriter, commit_interval: Duration) {
         }
         strings_done = define_new_strings(&mut ring, strings_done);
         // Every record that goes into the ring is tallied for the metrics file.
-        let (drained, dropped) = recorder::drain_slices(|tid, entries| {
-            write_batch(&mut ring, tid, entries, &mut staging, &mut cupti_dropped)
-        });
+        let (drained, dropped) =
+            recorder::drain_slices(|tid, entries| write_batch(&mut ring, tid, entries, &mut cupti_dropped));
         // Strings interned while we drained may be used by what we drained.
         strings_done = define_new_strings(&mut ring, strings_done);
         if dropped != last_dropped {
@@ -134,9 +131,7 @@ fn run(mut ring: RingWriter, commit_interval: Duration) {
         let hang_reported = !stopping && hang_watchdog::poll();
         if hang_reported {
             PERIODIC_HOOKS.run_all(); // CUPTI: deliver what completed
-            recorder::drain_slices(|tid, entries| {
-                write_batch(&mut ring, tid, entries, &mut staging, &mut cupti_dropped)
-            });
+            recorder::drain_slices(|tid, entries| write_batch(&mut ring, tid, entries, &mut cupti_dropped));
             strings_done = define_new_strings(&mut ring, strings_done);
         }
         // Commit early enough that the gap never exceeds the interval, whatever the sleep below.
@@ -167,37 +162,33 @@ fn run(mut ring: RingWriter, commit_interval: Duration) {
     }
 }
 
-/// Entries expanded into records at a time (the staging vector holds at most twice as many records).
-const EXPAND_RUN: usize = 512;
-
 /// Entries of thread `tid` going into the ring as records (a launch's facts become its `Api` and
-/// estimated `Kernel` records), `EXPAND_RUN` at a time through `staging`: tallied for the metrics
-/// file, CUPTI's drop reports added up for the header.
-fn write_batch(ring: &mut RingWriter, tid: u32, entries: &[Entry], staging: &mut Vec<Record>, cupti_dropped: &mut u64) {
-    for (run_index, run) in entries.chunks(EXPAND_RUN).enumerate() {
-        staging.clear();
-        for (i, e) in run.iter().enumerate() {
+/// estimated `Kernel` records), each encoded where it is made: tallied for the metrics file, CUPTI's
+/// drop reports added up for the header.
+fn write_batch(ring: &mut RingWriter, tid: u32, entries: &[Entry], cupti_dropped: &mut u64) {
+    ring.append_each(|sink| {
+        for (i, e) in entries.iter().enumerate() {
             // The entries were just written by another core: ask for the lines a few entries ahead.
-            recorder::prefetch(entries, run_index * EXPAND_RUN + i + 8);
+            recorder::prefetch(entries, i + 8);
             match e {
                 Entry::Record(r) => {
                     tallies::observe_written(r);
                     if let Record::Marker { kind: MarkerKind::CuptiDropped, value, .. } = *r {
                         *cupti_dropped += value;
                     }
-                    staging.push(*r);
+                    sink.push(r);
                 }
                 // A launch's records tally nothing (an `Api` record and a `Kernel` record without GPU
                 // time: `tallies` counts kernels with times only).
                 Entry::Launch(facts) => {
-                    let (api, kernel) = facts.records(tid);
-                    staging.push(api);
-                    staging.extend(kernel);
+                    sink.push(&facts.api_record(tid));
+                    if let Some(kernel) = facts.kernel_record() {
+                        sink.push(&kernel);
+                    }
                 }
             }
         }
-        ring.append_all(staging);
-    }
+    });
 }
 
 fn define_new_strings(ring: &mut RingWriter, since: u32) -> u32 {
