@@ -27,6 +27,8 @@ pub struct CollectiveEnds {
     /// Whether a kernel name is an NCCL kernel, by name pointer (the name kept so the pointer
     /// stays its own): the name test runs once per distinct name.
     is_comm: FastMap<usize, (Name, bool)>,
+    /// The input promised no collective calls: no kernel end is kept for a call to find.
+    no_calls: bool,
 }
 
 impl TraceSink for CollectiveEnds {
@@ -64,10 +66,14 @@ impl TraceSink for CollectiveEnds {
             Some((comm, seq, _)) => {
                 self.ends.insert((comm, seq), k.end);
             }
+            None if self.no_calls => {}
             None => {
                 self.kernel_ends.insert(k.correlation, k.end);
             }
         }
+    }
+    fn handle_no_collective_calls(&mut self, _p: ProcId) {
+        self.no_calls = true;
     }
     fn handle_process_end(&mut self, _p: ProcId) {
         // Calls whose kernel never showed up (CUPTI off): use the host call's end.
@@ -76,6 +82,7 @@ impl TraceSink for CollectiveEnds {
         }
         self.kernel_ends.clear();
         self.is_comm = FastMap::default();
+        self.no_calls = false;
     }
 }
 

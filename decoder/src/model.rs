@@ -359,6 +359,10 @@ pub trait TraceSink {
     /// before its parent (the Kineto import of a properly nested trace). Lets the summary fold
     /// complete range trees early (see [`crate::range_fold`]).
     fn handle_ranges_close_in_order(&mut self, _proc: ProcId) {}
+    /// A promise, made before the process's first event: no [`Collective`] call of this process
+    /// will be delivered (a Kineto trace without `record_param_comms`). An NCCL kernel then has no
+    /// call to wait for: the summary counts it alone at once instead of keeping it to the end.
+    fn handle_no_collective_calls(&mut self, _proc: ProcId) {}
     /// All events of this process have been delivered.
     fn handle_process_end(&mut self, _proc: ProcId) {}
     /// No more events. Exporters flush here.
@@ -439,6 +443,10 @@ impl<A: TraceSink, B: TraceSink> TraceSink for Tee<A, B> {
         self.0.handle_ranges_close_in_order(p);
         self.1.handle_ranges_close_in_order(p);
     }
+    fn handle_no_collective_calls(&mut self, p: ProcId) {
+        self.0.handle_no_collective_calls(p);
+        self.1.handle_no_collective_calls(p);
+    }
     fn handle_process_end(&mut self, p: ProcId) {
         self.0.handle_process_end(p);
         self.1.handle_process_end(p);
@@ -501,6 +509,9 @@ impl<S: TraceSink + ?Sized> TraceSink for &mut S {
     }
     fn handle_ranges_close_in_order(&mut self, p: ProcId) {
         (**self).handle_ranges_close_in_order(p)
+    }
+    fn handle_no_collective_calls(&mut self, p: ProcId) {
+        (**self).handle_no_collective_calls(p)
     }
     fn handle_process_end(&mut self, p: ProcId) {
         (**self).handle_process_end(p)

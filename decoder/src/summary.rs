@@ -117,7 +117,31 @@ pub struct RankSummary {
     #[serde(skip)]
     collectives: Vec<CollectiveInstance>,
     #[serde(skip)]
+    lone_kernels: LoneCommKernels,
+    #[serde(skip)]
     nvtx: Vec<RangeStat>,
+}
+
+/// NCCL kernels that no call can claim (the input promised it has none, see
+/// [`TraceSink::handle_no_collective_calls`]), counted per op as they arrive instead of kept to the
+/// end: each would become an instance of that op with no bytes, no ranks and its kernel's time, so
+/// what the collective rows get from them does not depend on their order.
+#[derive(Debug, Clone, Default)]
+struct LoneCommKernels {
+    /// (op, kernels, their time)
+    by_op: Vec<(CollOp, u64, Ns)>,
+}
+
+impl LoneCommKernels {
+    fn add(&mut self, op: CollOp, d: Ns) {
+        match self.by_op.iter_mut().find(|e| e.0 == op) {
+            Some(e) => {
+                e.1 += 1;
+                e.2 += d;
+            }
+            None => self.by_op.push((op, 1, d)),
+        }
+    }
 }
 
 const COMPUTE: u8 = 0;
@@ -131,13 +155,13 @@ struct NameStats {
     index: FastMap<usize, u32>,
     /// The last name looked up (key, slot): runs of one name (the launch API) skip the map.
     last: Option<(usize, u32)>,
-    /// (name, stat, is an NCCL kernel name)
-    slots: Vec<(Name, Stat, bool)>,
+    /// (name, stat, is an NCCL kernel name, the collective op the name says)
+    slots: Vec<(Name, Stat, bool, CollOp)>,
 }
 
 impl NameStats {
     #[inline]
-    fn slot(&mut self, n: &Name) -> &mut (Name, Stat, bool) {
+    fn slot(&mut self, n: &Name) -> &mut (Name, Stat, bool, CollOp) {
         let key = std::sync::Arc::as_ptr(n) as *const u8 as usize;
         if let Some((k, i)) = self.last {
             if k == key {
@@ -146,7 +170,8 @@ impl NameStats {
         }
         let slots = &mut self.slots;
         let i = *self.index.entry(key).or_insert_with(|| {
-            slots.push((n.clone(), Stat::default(), is_comm_kernel(n)));
+            let comm = is_comm_kernel(n);
+            slots.push((n.clone(), Stat::default(), comm, if comm { coll_op_from_name(n) } else { CollOp::Unknown }));
             (slots.len() - 1) as u32
         });
         self.last = Some((key, i));
@@ -155,7 +180,7 @@ impl NameStats {
 
     fn into_map(self) -> HashMap<Name, Stat> {
         let mut m: HashMap<Name, Stat> = HashMap::with_capacity(self.slots.len());
-        for (n, st, _) in self.slots {
+        for (n, st, _, _) in self.slots {
             m.entry(n).or_default().merge(&st);
         }
         m
@@ -176,6 +201,9 @@ pub struct RankAnalysis {
     api_count: u64,
     gpu_count: u64,
     colls: CollectiveMatcher,
+    /// The input promised no collective calls: NCCL kernels without collective info go to `lone`.
+    no_calls: bool,
+    lone: LoneCommKernels,
     proj: RangeProjection,
     steps: Option<StepFinder>,
     counters: crate::gpu_counters::CounterSet,
@@ -199,6 +227,8 @@ impl RankAnalysis {
             api_count: 0,
             gpu_count: 0,
             colls: CollectiveMatcher::default(),
+            no_calls: false,
+            lone: LoneCommKernels::default(),
             proj: RangeProjection::default(),
             steps: Some(StepFinder::new(step_pattern)),
             counters: Default::default(),
@@ -234,10 +264,16 @@ impl TraceSink for RankAnalysis {
         slot.1.add(d);
         // Same as `k.work_kind()`, with the name test cached per name.
         let comm = k.collective.is_some() || slot.2;
+        let op = slot.3;
         self.gpu_work(k.start, k.end, if comm { COMM } else { COMPUTE }, k.correlation);
         if comm {
-            // Both ignore non-communication kernels.
-            self.colls.kernel(k);
+            // Both ignore non-communication kernels. Without calls the matcher would keep such a
+            // kernel to the end and pair it with nothing: it stands alone now.
+            if self.no_calls && k.collective.is_none() && k.graph_id == 0 {
+                self.lone.add(op, d);
+            } else {
+                self.colls.kernel(k);
+            }
             self.clock.handle_kernel(k);
         }
         if let Some(s) = &mut self.steps {
@@ -309,6 +345,10 @@ impl TraceSink for RankAnalysis {
     fn handle_ranges_close_in_order(&mut self, _p: ProcId) {
         self.proj.ranges_close_in_order();
     }
+    fn handle_no_collective_calls(&mut self, p: ProcId) {
+        self.no_calls = true;
+        self.clock.handle_no_collective_calls(p);
+    }
     fn handle_process_end(&mut self, p: ProcId) {
         self.clock.handle_process_end(p);
         self.nccl.finish();
@@ -364,6 +404,7 @@ impl TraceSink for RankAnalysis {
             apis: std::mem::take(&mut self.apis).into_map(),
             memcpy: std::mem::take(&mut self.memcpy),
             collectives: std::mem::take(&mut self.colls.done),
+            lone_kernels: std::mem::take(&mut self.lone),
             // Taken, not cleared: a finished rank keeps none of its correlation tables' memory.
             nvtx: std::mem::take(&mut self.proj).finish(),
             nccl: std::mem::take(&mut self.nccl),
@@ -689,6 +730,13 @@ impl RankTables {
         }
         for c in &r.collectives {
             self.add_collective(c);
+        }
+        for &(op, n, time_ns) in &r.lone_kernels.by_op {
+            // As `add_collective` of `n` instances with no bytes (adding no bus bytes either).
+            let e = self.collectives.entry((op, size_bucket(0), 0)).or_default();
+            e.count += n;
+            e.time_ns += time_ns;
+            e.gpu_timed += n;
         }
         for st in &r.steps {
             let e = self.steps.entry(st.index).or_insert_with(|| StepTally {

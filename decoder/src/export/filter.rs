@@ -111,6 +111,12 @@ impl<S: TraceSink> TraceSink for Filter<S> {
             self.inner.handle_ranges_close_in_order(p);
         }
     }
+    fn handle_no_collective_calls(&mut self, p: ProcId) {
+        // Dropping events keeps it too.
+        if self.current.is_some() {
+            self.inner.handle_no_collective_calls(p);
+        }
+    }
     fn handle_process_end(&mut self, p: ProcId) {
         if self.current.take().is_some() {
             self.inner.handle_process_end(p);

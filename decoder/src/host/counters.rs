@@ -179,6 +179,9 @@ impl<T: TraceSink> TraceSink for HostCounters<T> {
     fn handle_ranges_close_in_order(&mut self, proc: ProcId) {
         self.inner.handle_ranges_close_in_order(proc)
     }
+    fn handle_no_collective_calls(&mut self, proc: ProcId) {
+        self.inner.handle_no_collective_calls(proc)
+    }
     fn handle_process_end(&mut self, proc: ProcId) {
         if let Some(mut p) = self.procs.remove(&proc) {
             let mut tracks: Vec<&mut Track> = p.tracks.values_mut().collect();

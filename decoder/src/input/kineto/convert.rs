@@ -67,6 +67,8 @@ pub(super) struct KinetoConverter {
     seq: u64,
     /// The next sequence number per communicator (process group).
     seq_per_comm: HashMap<u64, u64>,
+    /// Collective calls (`record_param_comms`) converted.
+    calls: usize,
     /// Slice events without a timestamp, skipped.
     without_ts: usize,
     /// Intact events seen.
@@ -86,6 +88,7 @@ impl KinetoConverter {
             timed: Sorter::new(SORT_BUDGET),
             seq: 0,
             seq_per_comm: HashMap::new(),
+            calls: 0,
             without_ts: 0,
             events: 0,
             spill_error: None,
@@ -224,6 +227,7 @@ impl KinetoConverter {
                     c.has_ext = true;
                     c.id = x;
                 }
+                self.calls += 1;
                 self.push_nested(c);
             }
         }
@@ -321,8 +325,14 @@ impl KinetoConverter {
             self.push_timed(open);
         }
         drop(nested);
+        // Only the nesting needed these: their memory is not held through the delivery.
+        self.comm_kernel_corr = HashMap::new();
+        self.names.ids = FxHashMap::default();
         if let Some(e) = self.spill_error.take() {
             return Err(io(e));
+        }
+        if self.calls == 0 {
+            sink.handle_no_collective_calls(proc);
         }
         if nested_in_order {
             // Ids are event indices; the time order puts a range at its end, after everything
