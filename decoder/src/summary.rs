@@ -732,11 +732,8 @@ impl RankTables {
             self.add_collective(c);
         }
         for &(op, n, time_ns) in &r.lone_kernels.by_op {
-            // As `add_collective` of `n` instances with no bytes (adding no bus bytes either).
-            let e = self.collectives.entry((op, size_bucket(0), 0)).or_default();
-            e.count += n;
-            e.time_ns += time_ns;
-            e.gpu_timed += n;
+            // As `add_collective` of `n` instances with no bytes and no ranks, each GPU-timed.
+            self.tally_collectives(op, 0, 0, n, time_ns, n);
         }
         for st in &r.steps {
             let e = self.steps.entry(st.index).or_insert_with(|| StepTally {
@@ -764,13 +761,19 @@ impl RankTables {
         }
     }
 
+    /// `count` collectives of `op`, `bytes` each over `nranks` ranks, taking `time_ns` in all, of
+    /// which `gpu_timed` have GPU times: into their row.
+    fn tally_collectives(&mut self, op: CollOp, bytes: u64, nranks: u32, count: u64, time_ns: Ns, gpu_timed: u64) {
+        let e = self.collectives.entry((op, size_bucket(bytes), nranks)).or_default();
+        e.count += count;
+        e.bytes += bytes * count;
+        e.time_ns += time_ns;
+        e.bus_bytes += (bytes * count) as f64 * bus_factor(op, nranks);
+        e.gpu_timed += gpu_timed;
+    }
+
     fn add_collective(&mut self, c: &CollectiveInstance) {
-        let e = self.collectives.entry((c.op, size_bucket(c.bytes), c.nranks)).or_default();
-        e.count += 1;
-        e.bytes += c.bytes;
-        e.time_ns += c.time_ns();
-        e.bus_bytes += c.bytes as f64 * bus_factor(c.op, c.nranks);
-        e.gpu_timed += c.gpu.is_some() as u64;
+        self.tally_collectives(c.op, c.bytes, c.nranks, 1, c.time_ns(), c.gpu.is_some() as u64);
         if let (Some((gs, ge)), true) = (c.gpu, c.comm != 0 && c.op.moves_data()) {
             let dur = ge.saturating_sub(gs);
             let inst = self.instances.entry((c.comm, c.seq)).or_insert(Instance {
