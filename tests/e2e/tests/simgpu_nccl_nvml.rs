@@ -108,7 +108,19 @@ fn a_rank_that_skips_leaves_the_others_unfinished_after_sigterm() {
     let args = ["--ranks", "4", "--bytes", "1048576", "--iters", "6", "--hang-rank", "3", "--hang-at", "2"];
     let mut r = Running::spawn(nccl_ranks(&args, &dir));
     let hung = r.wait_for_stderr("rank 3 hangs at iteration 2", Duration::from_secs(30));
-    std::thread::sleep(Duration::from_millis(800)); // the others reach seq 2
+    // The others reach seq 2 once seqs 0 and 1 are done on each (written to the truth as they end):
+    // waited for, not assumed after a fixed sleep (a loaded machine takes longer), then a moment
+    // more for them to enter it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let two_done = |t: &Truth, rank| t.of_rank_kind(rank, "collective").iter().filter(|c| !c.unfinished).count() >= 2;
+    while std::time::Instant::now() < deadline {
+        let t = Truth::load(dir.path());
+        if (0..3).all(|rank| two_done(&t, rank)) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(800));
     r.terminate();
     let out = r.finish(Duration::from_secs(30));
     assert!(hung, "rank 3 never reported its hang: {}", out.describe());
