@@ -12,7 +12,7 @@ mod fields;
 
 use crate::record::*;
 use crate::varint::{get_u64, put_u64};
-use fields::{record_codec, PayloadWriter, WindowWriter};
+use fields::{record_codec, PayloadWriter, WindowDecoded, WindowWriter};
 
 /// Room reserved for one record's payload (other than a string): at least the widest the record table
 /// allows (checked below the table).
@@ -297,6 +297,34 @@ impl<'a> DecodedVisitor<'a> for TakeItem {
 /// what the visitor returned and the frame size; the visitor is not called on an error.
 #[inline(always)]
 pub fn decode_one_with<'a, V: DecodedVisitor<'a>>(
+    buf: &'a [u8],
+    st: &mut DeltaState,
+    visit: &mut V,
+) -> Result<(V::Out, usize), CodecError> {
+    // Most frames: a record with a short header, and the chunk goes on for a window past its start.
+    if let Some(window) = buf.first_chunk::<WINDOW>() {
+        let (code, len) = (window[0], usize::from(window[1]));
+        if len != 0xff && code != type_code::STRING {
+            let mut next = *st;
+            match decode_window_with(code, window, len, &mut next, visit) {
+                WindowDecoded::Visited(out) => {
+                    *st = next;
+                    return Ok((out, 2 + len));
+                }
+                WindowDecoded::Unknown => {
+                    return Ok((visit.visit(Decoded::Unknown { code, payload: &window[2..2 + len] }), 2 + len));
+                }
+                WindowDecoded::Retry => {}
+            }
+        }
+    }
+    decode_checked_with(buf, st, visit)
+}
+
+/// [`decode_one_with`] with every read checked: frames near the end of a chunk, long frames, string
+/// definitions, and frames the window decoder found something wrong in (this says what).
+#[inline(always)]
+fn decode_checked_with<'a, V: DecodedVisitor<'a>>(
     buf: &'a [u8],
     st: &mut DeltaState,
     visit: &mut V,
@@ -604,6 +632,75 @@ mod tests {
                     assert_eq!(encode_into(r, &mut st, &mut short), None);
                     assert_eq!((st.prev_ts, st.prev_corr), (before.prev_ts, before.prev_corr));
                 }
+            }
+        }
+    }
+
+    /// The window decoder reads what the checked one reads, on valid records (each alone, as the
+    /// first frame of a chunk tail) and on random bytes, damaged payloads and overlong varints.
+    #[test]
+    fn window_and_checked_decoders_agree() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut frames: Vec<Vec<u8>> = Vec::new();
+        for recs in [sample_records(), widest_records()] {
+            let mut st = DeltaState { prev_ts: 1_000_000, prev_corr: 7 };
+            for r in &recs {
+                let mut f = Vec::new();
+                encode_to_vec(r, &mut st, &mut f);
+                // As written; cut short (its length byte kept); one byte flipped; continuation bits set.
+                frames.push(f.clone());
+                for _ in 0..40 {
+                    let mut g = f.clone();
+                    match rnd() % 4 {
+                        0 => {
+                            let cut = 2 + (rnd() as usize % (g.len() - 1).max(1)).min(g.len() - 2);
+                            g[1] = (cut - 2) as u8;
+                            g.truncate(cut);
+                        }
+                        1 => {
+                            let i = 2 + rnd() as usize % (g.len() - 2).max(1);
+                            if i < g.len() {
+                                g[i] = rnd() as u8;
+                            }
+                        }
+                        2 => {
+                            for b in g.iter_mut().skip(2) {
+                                if rnd() % 3 == 0 {
+                                    *b |= 0x80;
+                                }
+                            }
+                        }
+                        _ => g.extend((0..rnd() % 12).map(|_| 0xff)),
+                    }
+                    g[1] = g[1].min((g.len() - 2) as u8);
+                    frames.push(g);
+                }
+            }
+        }
+        for _ in 0..2000 {
+            let len = rnd() as usize % 40;
+            let mut g: Vec<u8> = (0..len + 2).map(|_| rnd() as u8).collect();
+            g[0] = (rnd() % 32) as u8;
+            g[1] = len as u8;
+            frames.push(g);
+        }
+        for f in &frames {
+            // Followed by bytes that continue any varint, so a read past the payload would be seen.
+            let mut buf = f.clone();
+            buf.resize(f.len() + WINDOW, 0x80);
+            for base in [0u64, 1_000_000, u64::MAX] {
+                let st0 = DeltaState { prev_ts: base, prev_corr: 3 };
+                let (mut a, mut b) = (st0, st0);
+                let fast = decode_one(&buf, &mut a);
+                let checked = decode_checked_with(&buf, &mut b, &mut TakeItem);
+                assert_eq!(fast, checked, "{f:?}");
+                assert_eq!((a.prev_ts, a.prev_corr), (b.prev_ts, b.prev_corr), "{f:?}");
             }
         }
     }

@@ -71,6 +71,8 @@ struct Names<'r> {
     reader: &'r RingReader,
     cache: IdSlots<Name>,
     interner: Interner,
+    /// Inline string definitions so far: a name resolved when this was the same is still current.
+    defined: u64,
 }
 
 impl Names<'_> {
@@ -95,16 +97,19 @@ impl Names<'_> {
     fn define(&mut self, id: StrId, text: &[u8]) {
         let n = self.interner.intern(&crate::bounded_names::cap_bytes(text));
         self.cache.insert(id.0, n);
+        self.defined += 1;
     }
 }
 
 /// Event structs reused from one record to the next, one per name (kernels) or per launched kernel
 /// name (API calls): handing a sink `&Kernel` / `&Api` then costs no reference counting on the
 /// names (an atomic read-modify-write per clone and per drop was the decode loop's largest cost).
+/// Each remembers [`Names::defined`] when its names were last checked (and an API call the string id
+/// of its name), so that its names are checked again only when a string was defined since.
 #[derive(Default)]
 struct Reused {
-    kernels: IdSlots<Kernel>,
-    apis: IdSlots<Api>,
+    kernels: IdSlots<(Kernel, u64)>,
+    apis: IdSlots<(Api, StrId, u64)>,
 }
 
 /// Decode one ring file into `sink` as process `id`, shifting its times by `offset_ns`.
@@ -122,7 +127,7 @@ pub fn feed(
     let tc = reader.tick_converter();
     let base = wall_base(reader.header(), &tc, path, notes) + offset_ns;
     let clock = RingClock { tc, cursor: MonoCursor::default(), base };
-    let mut names = Names { reader: &reader, cache: IdSlots::default(), interner: Interner::new() };
+    let mut names = Names { reader: &reader, cache: IdSlots::default(), interner: Interner::new(), defined: 0 };
     let info = process_info(&reader, path, id, offset_ns, &mut names.interner, notes);
     sink.handle_process(&info);
     let mut conv = RingConverter {
@@ -249,11 +254,25 @@ impl RingConverter<'_, '_> {
         }
     }
 
+    /// `ticks` on the global clock, the latest event time moved on to it.
+    #[inline(always)]
+    fn at(&mut self, ticks: u64) -> Ns {
+        let ns = self.clock.ns(ticks);
+        self.last_ts = self.last_ts.max(ns);
+        ns
+    }
+
     #[inline(always)]
     fn on_record(&mut self, rec: Record) {
-        if let Some(t) = rec.timestamp() {
-            if !matches!(rec, Record::ClockSync { .. }) {
-                self.last_ts = self.last_ts.max(self.clock.ns(t));
+        // API calls, kernels and NVTX push/pop move the latest event time on with their own times;
+        // the rest with their timestamp here.
+        match rec {
+            Record::Api { .. } | Record::Kernel { .. } | Record::NvtxPush { .. } | Record::NvtxPop { .. } => {}
+            Record::ClockSync { .. } => {}
+            _ => {
+                if let Some(t) = rec.timestamp() {
+                    self.at(t);
+                }
             }
         }
         match rec {
@@ -277,12 +296,12 @@ impl RingConverter<'_, '_> {
             Record::Memory { .. } => self.on_memory(rec),
             Record::Collective { .. } => self.on_collective(rec),
             Record::NvtxPush { tid, domain, name, ts } => {
-                let ts = self.clock.ns(ts);
+                let ts = self.at(ts);
                 self.ranges.push(tid, domain, name, ts);
             }
             Record::NvtxPop { tid, domain, ts } => {
+                let end = self.at(ts);
                 if let Some(r) = self.ranges.pop(tid, domain) {
-                    let end = self.clock.ns(ts);
                     self.emit_range(r, end);
                 }
             }
@@ -330,35 +349,42 @@ impl RingConverter<'_, '_> {
     }
 
     /// An API call, handed over in the struct reused for its launched kernel's name.
-    #[inline]
+    #[inline(always)]
     fn on_api(&mut self, rec: Record) {
         let Record::Api { tid, domain, name, start, end, result, correlation, detail, stream, arg } = rec else {
             return;
         };
-        let (start, end) = (self.clock.ns(start), self.clock.ns(end));
+        let (start, end) = (self.at(start), self.clock.ns(end));
         let proc = self.proc;
         let names = &mut self.names;
-        let a = self.reused.apis.get_or_insert_with(detail.0, || Api {
-            proc,
-            tid,
-            domain,
-            name: names.get(name),
-            start: 0,
-            end: 0,
-            result,
-            correlation: 0,
-            detail: names.opt(detail),
-            stream,
-            arg,
-            range: None,
-            repeat: None,
+        let (a, name_id, checked) = self.reused.apis.get_or_insert_with(detail.0, || {
+            let a = Api {
+                proc,
+                tid,
+                domain,
+                name: names.get(name),
+                start: 0,
+                end: 0,
+                result,
+                correlation: 0,
+                detail: names.opt(detail),
+                stream,
+                arg,
+                range: None,
+                repeat: None,
+            };
+            (a, name, names.defined)
         });
-        // A string id can be redefined inline: check that the reused names are current.
-        if !names.is(name, &a.name) {
-            a.name = names.get(name);
-        }
-        if a.detail.as_ref().is_some_and(|d| !names.is(detail, d)) {
-            a.detail = names.opt(detail);
+        // Another name with this detail, or a string id redefined inline: check that the reused
+        // names are current.
+        if *name_id != name || *checked != names.defined {
+            if !names.is(name, &a.name) {
+                a.name = names.get(name);
+            }
+            if a.detail.as_ref().is_some_and(|d| !names.is(detail, d)) {
+                a.detail = names.opt(detail);
+            }
+            (*name_id, *checked) = (name, names.defined);
         }
         a.tid = tid;
         a.domain = domain;
@@ -400,7 +426,7 @@ impl RingConverter<'_, '_> {
     }
 
     /// A kernel, handed over in the struct reused for its name; one without times is counted.
-    #[inline]
+    #[inline(always)]
     fn on_kernel(&mut self, rec: Record) {
         let Record::Kernel {
             device,
@@ -419,27 +445,39 @@ impl RingConverter<'_, '_> {
         else {
             return;
         };
-        let Some((start, end)) = self.gpu_times(start, end) else { return };
+        let start_ns = self.at(start);
+        if start == 0 && end == 0 {
+            self.skipped.placeholders += 1;
+            return;
+        }
+        let (start, end) = (start_ns, self.clock.ns(end));
         let proc = self.proc;
         let names = &mut self.names;
-        let k = self.reused.kernels.get_or_insert_with(name.0, || Kernel {
-            proc,
-            device,
-            context,
-            stream,
-            start: 0,
-            end: 0,
-            name: names.get(name),
-            grid,
-            block,
-            registers,
-            shared_mem,
-            correlation: 0,
-            graph_id,
-            collective: None,
+        let (k, checked) = self.reused.kernels.get_or_insert_with(name.0, || {
+            let k = Kernel {
+                proc,
+                device,
+                context,
+                stream,
+                start: 0,
+                end: 0,
+                name: names.get(name),
+                grid,
+                block,
+                registers,
+                shared_mem,
+                correlation: 0,
+                graph_id,
+                collective: None,
+            };
+            (k, names.defined)
         });
-        if !names.is(name, &k.name) {
-            k.name = names.get(name);
+        // A string id redefined inline since: check that the reused name is current.
+        if *checked != names.defined {
+            if !names.is(name, &k.name) {
+                k.name = names.get(name);
+            }
+            *checked = names.defined;
         }
         k.device = device;
         k.context = context;

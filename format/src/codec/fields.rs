@@ -161,6 +161,144 @@ impl PayloadReader<'_> {
     }
 }
 
+/// Reads a payload that lies inside a window of [`WINDOW`] bytes (the frame starts at the window's
+/// start, so a payload of under 255 bytes always does): positions are masked into the window, so no
+/// read is bounds-checked and none fails. A field that runs past the payload's end, a varint too long
+/// (its position is then sent past the window) or a value out of its field's range (its excess bits
+/// gather in `over`) only makes [`WindowReader::ok`] false; the caller then decodes the frame again
+/// with [`PayloadReader`], which says what is wrong. Fields that decode here have the values
+/// [`PayloadReader`] reads.
+pub(super) struct WindowReader<'a> {
+    pub(super) buf: &'a [u8; WINDOW],
+    pub(super) pos: usize,
+    /// Where the payload ends in the window.
+    pub(super) end: usize,
+    /// Nonzero when a value did not fit its field.
+    pub(super) over: u64,
+}
+
+/// Where [`long_varint`] sends the position of a varint it refuses: past any payload's end.
+const REFUSED: usize = 4 * WINDOW;
+
+impl WindowReader<'_> {
+    /// True when every field read lay inside the payload and was well-formed.
+    #[inline(always)]
+    pub(super) fn ok(&self) -> bool {
+        self.over == 0 && self.pos <= self.end
+    }
+    /// A varint: one byte inline, two and three bytes unrolled, longer ones out of line.
+    #[inline(always)]
+    pub(super) fn u(&mut self) -> u64 {
+        let (buf, p) = (self.buf, self.pos);
+        let b0 = buf[p & (WINDOW - 1)];
+        if b0 < 0x80 {
+            self.pos = p + 1;
+            return u64::from(b0);
+        }
+        let b1 = buf[(p + 1) & (WINDOW - 1)];
+        let v = u64::from(b0 & 0x7f) | u64::from(b1 & 0x7f) << 7;
+        if b1 < 0x80 {
+            self.pos = p + 2;
+            return v;
+        }
+        let b2 = buf[(p + 2) & (WINDOW - 1)];
+        if b2 < 0x80 {
+            self.pos = p + 3;
+            return v | u64::from(b2) << 14;
+        }
+        let (v, p) = long_varint(buf, p);
+        self.pos = p;
+        v
+    }
+    #[inline(always)]
+    pub(super) fn u32(&mut self) -> u32 {
+        let v = self.u();
+        self.over |= v >> 32;
+        v as u32
+    }
+    #[inline(always)]
+    pub(super) fn u16(&mut self) -> u16 {
+        let v = self.u();
+        self.over |= v >> 16;
+        v as u16
+    }
+    #[inline(always)]
+    pub(super) fn u8(&mut self) -> u8 {
+        let v = self.u();
+        self.over |= v >> 8;
+        v as u8
+    }
+    #[inline(always)]
+    pub(super) fn i32(&mut self) -> i32 {
+        let v = crate::varint::unzigzag(self.u());
+        // Zero exactly for values in i32's range.
+        self.over |= (v.wrapping_add(1 << 31) as u64) >> 32;
+        v as i32
+    }
+    #[inline(always)]
+    pub(super) fn ts(&mut self, st: &mut DeltaState) -> u64 {
+        let v = undelta(self.u(), st.prev_ts);
+        st.prev_ts = v;
+        v
+    }
+    #[inline(always)]
+    pub(super) fn end(&mut self, start: u64) -> u64 {
+        undelta(self.u(), start)
+    }
+    #[inline(always)]
+    pub(super) fn corr(&mut self, st: &mut DeltaState) -> u32 {
+        let v = undelta(self.u(), u64::from(st.prev_corr));
+        self.over |= v >> 32;
+        st.prev_corr = v as u32;
+        v as u32
+    }
+    #[inline(always)]
+    pub(super) fn sid(&mut self) -> StrId {
+        StrId(self.u32())
+    }
+    pub(super) fn f64(&mut self) -> f64 {
+        let mut b = [0u8; 8];
+        for (i, x) in b.iter_mut().enumerate() {
+            *x = self.buf[(self.pos + i) & (WINDOW - 1)];
+        }
+        self.pos += 8;
+        f64::from_bits(u64::from_le_bytes(b))
+    }
+}
+
+/// A varint of four bytes or more at `p` in `buf`, as [`crate::varint::get_u64`] reads it: the value
+/// and the position after it, or [`REFUSED`] for one it refuses.
+#[inline(never)]
+fn long_varint(buf: &[u8; WINDOW], mut p: usize) -> (u64, usize) {
+    let mut v: u64 = 0;
+    let mut shift = 0u32;
+    loop {
+        let byte = buf[p & (WINDOW - 1)];
+        p += 1;
+        if shift == 63 && byte > 1 {
+            return (0, REFUSED);
+        }
+        v |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return (v, p);
+        }
+        shift += 7;
+        if shift > 63 {
+            return (0, REFUSED);
+        }
+    }
+}
+
+/// How [`decode_window_with`](super::decode_window_with) ended.
+pub(super) enum WindowDecoded<T> {
+    /// The record, handed to the visitor.
+    Visited(T),
+    /// Not a record type this version reads (the visitor not called).
+    Unknown,
+    /// Something did not decode: the checked decoder must say what (the visitor not called).
+    Retry,
+}
+
 /// The record table's code generator. Rows: `Variant = TYPE_CODE { field: encoding, ... }` (fields in
 /// wire order, every field of the variant), in `records { }`, and in `encode_only { }` those the
 /// decoder does not read back as records. Generates `Record::type_code`, `encode_payload`, `decode_payload_with` and `WIDEST_PAYLOAD`.
@@ -196,6 +334,20 @@ macro_rules! record_codec {
     (@get $r:ident $st:ident tick) => { $r.ts($st)? };
     (@get $r:ident $st:ident since($base:ident)) => { $r.end($base)? };
     (@get $r:ident $st:ident corr) => { $r.corr($st)? };
+
+    // One field, read inside a window: `r` a [`WindowReader`].
+    (@fast $r:ident $st:ident u64) => { $r.u() };
+    (@fast $r:ident $st:ident u32) => { $r.u32() };
+    (@fast $r:ident $st:ident u16) => { $r.u16() };
+    (@fast $r:ident $st:ident u8) => { $r.u8() };
+    (@fast $r:ident $st:ident i32) => { $r.i32() };
+    (@fast $r:ident $st:ident str) => { $r.sid() };
+    (@fast $r:ident $st:ident byte($e:ident)) => { $e::from_u8($r.u8()) };
+    (@fast $r:ident $st:ident f64) => { $r.f64() };
+    (@fast $r:ident $st:ident [u32; 3]) => { [$r.u32(), $r.u32(), $r.u32()] };
+    (@fast $r:ident $st:ident tick) => { $r.ts($st) };
+    (@fast $r:ident $st:ident since($base:ident)) => { $r.end($base) };
+    (@fast $r:ident $st:ident corr) => { $r.corr($st) };
 
     // One field's widest encoding, in bytes (varints of 64, 35, 21 and 14 bits; zigzag i32s and u32
     // deltas have 33 and 34 bits).
@@ -284,6 +436,33 @@ macro_rules! record_codec {
                     }
                 )*
                 _ => Ok(None),
+            }
+        }
+
+        /// [`decode_payload_with`] for a frame at the start of `window` whose payload of `len`
+        /// bytes lies inside it: no read is checked; anything wrong asks for the checked decoder.
+        #[inline(always)]
+        fn decode_window_with<'a, V: $crate::codec::DecodedVisitor<'a>>(
+            code: u8,
+            window: &'a [u8; $crate::codec::WINDOW],
+            len: usize,
+            st: &mut $crate::codec::DeltaState,
+            visit: &mut V,
+        ) -> $crate::codec::fields::WindowDecoded<V::Out> {
+            use $crate::codec::fields::WindowDecoded;
+            let mut r = $crate::codec::fields::WindowReader { buf: window, pos: 2, end: 2 + len, over: 0 };
+            match code {
+                $(
+                    $crate::record::type_code::$code => {
+                        $( let $field = record_codec!(@fast r st $enc $( ( $($arg)* ) )?); )*
+                        if !r.ok() {
+                            return WindowDecoded::Retry;
+                        }
+                        let rec = $crate::record::Record::$variant { $($field),* };
+                        WindowDecoded::Visited(visit.visit($crate::codec::Decoded::Record(rec)))
+                    }
+                )*
+                _ => WindowDecoded::Unknown,
             }
         }
     };
