@@ -98,6 +98,14 @@ impl<V> CorrSlots<V> {
         }
     }
 
+    /// Removes every entry, keeping the vector's memory.
+    pub fn clear(&mut self) {
+        self.base = 0;
+        self.dense.clear();
+        self.dense_filled = 0;
+        self.sparse = SeqMap::default();
+    }
+
     /// Entries held.
     #[inline]
     pub fn len(&self) -> usize {
@@ -178,5 +186,21 @@ mod tests {
         }
         assert!(slots.dense.len() <= 1, "{}", slots.dense.len());
         assert_eq!(slots.get(7 << 32), Some(&7));
+    }
+
+    #[test]
+    fn cleared_slots_start_again_from_the_next_id() {
+        let mut slots = CorrSlots::default();
+        for k in 100..200u64 {
+            slots.insert(k, k);
+        }
+        slots.insert(1 << 40, 1);
+        slots.clear();
+        assert!(slots.is_empty() && slots.get(150).is_none() && slots.get(1 << 40).is_none());
+        for k in 5000..5100u64 {
+            slots.insert(k, k + 1);
+        }
+        assert_eq!((slots.len(), slots.dense.len(), slots.get(5050)), (100, 100, Some(&5051)));
+        assert_eq!(slots.get(150), None);
     }
 }

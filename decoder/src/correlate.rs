@@ -368,9 +368,15 @@ impl<V> Generations<V> {
     fn nonempty_mut(m: &mut CorrSlots<V>) -> Option<&mut CorrSlots<V>> {
         (!m.is_empty()).then_some(m)
     }
+    /// Inserts; when the young generation was full, the old one is dropped and its vector, cleared,
+    /// becomes the young one (no regrowing it from empty, at the same peak memory).
     #[inline]
     pub(crate) fn insert(&mut self, k: u64, v: V) {
-        drop(self.insert_evicting(k, v));
+        if self.young.len() >= GENERATION {
+            std::mem::swap(&mut self.old, &mut self.young);
+            self.young.clear();
+        }
+        self.young.insert(k, v);
     }
     /// Inserts; when the young generation was full, returns the old one it pushed out.
     #[inline]
@@ -416,7 +422,8 @@ pub struct RangeProjection {
     /// ~50 B with its resize).
     direct: Vec<(u64, Ns)>,
     direct_summed: usize,
-    stats: FastMap<Name, (u64, u64)>,
+    /// (ranges, their time) per name index.
+    stats: Vec<(u64, u64)>,
     /// Complete range trees folded into per-chain GPU time (when the input allows it).
     fold: RangeFold,
 }
@@ -467,13 +474,15 @@ impl RangeProjection {
     pub fn range(&mut self, r: &NvtxRange) {
         let key = std::sync::Arc::as_ptr(&r.name) as *const u8 as usize;
         let names = &mut self.names;
+        let stats = &mut self.stats;
         let name = *self.name_index.entry(key).or_insert_with(|| {
             names.push(r.name.clone());
+            stats.push((0, 0));
             (names.len() - 1) as u32
         });
         let (parent, has_parent) = r.parent.map_or((0, false), |p| (p.0, true));
         self.ranges.push(RangeEntry { id: r.id.0, parent, name, has_parent });
-        let s = self.stats.entry(r.name.clone()).or_default();
+        let s = &mut self.stats[name as usize];
         s.0 += 1;
         s.1 += r.end.saturating_sub(r.start);
         if self.fold.due(self.ranges.len()) {
@@ -512,8 +521,13 @@ impl RangeProjection {
 
     /// End of the process: roll direct GPU time up the range tree (each name counted once per chain).
     pub fn finish(&mut self) -> Vec<RangeStat> {
-        let mut gpu: FastMap<Name, Ns> = FastMap::default();
-        let mut seen: Vec<Name> = Vec::new();
+        // Names are told apart by their text: names interned apart with one text are one name,
+        // known by the first index with that text.
+        let mut first: HashMap<&str, u32> = HashMap::with_capacity(self.names.len());
+        let same: Vec<u32> = (0..self.names.len()).map(|i| *first.entry(&*self.names[i]).or_insert(i as u32)).collect();
+        drop(first);
+        let mut gpu_of: Vec<Option<Ns>> = vec![None; self.names.len()];
+        let mut seen: Vec<u32> = Vec::new();
         self.sum_direct();
         // By id, the last delivered of equal ids kept (as a map's insert would).
         let mut ranges = std::mem::take(&mut self.ranges);
@@ -525,9 +539,9 @@ impl RangeProjection {
             }
             same
         });
-        let lookup = |id: RangeId| -> Option<(&Name, Option<RangeId>)> {
+        let lookup = |id: RangeId| -> Option<(u32, Option<RangeId>)> {
             let e = &ranges[ranges.binary_search_by_key(&id.0, |e| e.id).ok()?];
-            Some((&self.names[e.name as usize], e.has_parent.then_some(RangeId(e.parent))))
+            Some((same[e.name as usize], e.has_parent.then_some(RangeId(e.parent))))
         };
         for &(rid, t) in &self.direct {
             seen.clear();
@@ -535,9 +549,9 @@ impl RangeProjection {
             let mut hops = 0;
             while let Some(id) = cur {
                 let Some((name, parent)) = lookup(id) else { break };
-                if !seen.contains(name) {
-                    seen.push(name.clone());
-                    *gpu.entry(name.clone()).or_default() += t;
+                if !seen.contains(&name) {
+                    seen.push(name);
+                    *gpu_of[name as usize].get_or_insert(0) += t;
                 }
                 cur = parent;
                 hops += 1;
@@ -546,15 +560,25 @@ impl RangeProjection {
                 }
             }
         }
+        let mut gpu: FastMap<Name, Ns> = FastMap::default();
+        for (i, t) in gpu_of.into_iter().enumerate() {
+            if let Some(t) = t {
+                gpu.insert(self.names[i].clone(), t);
+            }
+        }
         self.fold.finish(&self.names, &mut gpu);
-        let mut out: Vec<RangeStat> = self
-            .stats
-            .iter()
-            .map(|(n, &(count, range_ns))| RangeStat {
-                name: n.to_string(),
-                count,
-                range_ns,
-                gpu_ns: gpu.get(n).copied().unwrap_or(0),
+        let mut stats: Vec<(u64, u64)> = vec![(0, 0); self.names.len()];
+        for (i, &(count, range_ns)) in self.stats.iter().enumerate() {
+            let s = &mut stats[same[i] as usize];
+            s.0 += count;
+            s.1 += range_ns;
+        }
+        let mut out: Vec<RangeStat> = (0..self.names.len())
+            .filter(|&i| same[i] as usize == i)
+            .map(|i| {
+                let n = &self.names[i];
+                let (count, range_ns) = stats[i];
+                RangeStat { name: n.to_string(), count, range_ns, gpu_ns: gpu.get(n).copied().unwrap_or(0) }
             })
             .collect();
         out.sort_by(|a, b| b.gpu_ns.cmp(&a.gpu_ns).then(b.range_ns.cmp(&a.range_ns)).then(a.name.cmp(&b.name)));

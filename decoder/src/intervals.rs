@@ -265,6 +265,23 @@ pub struct CompactIter<'a> {
 impl CompactIter<'_> {
     #[inline]
     fn varint(&mut self) -> u64 {
+        // Gaps and lengths are mostly two or three bytes.
+        if let Some(&[b0, b1, b2, ..]) = self.bytes.get(self.pos..) {
+            let v = u64::from(b0 & 0x7f);
+            if b0 < 0x80 {
+                self.pos += 1;
+                return v;
+            }
+            let v = v | u64::from(b1 & 0x7f) << 7;
+            if b1 < 0x80 {
+                self.pos += 2;
+                return v;
+            }
+            if b2 < 0x80 {
+                self.pos += 3;
+                return v | u64::from(b2) << 14;
+            }
+        }
         let mut v = 0u64;
         let mut shift = 0;
         while let Some(&b) = self.bytes.get(self.pos) {
@@ -439,6 +456,10 @@ pub fn measure_by_cover<const K: usize, const M: usize>(
     let mut out = vec![[0 as Ns; M]; windows.len()];
     let mut cur: [Option<(Ns, Ns)>; K] = std::array::from_fn(|k| lists[k].next());
     let Some(mut t) = cur.iter().flatten().map(|iv| iv.0).min() else { return (total, out) };
+    let mut add = |s: Ns, e: Ns, mask: usize| {
+        total[mask] += e - s;
+        cursor.each_overlap(s, e, |w, d| out[w][mask] += d);
+    };
     loop {
         // The lists covering `t`, and the next time that changes.
         let mut mask = 0usize;
@@ -457,11 +478,29 @@ pub fn measure_by_cover<const K: usize, const M: usize>(
             break;
         }
         if mask != 0 {
-            let (s, e) = (t, next);
-            total[mask] += e - s;
-            cursor.each_overlap(s, e, |w, d| out[w][mask] += d);
+            add(t, next, mask);
         }
         t = next;
+        if mask.is_power_of_two() && cur[mask.trailing_zeros() as usize].is_some_and(|(_, e)| e == next) {
+            // List `k` alone covered up to its interval's end: its following intervals that end
+            // before any other list's next start are covered by it alone, whole.
+            let k = mask.trailing_zeros() as usize;
+            let others = cur.iter().enumerate().filter(|&(j, _)| j != k);
+            let bound = others.filter_map(|(_, iv)| iv.map(|(s, _)| s)).min().unwrap_or(Ns::MAX);
+            loop {
+                match lists[k].next() {
+                    Some((s, e)) if e <= bound => {
+                        add(s, e, mask);
+                        t = e;
+                    }
+                    iv => {
+                        cur[k] = iv;
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
         for (k, iv) in cur.iter_mut().enumerate() {
             while iv.is_some_and(|(_, e)| e <= t) {
                 *iv = lists[k].next();
@@ -652,6 +691,24 @@ mod tests {
             assert_eq!(pick(&inw[k], |m| m & 2 != 0), measure_in(&other, lo, hi));
             assert_eq!(pick(&inw[k], |m| m & 4 != 0), measure_in(&third, lo, hi));
             assert_eq!(pick(&inw[k], |m| m & 3 == 3), intersect_in(&batch, &other, lo, hi));
+        }
+        // One dense list and two sparse ones (long runs of the dense list alone), windows touching
+        // and overlapping: each mask's time equals the measures of plain sorted lists.
+        let dense: Vec<(Ns, Ns)> = (0..50_000u64).map(|i| (i * 100, i * 100 + 60 + i % 30)).collect();
+        let sparse: Vec<(Ns, Ns)> = (0..300u64).map(|i| (i * 16_000 + 7, i * 16_000 + 7 + (i % 5) * 900)).collect();
+        let sparse = union(sparse);
+        let rare = vec![(1_000_000, 1_000_050), (2_000_010, 3_100_000)];
+        let windows = [(0, 100), (100, 2_500_000), (99, 101), (4_000_000, 5_000_000), (2_000_000, 2_000_000)];
+        let lists = [dense.iter().copied(), sparse.iter().copied(), rare.iter().copied()];
+        let (by, inw): ([Ns; 8], Vec<[Ns; 8]>) = measure_by_cover(lists, &windows);
+        assert_eq!(pick(&by, |k| k & 1 != 0), measure(&dense));
+        assert_eq!(pick(&by, |k| k & 2 != 0), measure(&sparse));
+        assert_eq!(pick(&by, |k| k == 1), measure(&dense) - intersect_in(&dense, &union2(&sparse, &rare), 0, Ns::MAX));
+        for (k, &(lo, hi)) in windows.iter().enumerate() {
+            assert_eq!(pick(&inw[k], |m| m & 1 != 0), measure_in(&dense, lo, hi));
+            assert_eq!(pick(&inw[k], |m| m & 4 != 0), measure_in(&rare, lo, hi));
+            assert_eq!(pick(&inw[k], |m| m & 3 == 3), intersect_in(&dense, &sparse, lo, hi));
+            assert_eq!(pick(&inw[k], |m| m != 0), measure_in(&union2(&union2(&dense, &sparse), &rare), lo, hi));
         }
         // Reverse order: everything late.
         let mut su = StreamingUnion::default();

@@ -150,23 +150,34 @@ const MEMORY: u8 = 2;
 
 /// Per-name stats keyed by the name's interned pointer (equal names from one interner share it);
 /// names that were not interned get several slots, merged by text at the end.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct NameStats {
     index: FastMap<usize, u32>,
-    /// The last name looked up (key, slot): runs of one name (the launch API) skip the map.
-    last: Option<(usize, u32)>,
+    /// Names looked up lately, (key, slot) at a place picked by the key's bits: most lookups skip
+    /// the map (a process has a few hundred names).
+    recent: Box<[(usize, u32); RECENT]>,
     /// (name, stat, is an NCCL kernel name, the collective op the name says)
     slots: Vec<(Name, Stat, bool, CollOp)>,
+}
+
+/// Places in [`NameStats::recent`].
+const RECENT: usize = 512;
+
+impl Default for NameStats {
+    fn default() -> Self {
+        // Key 0 is no name's.
+        NameStats { index: FastMap::default(), recent: Box::new([(0, 0); RECENT]), slots: Vec::new() }
+    }
 }
 
 impl NameStats {
     #[inline]
     fn slot(&mut self, n: &Name) -> &mut (Name, Stat, bool, CollOp) {
         let key = std::sync::Arc::as_ptr(n) as *const u8 as usize;
-        if let Some((k, i)) = self.last {
-            if k == key {
-                return &mut self.slots[i as usize];
-            }
+        let place = (key >> 4 ^ key >> 13) % RECENT;
+        let (k, i) = self.recent[place];
+        if k == key {
+            return &mut self.slots[i as usize];
         }
         let slots = &mut self.slots;
         let i = *self.index.entry(key).or_insert_with(|| {
@@ -174,7 +185,7 @@ impl NameStats {
             slots.push((n.clone(), Stat::default(), comm, if comm { coll_op_from_name(n) } else { CollOp::Unknown }));
             (slots.len() - 1) as u32
         });
-        self.last = Some((key, i));
+        self.recent[place] = (key, i);
         &mut self.slots[i as usize]
     }
 
