@@ -171,7 +171,7 @@ impl Default for NameStats {
 }
 
 impl NameStats {
-    #[inline]
+    #[inline(always)]
     fn slot(&mut self, n: &Name) -> &mut (Name, Stat, bool, CollOp) {
         let key = std::sync::Arc::as_ptr(n) as *const u8 as usize;
         let place = (key >> 4 ^ key >> 13) % RECENT;
@@ -179,6 +179,12 @@ impl NameStats {
         if k == key {
             return &mut self.slots[i as usize];
         }
+        self.slot_of(n, key, place)
+    }
+
+    /// [`NameStats::slot`] of a name not in its recent place.
+    #[inline(never)]
+    fn slot_of(&mut self, n: &Name, key: usize, place: usize) -> &mut (Name, Stat, bool, CollOp) {
         let slots = &mut self.slots;
         let i = *self.index.entry(key).or_insert_with(|| {
             let comm = is_comm_kernel(n);

@@ -222,6 +222,13 @@ impl RingReader {
             let payload = self.payload(chunk);
             let mut pos = 0usize;
             while pos < payload.len() {
+                // Short frames of other types skipped by their length byte alone.
+                if let Some(&[code, len]) = payload.get(pos..pos + 2) {
+                    if code != type_code::CLOCK_SYNC && len != 0xff && pos + 2 + usize::from(len) <= payload.len() {
+                        pos += 2 + usize::from(len);
+                        continue;
+                    }
+                }
                 let Ok((code, size)) = peek_frame(&payload[pos..]) else { break };
                 if code == type_code::CLOCK_SYNC {
                     let mut st = DeltaState::default();
