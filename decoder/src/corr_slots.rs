@@ -68,8 +68,20 @@ impl<V> CorrSlots<V> {
         self.sparse.remove(&k)
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn insert(&mut self, k: u64, v: V) {
+        // The usual case: the next id, nothing in the map.
+        let i = k.wrapping_sub(self.base);
+        if i == self.dense.len() as u64 && i != 0 && self.sparse.is_empty() {
+            self.dense.push(Some(v));
+            self.dense_filled += 1;
+            return;
+        }
+        self.insert_any(k, v);
+    }
+
+    #[inline(never)]
+    fn insert_any(&mut self, k: u64, v: V) {
         if self.dense.is_empty() {
             self.base = k;
         }

@@ -343,7 +343,7 @@ impl<V> Default for Generations<V> {
 impl<V> Generations<V> {
     // An empty generation is not probed (a lookup that misses the vector would go on to the map),
     // paid per API call when GPU work never arrives before its launch.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn get(&self, k: u64) -> Option<&V> {
         Self::nonempty(&self.young).and_then(|m| m.get(k)).or_else(|| Self::nonempty(&self.old).and_then(|m| m.get(k)))
     }
@@ -370,13 +370,18 @@ impl<V> Generations<V> {
     }
     /// Inserts; when the young generation was full, the old one is dropped and its vector, cleared,
     /// becomes the young one (no regrowing it from empty, at the same peak memory).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn insert(&mut self, k: u64, v: V) {
         if self.young.len() >= GENERATION {
-            std::mem::swap(&mut self.old, &mut self.young);
-            self.young.clear();
+            self.next_generation();
         }
         self.young.insert(k, v);
+    }
+    #[cold]
+    #[inline(never)]
+    fn next_generation(&mut self) {
+        std::mem::swap(&mut self.old, &mut self.young);
+        self.young.clear();
     }
     /// Inserts; when the young generation was full, returns the old one it pushed out.
     #[inline]
@@ -441,6 +446,7 @@ impl RangeProjection {
         self.ranges.len()
     }
 
+    #[inline]
     pub fn api(&mut self, a: &Api) {
         let (Some(r), true) = (a.range, a.correlation != 0) else { return };
         if let Some(t) = self.early_gpu.remove(a.correlation) {
@@ -458,6 +464,7 @@ impl RangeProjection {
         }
     }
 
+    #[inline]
     pub fn gpu(&mut self, correlation: u64, dur: Ns) {
         if correlation == 0 {
             return;

@@ -141,18 +141,58 @@ impl StreamingUnion {
     }
 
     /// Commit all but the `keep` latest-starting pending intervals, merging the lanes and the
-    /// sorted `mixed` in start order.
+    /// sorted `mixed` in start order (of equal starts, `mixed`'s first, then the lanes' in order).
     fn commit(&mut self, keep: usize) {
         // By start alone: the union does not depend on the order of equal starts.
         self.mixed.sort_unstable_by_key(|iv| iv.0);
         let n = self.pending.saturating_sub(keep);
         let mut at = [0usize; LANES + 1];
-        for _ in 0..n {
-            // The run whose next interval starts first.
-            // (`mixed` when it is first or the lanes are spent; starts are below `Ns::MAX`.)
+        let (lanes, mixed) = (&self.lanes, &self.mixed);
+        let run = |r: usize| if r == LANES { &mixed[..] } else { &lanes[r][..] };
+        let mut left = n;
+        while left > 0 {
+            // The runs with intervals left, `mixed` first.
+            let mut live = [LANES; LANES + 1];
+            let mut m = 0;
+            for r in std::iter::once(LANES).chain(0..LANES) {
+                if at[r] < run(r).len() {
+                    live[m] = r;
+                    m += 1;
+                }
+            }
+            if m <= 2 {
+                // One or two runs (one stream, or two, of this kind): merged two-way to the end.
+                let (p, q) = (run(live[0]), if m == 2 { run(live[1]) } else { &[][..] });
+                let (mut i, mut j) = (at[live[0]], if m == 2 { at[live[1]] } else { 0 });
+                while left > 0 {
+                    let iv = match (p.get(i), q.get(j)) {
+                        (Some(a), Some(b)) if a.0 <= b.0 => {
+                            i += 1;
+                            *a
+                        }
+                        (Some(a), None) => {
+                            i += 1;
+                            *a
+                        }
+                        (_, Some(b)) => {
+                            j += 1;
+                            *b
+                        }
+                        (None, None) => break,
+                    };
+                    left -= 1;
+                    extend_tail(&mut self.tail, &mut self.out, iv);
+                }
+                at[live[0]] = i;
+                if m == 2 {
+                    at[live[1]] = j;
+                }
+                break;
+            }
+            // The run whose next interval starts first (starts are below `Ns::MAX`).
             let mut pick = LANES;
-            let mut first = self.mixed.get(at[LANES]).map_or(Ns::MAX, |iv| iv.0);
-            for (i, lane) in self.lanes.iter().enumerate() {
+            let mut first = mixed.get(at[LANES]).map_or(Ns::MAX, |iv| iv.0);
+            for (i, lane) in lanes.iter().enumerate() {
                 if let Some(iv) = lane.get(at[i]) {
                     if iv.0 < first {
                         pick = i;
@@ -160,16 +200,9 @@ impl StreamingUnion {
                     }
                 }
             }
-            let (s, e) = if pick == LANES { self.mixed[at[LANES]] } else { self.lanes[pick][at[pick]] };
+            extend_tail(&mut self.tail, &mut self.out, run(pick)[at[pick]]);
             at[pick] += 1;
-            match &mut self.tail {
-                Some(t) if s <= t.1 => t.1 = t.1.max(e),
-                Some(t) => {
-                    self.out.push(*t);
-                    *t = (s, e);
-                }
-                None => self.tail = Some((s, e)),
-            }
+            left -= 1;
         }
         for (lane, &k) in self.lanes.iter_mut().zip(&at) {
             lane.drain(..k);
@@ -208,6 +241,20 @@ impl StreamingUnion {
     }
 }
 
+/// The next committed interval `(s, e)` (in start order): it extends `tail` when they touch,
+/// else `tail` goes out and `(s, e)` becomes it.
+#[inline(always)]
+fn extend_tail(tail: &mut Option<(Ns, Ns)>, out: &mut CompactIntervals, (s, e): (Ns, Ns)) {
+    match tail {
+        Some(t) if s <= t.1 => t.1 = t.1.max(e),
+        Some(t) => {
+            out.push(*t);
+            *t = (s, e);
+        }
+        None => *tail = Some((s, e)),
+    }
+}
+
 /// A sorted disjoint interval list, LEB128 delta-encoded: (start - previous end, length).
 #[derive(Debug, Default, Clone)]
 pub struct CompactIntervals {
@@ -216,21 +263,29 @@ pub struct CompactIntervals {
     len: usize,
 }
 
-#[inline]
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+/// Writes `v` as a varint at `out[n..]`; returns the position after it.
+#[inline(always)]
+fn put_varint(out: &mut [u8], mut n: usize, mut v: u64) -> usize {
     while v >= 0x80 {
-        out.push((v as u8) | 0x80);
+        out[n] = (v as u8) | 0x80;
         v >>= 7;
+        n += 1;
     }
-    out.push(v as u8);
+    out[n] = v as u8;
+    n + 1
 }
 
 impl CompactIntervals {
     /// Appends an interval starting at or after the end of the last one.
     fn push(&mut self, (s, e): (Ns, Ns)) {
         debug_assert!(s >= self.prev_end && e > s);
-        put_varint(&mut self.bytes, s - self.prev_end);
-        put_varint(&mut self.bytes, e - s);
+        // Room for the two widest varints, written in place, then cut to what they took.
+        let at = self.bytes.len();
+        self.bytes.resize(at + 20, 0);
+        let room = &mut self.bytes[at..];
+        let n = put_varint(room, 0, s - self.prev_end);
+        let n = put_varint(room, n, e - s);
+        self.bytes.truncate(at + n);
         self.prev_end = e;
         self.len += 1;
     }

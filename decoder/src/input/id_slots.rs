@@ -34,6 +34,18 @@ impl<V> IdSlots<V> {
         }
     }
 
+    #[inline]
+    pub fn get_mut(&mut self, id: u32) -> Option<&mut V> {
+        let i = id as usize;
+        if i < self.dense.len() && self.dense[i].is_some() {
+            return self.dense[i].as_mut();
+        }
+        if self.sparse.is_empty() {
+            return None;
+        }
+        self.sparse.get_mut(&id)
+    }
+
     /// True when `id` may live in the vector (growing it to `id` keeps it proportionate).
     fn dense_room(&self, id: u32) -> bool {
         let i = id as usize;
