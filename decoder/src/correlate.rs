@@ -409,6 +409,25 @@ impl<V> Generations<V> {
     }
 }
 
+/// No range with this id in [`dense_range_index`].
+const NO_RANGE: u32 = u32::MAX;
+
+/// The lowest id and, per id from it, the index of the last range delivered with that id
+/// ([`NO_RANGE`] for none); None when the ids spread over more than twice their number (and a
+/// few thousand), where sorting takes less memory.
+fn dense_range_index(ranges: &[RangeEntry]) -> Option<(u64, Vec<u32>)> {
+    let first = ranges.iter().map(|e| e.id).min()?;
+    let last = ranges.iter().map(|e| e.id).max()?;
+    if last - first >= 2 * ranges.len() as u64 + 4096 || ranges.len() >= NO_RANGE as usize {
+        return None;
+    }
+    let mut at = vec![NO_RANGE; (last - first) as usize + 1];
+    for (i, e) in ranges.iter().enumerate() {
+        at[(e.id - first) as usize] = i as u32;
+    }
+    Some((first, at))
+}
+
 /// Projects GPU work onto the ranges it was launched in.
 #[derive(Debug, Default)]
 pub struct RangeProjection {
@@ -536,18 +555,28 @@ impl RangeProjection {
         let mut gpu_of: Vec<Option<Ns>> = vec![None; self.names.len()];
         let mut seen: Vec<u32> = Vec::new();
         self.sum_direct();
-        // By id, the last delivered of equal ids kept (as a map's insert would).
+        // By id, the last delivered of equal ids kept (as a map's insert would): through an index
+        // by id when the ids are dense (as a ring's are), else sorted.
         let mut ranges = std::mem::take(&mut self.ranges);
-        ranges.sort_by_key(|e| e.id);
-        ranges.dedup_by(|later, earlier| {
-            let same = later.id == earlier.id;
-            if same {
-                *earlier = *later;
-            }
-            same
-        });
+        let by_id = dense_range_index(&ranges);
+        if by_id.is_none() {
+            ranges.sort_by_key(|e| e.id);
+            ranges.dedup_by(|later, earlier| {
+                let same = later.id == earlier.id;
+                if same {
+                    *earlier = *later;
+                }
+                same
+            });
+        }
         let lookup = |id: RangeId| -> Option<(u32, Option<RangeId>)> {
-            let e = &ranges[ranges.binary_search_by_key(&id.0, |e| e.id).ok()?];
+            let e = match &by_id {
+                Some((first, at)) => match *at.get(usize::try_from(id.0.checked_sub(*first)?).ok()?)? {
+                    NO_RANGE => return None,
+                    i => &ranges[i as usize],
+                },
+                None => &ranges[ranges.binary_search_by_key(&id.0, |e| e.id).ok()?],
+            };
             Some((same[e.name as usize], e.has_parent.then_some(RangeId(e.parent))))
         };
         for &(rid, t) in &self.direct {
@@ -669,6 +698,47 @@ mod tests {
         let get = |n: &str| out.iter().find(|s| s.name == n).unwrap().gpu_ns;
         assert_eq!(get("step"), 35);
         assert_eq!(get("fwd"), 30);
+    }
+
+    /// Ranges with dense ids (indexed) and sparse ones (sorted), repeated ids (the last delivered
+    /// counts), children delivered before their parents: the same projection either way.
+    #[test]
+    fn dense_and_sparse_range_ids_project_alike() {
+        let project = |scale: u64| {
+            let mut p = RangeProjection::default();
+            let id = |i: u64| 7 + i * scale;
+            for i in 0..3000u64 {
+                p.api(&api(i + 1, Some(RangeId(id(i)))));
+            }
+            for i in (0..3000u64).rev() {
+                let parent = (i % 10 != 0).then(|| id(i - i % 10));
+                let name = if i % 10 == 0 {
+                    "outer"
+                } else if i % 3 == 0 {
+                    "a"
+                } else {
+                    "b"
+                };
+                p.range(&range(id(i), parent, name));
+            }
+            p.range(&range(id(5), Some(id(0)), "outer"));
+            for i in 0..3000u64 {
+                p.gpu(i + 1, 10 + i % 7);
+            }
+            assert_eq!(dense_range_index(&p.ranges).is_some(), scale == 1);
+            p.finish()
+        };
+        let dense = project(1);
+        assert_eq!(dense, project(1000));
+        let get = |n: &str| dense.iter().find(|s| s.name == n).unwrap().clone();
+        assert_eq!((get("outer").count, get("a").count + get("b").count), (301, 2700));
+        // Every chain ends in an "outer" range.
+        assert_eq!(get("outer").gpu_ns, (0..3000u64).map(|i| 10 + i % 7).sum::<u64>());
+        let entries = |n: u64, scale: u64| -> Vec<RangeEntry> {
+            (0..n).map(|i| RangeEntry { id: i * scale, parent: 0, name: 0, has_parent: false }).collect()
+        };
+        assert!(dense_range_index(&entries(3000, 1)).is_some());
+        assert!(dense_range_index(&entries(3000, 1000)).is_none());
     }
 
     #[test]

@@ -263,29 +263,41 @@ pub struct CompactIntervals {
     len: usize,
 }
 
-/// Writes `v` as a varint at `out[n..]`; returns the position after it.
-#[inline(always)]
-fn put_varint(out: &mut [u8], mut n: usize, mut v: u64) -> usize {
+#[inline]
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
-        out[n] = (v as u8) | 0x80;
+        out.push((v as u8) | 0x80);
         v >>= 7;
-        n += 1;
     }
-    out[n] = v as u8;
-    n + 1
+    out.push(v as u8);
+}
+
+/// A value below 2^28 as a varint in the low bytes of a word, and its length in bytes.
+#[inline(always)]
+fn varint_word(v: u64) -> (u64, u32) {
+    let n = 1 + u32::from(v >= 1 << 7) + u32::from(v >= 1 << 14) + u32::from(v >= 1 << 21);
+    let groups = (v & 0x7f) | (v >> 7 & 0x7f) << 8 | (v >> 14 & 0x7f) << 16 | (v >> 21 & 0x7f) << 24;
+    // Continuation bits on all but the last byte.
+    let more = ((1u64 << (8 * (n - 1))) - 1) & 0x8080_8080;
+    (groups | more, n)
 }
 
 impl CompactIntervals {
     /// Appends an interval starting at or after the end of the last one.
     fn push(&mut self, (s, e): (Ns, Ns)) {
         debug_assert!(s >= self.prev_end && e > s);
-        // Room for the two widest varints, written in place, then cut to what they took.
-        let at = self.bytes.len();
-        self.bytes.resize(at + 20, 0);
-        let room = &mut self.bytes[at..];
-        let n = put_varint(room, 0, s - self.prev_end);
-        let n = put_varint(room, n, e - s);
-        self.bytes.truncate(at + n);
+        let (gap, len) = (s - self.prev_end, e - s);
+        if gap < 1 << 28 && len < 1 << 28 {
+            // Both varints in one word: its eight bytes appended, then cut to theirs.
+            let (a, n) = varint_word(gap);
+            let (b, m) = varint_word(len);
+            let at = self.bytes.len();
+            self.bytes.extend_from_slice(&(a | b << (8 * n)).to_le_bytes());
+            self.bytes.truncate(at + (n + m) as usize);
+        } else {
+            put_varint(&mut self.bytes, gap);
+            put_varint(&mut self.bytes, len);
+        }
         self.prev_end = e;
         self.len += 1;
     }
@@ -635,6 +647,24 @@ pub fn intersect_in(a: &[(Ns, Ns)], b: &[(Ns, Ns)], lo: Ns, hi: Ns) -> Ns {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The one-word encoding writes the bytes of the varint loop.
+    #[test]
+    fn compact_words_are_varints() {
+        for v in [0u64, 1, 127, 128, 300, (1 << 14) - 1, 1 << 14, (1 << 21) - 1, 1 << 21, (1 << 28) - 1] {
+            let mut looped = Vec::new();
+            put_varint(&mut looped, v);
+            let (w, n) = varint_word(v);
+            assert_eq!(&w.to_le_bytes()[..n as usize], &looped[..], "{v}");
+            assert_eq!(w >> (8 * n), 0, "{v}");
+        }
+        let mut c = CompactIntervals::default();
+        let ivs = [(5, 6), (300, 20_000), (1 << 30, (1 << 30) + 1), ((1 << 31) + 7, 1 << 40)];
+        for &iv in &ivs {
+            c.push(iv);
+        }
+        assert_eq!(c.iter().collect::<Vec<_>>(), ivs);
+    }
 
     #[test]
     fn arithmetic() {
