@@ -85,6 +85,7 @@ impl StepFinder {
         }
     }
 
+    #[inline]
     pub fn kernel(&mut self, k: &Kernel) {
         // Step ranges or markers take precedence in `finish`: once one is seen, kernel starts are
         // never used, so stop collecting them.
@@ -94,6 +95,12 @@ impl StepFinder {
             }
             return;
         }
+        self.kernel_start(k);
+    }
+
+    /// A kernel's start, kept for periodic detection.
+    #[inline(never)]
+    fn kernel_start(&mut self, k: &Kernel) {
         if self.kernel_starts.len() >= MAX_NAMES && !self.kernel_starts.contains_key(&k.name) {
             return;
         }
