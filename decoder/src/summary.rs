@@ -150,12 +150,13 @@ const MEMORY: u8 = 2;
 
 /// Per-name stats keyed by the name's interned pointer (equal names from one interner share it);
 /// names that were not interned get several slots, merged by text at the end.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct NameStats {
     index: FastMap<usize, u32>,
     /// Names looked up lately, (key, slot) at a place picked by the key's bits: most lookups skip
-    /// the map (a process has a few hundred names).
-    recent: Box<[(usize, u32); RECENT]>,
+    /// the map (a process has a few hundred names). Empty until the first name (a finished rank's
+    /// emptied table holds none).
+    recent: Vec<(usize, u32)>,
     /// (name, stat, is an NCCL kernel name, the collective op the name says)
     slots: Vec<(Name, Stat, bool, CollOp)>,
 }
@@ -163,21 +164,15 @@ struct NameStats {
 /// Places in [`NameStats::recent`].
 const RECENT: usize = 512;
 
-impl Default for NameStats {
-    fn default() -> Self {
-        // Key 0 is no name's.
-        NameStats { index: FastMap::default(), recent: Box::new([(0, 0); RECENT]), slots: Vec::new() }
-    }
-}
-
 impl NameStats {
     #[inline(always)]
     fn slot(&mut self, n: &Name) -> &mut (Name, Stat, bool, CollOp) {
         let key = std::sync::Arc::as_ptr(n) as *const u8 as usize;
         let place = (key >> 4 ^ key >> 13) % RECENT;
-        let (k, i) = self.recent[place];
-        if k == key {
-            return &mut self.slots[i as usize];
+        if let Some(&(k, i)) = self.recent.get(place) {
+            if k == key {
+                return &mut self.slots[i as usize];
+            }
         }
         self.slot_of(n, key, place)
     }
@@ -191,6 +186,10 @@ impl NameStats {
             slots.push((n.clone(), Stat::default(), comm, if comm { coll_op_from_name(n) } else { CollOp::Unknown }));
             (slots.len() - 1) as u32
         });
+        if self.recent.is_empty() {
+            // Key 0 is no name's.
+            self.recent = vec![(0, 0); RECENT];
+        }
         self.recent[place] = (key, i);
         &mut self.slots[i as usize]
     }
