@@ -51,9 +51,15 @@ impl Num {
 
 #[inline(always)]
 pub(super) fn ws(b: &[u8], i: &mut usize) {
-    // Most tokens follow the last with no whitespace between: one compare.
-    if b.get(*i).is_some_and(|&c| c > b' ') {
-        return;
+    // Most tokens follow the last with no whitespace between: one compare; or one space (as
+    // after the commas and colons of indented JSON): two.
+    match b.get(*i) {
+        Some(&c) if c > b' ' => return,
+        Some(b' ') if b.get(*i + 1).is_some_and(|&c| c > b' ') => {
+            *i += 1;
+            return;
+        }
+        _ => {}
     }
     ws_run(b, i);
 }
