@@ -55,7 +55,7 @@ impl<T: Copy, const N: usize> Words<T, N> {
             let x = u64::from_le_bytes(x.try_into().expect("8 bytes"));
             let c = x as u8;
             let mut k = self.first[c as usize] as usize;
-            while k < N && self.words[k].0[0] == c {
+            while k < N && self.heads[k].0 as u8 == c {
                 let (head, mask) = self.heads[k];
                 if x & mask == head {
                     let (w, v) = self.words[k];
