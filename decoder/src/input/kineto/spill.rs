@@ -57,7 +57,8 @@ impl<T: Record> Sorter<T> {
             let at = out.len();
             out.extend_from_slice(&[0, 0]);
             r.encode(&mut out);
-            let len = u16::try_from(out.len() - at - 2).map_err(|_| std::io::Error::other("record too long to spill"))?;
+            let len =
+                u16::try_from(out.len() - at - 2).map_err(|_| std::io::Error::other("record too long to spill"))?;
             out[at..at + 2].copy_from_slice(&len.to_le_bytes());
             if out.len() >= WRITE_BLOCK {
                 f.write_all(&out)?;
