@@ -3,9 +3,8 @@
 //! counted) unless it can be read without doubt: a timestamp or duration written as a numeric
 //! string is used as the number.
 
-use std::borrow::Cow;
-
 use super::json::{expect, literal, number, peek, skip_value, string, string_bytes, Fail, R};
+use super::words::Words;
 
 /// The event's category in today's Kineto spelling (PyTorch <= 1.9 wrote `Kernel`, `Memcpy`,
 /// `Memset`, `Runtime`, `Driver`, `Operator`; a null category is an empty one).
@@ -23,18 +22,6 @@ pub(super) enum Cat {
 }
 
 impl Cat {
-    fn from_name(s: &[u8]) -> Cat {
-        match s {
-            b"kernel" | b"Kernel" => Cat::Kernel,
-            b"gpu_memcpy" | b"Memcpy" => Cat::Memcpy,
-            b"gpu_memset" | b"Memset" => Cat::Memset,
-            b"cuda_runtime" | b"Runtime" => Cat::Runtime,
-            b"cuda_driver" | b"Driver" => Cat::Driver,
-            b"user_annotation" => Cat::UserAnnotation,
-            b"cpu_op" | b"Operator" => Cat::CpuOp,
-            _ => Cat::Other,
-        }
-    }
     pub fn is_gpu(self) -> bool {
         matches!(self, Cat::Kernel | Cat::Memcpy | Cat::Memset)
     }
@@ -169,26 +156,6 @@ fn time_value(b: &[u8], i: &mut usize, ev: &mut RawEvent, what: &'static str) ->
     }
 }
 
-/// A string field (as bytes); another type marks the event bad (null too, unless `null_ok`).
-fn string_value<'a>(
-    b: &'a [u8],
-    i: &mut usize,
-    ev: &mut RawEvent,
-    null_ok: bool,
-    what: &'static str,
-) -> R<Option<Cow<'a, [u8]>>> {
-    let at = *i;
-    if peek(b, i)? == b'"' {
-        return Ok(Some(string_bytes(b, i)?));
-    }
-    let is_null = b[*i] == b'n';
-    skip_value(b, i, 1)?;
-    if !(is_null && null_ok) {
-        ev.mark_bad(at, what);
-    }
-    Ok(None)
-}
-
 /// An optional string arg: a string, else None (as `Value::as_str`).
 fn str_arg(b: &[u8], i: &mut usize) -> R<Option<String>> {
     if peek(b, i)? == b'"' {
@@ -244,8 +211,13 @@ fn dims_arg(b: &[u8], i: &mut usize) -> R<[u32; 3]> {
     }
 }
 
-/// Calls `each(key, i)` for every key of the object at `i`, which must consume the value.
-fn object(b: &[u8], i: &mut usize, mut each: impl FnMut(&[u8], &mut usize) -> R<()>) -> R<()> {
+/// Calls `each(key, i)` for every key of the object at `i` (read by `key`), which must consume the value.
+fn members<'a, K>(
+    b: &'a [u8],
+    i: &mut usize,
+    mut key: impl FnMut(&'a [u8], &mut usize) -> R<K>,
+    mut each: impl FnMut(K, &mut usize) -> R<()>,
+) -> R<()> {
     expect(b, i, b'{', "expected '{'")?;
     if peek(b, i)? == b'}' {
         *i += 1;
@@ -255,9 +227,9 @@ fn object(b: &[u8], i: &mut usize, mut each: impl FnMut(&[u8], &mut usize) -> R<
         if peek(b, i)? != b'"' {
             return Err(Fail::Bad(*i, "expected a key"));
         }
-        let key = string_bytes(b, i)?;
+        let k = key(b, i)?;
         expect(b, i, b':', "expected ':' after a key")?;
-        each(&key, i)?;
+        each(k, i)?;
         match peek(b, i)? {
             b',' => *i += 1,
             b'}' => {
@@ -269,89 +241,196 @@ fn object(b: &[u8], i: &mut usize, mut each: impl FnMut(&[u8], &mut usize) -> R<
     }
 }
 
+/// The `args` keys the importer reads, and a few it does not that Kineto writes often (found
+/// without a scan, then skipped as any other).
+#[derive(Clone, Copy)]
+enum Arg {
+    Num(NumArg),
+    Grid,
+    Block,
+    CollectiveName,
+    Dtype,
+    ProcessGroup,
+    Name,
+    Unused,
+}
+
+const ARGS: Words<Arg, 29> = Words::new([
+    (b"correlation", Arg::Num(NumArg::Correlation)),
+    (b"context", Arg::Num(NumArg::Context)),
+    (b"cbid", Arg::Unused),
+    (b"stream", Arg::Num(NumArg::Stream)),
+    (b"shared memory", Arg::Num(NumArg::SharedMem)),
+    (b"sort_index", Arg::Unused),
+    (b"device", Arg::Num(NumArg::Device)),
+    (b"dtype", Arg::Dtype),
+    (b"registers per thread", Arg::Num(NumArg::Registers)),
+    (b"bytes", Arg::Num(NumArg::Bytes)),
+    (b"block", Arg::Block),
+    (b"blocks per SM", Arg::Unused),
+    (b"External id", Arg::Num(NumArg::ExternalId)),
+    (b"Ev Idx", Arg::Unused),
+    (b"In msg nelems", Arg::Num(NumArg::InNelems)),
+    (b"Input Dims", Arg::Unused),
+    (b"Input type", Arg::Unused),
+    (b"Out msg nelems", Arg::Num(NumArg::OutNelems)),
+    (b"Group size", Arg::Num(NumArg::GroupSize)),
+    (b"grid", Arg::Grid),
+    (b"Collective name", Arg::CollectiveName),
+    (b"Process Group Name", Arg::ProcessGroup),
+    (b"name", Arg::Name),
+    (b"queued", Arg::Unused),
+    (b"warps per SM", Arg::Unused),
+    (b"est. achieved occupancy %", Arg::Unused),
+    (b"Sequence number", Arg::Unused),
+    (b"Fwd thread id", Arg::Unused),
+    (b"Record function id", Arg::Unused),
+]);
+
 fn args(b: &[u8], i: &mut usize, ev: &mut RawEvent) -> R<()> {
-    object(b, i, |key, i| {
-        let num = match key {
-            b"correlation" => NumArg::Correlation,
-            b"stream" => NumArg::Stream,
-            b"device" => NumArg::Device,
-            b"context" => NumArg::Context,
-            b"registers per thread" => NumArg::Registers,
-            b"shared memory" => NumArg::SharedMem,
-            b"bytes" => NumArg::Bytes,
-            b"External id" => NumArg::ExternalId,
-            b"In msg nelems" => NumArg::InNelems,
-            b"Out msg nelems" => NumArg::OutNelems,
-            b"Group size" => NumArg::GroupSize,
-            b"grid" => return dims_arg(b, i).map(|d| ev.grid = d),
-            b"block" => return dims_arg(b, i).map(|d| ev.block = d),
-            b"Collective name" => {
-                ev.collective_key = true;
-                return str_arg(b, i).map(|s| ev.collective_name = s);
-            }
-            b"dtype" => return str_arg(b, i).map(|s| ev.dtype = s),
-            b"Process Group Name" => return str_arg(b, i).map(|s| ev.process_group = s),
-            b"name" => return str_arg(b, i).map(|s| ev.meta_name = s),
-            _ => return skip_value(b, i, 1),
-        };
-        ev.nums[num as usize] = num_arg(b, i)?;
-        Ok(())
-    })
+    members(
+        b,
+        i,
+        |b, i| ARGS.find(b, i),
+        |key, i| {
+            let num = match key {
+                Some(Arg::Num(n)) => n,
+                Some(Arg::Grid) => return dims_arg(b, i).map(|d| ev.grid = d),
+                Some(Arg::Block) => return dims_arg(b, i).map(|d| ev.block = d),
+                Some(Arg::CollectiveName) => {
+                    ev.collective_key = true;
+                    return str_arg(b, i).map(|s| ev.collective_name = s);
+                }
+                Some(Arg::Dtype) => return str_arg(b, i).map(|s| ev.dtype = s),
+                Some(Arg::ProcessGroup) => return str_arg(b, i).map(|s| ev.process_group = s),
+                Some(Arg::Name) => return str_arg(b, i).map(|s| ev.meta_name = s),
+                Some(Arg::Unused) | None => return skip_value(b, i, 1),
+            };
+            ev.nums[num as usize] = num_arg(b, i)?;
+            Ok(())
+        },
+    )
+}
+
+/// The event's keys the importer reads, and a few it does not.
+#[derive(Clone, Copy)]
+enum Field {
+    Ph,
+    Cat,
+    Name,
+    Pid,
+    Tid,
+    Ts,
+    Dur,
+    Args,
+    Unused,
+}
+
+const FIELDS: Words<Field, 11> = Words::new([
+    (b"ph", Field::Ph),
+    (b"pid", Field::Pid),
+    (b"cat", Field::Cat),
+    (b"name", Field::Name),
+    (b"tid", Field::Tid),
+    (b"ts", Field::Ts),
+    (b"dur", Field::Dur),
+    (b"args", Field::Args),
+    (b"id", Field::Unused),
+    (b"bp", Field::Unused),
+    (b"s", Field::Unused),
+]);
+
+const PHASES: Words<Ph, 3> = Words::new([(b"X", Ph::X), (b"C", Ph::C), (b"M", Ph::M)]);
+
+const CATEGORIES: Words<Cat, 13> = Words::new([
+    (b"kernel", Cat::Kernel),
+    (b"Kernel", Cat::Kernel),
+    (b"gpu_memcpy", Cat::Memcpy),
+    (b"gpu_memset", Cat::Memset),
+    (b"Memcpy", Cat::Memcpy),
+    (b"Memset", Cat::Memset),
+    (b"cuda_runtime", Cat::Runtime),
+    (b"cuda_driver", Cat::Driver),
+    (b"cpu_op", Cat::CpuOp),
+    (b"Runtime", Cat::Runtime),
+    (b"Driver", Cat::Driver),
+    (b"user_annotation", Cat::UserAnnotation),
+    (b"Operator", Cat::CpuOp),
+]);
+
+/// A string field looked up in `words` (None: another string); another type marks the event bad
+/// (null too, unless `null_ok`).
+fn word_value<T: Copy, const N: usize>(
+    b: &[u8],
+    i: &mut usize,
+    ev: &mut RawEvent,
+    words: &Words<T, N>,
+    null_ok: bool,
+    what: &'static str,
+) -> R<Option<T>> {
+    let at = *i;
+    if peek(b, i)? == b'"' {
+        return words.find(b, i);
+    }
+    let is_null = b[*i] == b'n';
+    skip_value(b, i, 1)?;
+    if !(is_null && null_ok) {
+        ev.mark_bad(at, what);
+    }
+    Ok(None)
 }
 
 /// Parses the event object at `i` into `ev` (cleared first). `Err` when the bytes are not one
 /// JSON object (or end inside it); a wrongly typed field only sets `ev.bad`.
 pub(super) fn parse_event(b: &[u8], i: &mut usize, ev: &mut RawEvent) -> R<()> {
     ev.clear();
-    object(b, i, |key, i| {
-        match key {
-            b"ph" => {
-                let s = string_value(b, i, ev, false, "\"ph\" is not a string")?;
-                ev.ph = match s.as_deref() {
-                    Some(b"X") => Ph::X,
-                    Some(b"C") => Ph::C,
-                    Some(b"M") => Ph::M,
-                    _ => Ph::Other,
-                };
-            }
-            b"cat" => {
-                let s = string_value(b, i, ev, true, "\"cat\" is not a string")?;
-                ev.cat = s.as_deref().map(Cat::from_name).unwrap_or_default();
-            }
-            b"name" => {
-                let at = *i;
-                if peek(b, i)? == b'"' {
-                    let s = string(b, i)?;
-                    ev.name.clear();
-                    ev.name.push_str(&s);
-                } else {
-                    skip_value(b, i, 1)?;
-                    ev.mark_bad(at, "\"name\" is not a string");
+    members(
+        b,
+        i,
+        |b, i| FIELDS.find(b, i),
+        |key, i| {
+            match key {
+                Some(Field::Ph) => {
+                    ev.ph = word_value(b, i, ev, &PHASES, false, "\"ph\" is not a string")?.unwrap_or_default();
                 }
-            }
-            b"pid" => ev.pid = id_value(b, i)?,
-            b"tid" => ev.tid = id_value(b, i)?,
-            b"ts" => ev.ts = time_value(b, i, ev, "\"ts\" is not a finite number")?,
-            b"dur" => ev.dur = time_value(b, i, ev, "\"dur\" is not a finite number")?,
-            b"args" => {
-                let at = peek(b, i).map(|_| *i)?;
-                match b[at] {
-                    b'{' => {
-                        args(b, i, ev)?;
-                        ev.has_args = true;
-                        ev.args_span = (at, *i);
-                    }
-                    b'n' => literal(b, i, b"null")?,
-                    _ => {
+                Some(Field::Cat) => {
+                    ev.cat = word_value(b, i, ev, &CATEGORIES, true, "\"cat\" is not a string")?.unwrap_or_default();
+                }
+                Some(Field::Name) => {
+                    let at = *i;
+                    if peek(b, i)? == b'"' {
+                        let s = string(b, i)?;
+                        ev.name.clear();
+                        ev.name.push_str(&s);
+                    } else {
                         skip_value(b, i, 1)?;
-                        ev.mark_bad(at, "\"args\" is not an object");
+                        ev.mark_bad(at, "\"name\" is not a string");
                     }
                 }
+                Some(Field::Pid) => ev.pid = id_value(b, i)?,
+                Some(Field::Tid) => ev.tid = id_value(b, i)?,
+                Some(Field::Ts) => ev.ts = time_value(b, i, ev, "\"ts\" is not a finite number")?,
+                Some(Field::Dur) => ev.dur = time_value(b, i, ev, "\"dur\" is not a finite number")?,
+                Some(Field::Args) => {
+                    let at = peek(b, i).map(|_| *i)?;
+                    match b[at] {
+                        b'{' => {
+                            args(b, i, ev)?;
+                            ev.has_args = true;
+                            ev.args_span = (at, *i);
+                        }
+                        b'n' => literal(b, i, b"null")?,
+                        _ => {
+                            skip_value(b, i, 1)?;
+                            ev.mark_bad(at, "\"args\" is not an object");
+                        }
+                    }
+                }
+                Some(Field::Unused) | None => skip_value(b, i, 1)?,
             }
-            _ => skip_value(b, i, 1)?,
-        }
-        Ok(())
-    })
+            Ok(())
+        },
+    )
 }
 
 /// A counter's numeric args in key order (duplicates: the last), and how many distinct keys `args`
@@ -360,7 +439,7 @@ pub(super) fn counter_args(b: &[u8], ev: &RawEvent) -> (Vec<(String, f64)>, usiz
     let mut all: std::collections::BTreeMap<String, Option<f64>> = std::collections::BTreeMap::new();
     let mut i = ev.args_span.0;
     let b = &b[..ev.args_span.1];
-    let _ = object(b, &mut i, |key, i| {
+    let _ = members(b, &mut i, string_bytes, |key, i| {
         let v = match peek(b, i)? {
             b'-' | b'0'..=b'9' | b'N' | b'I' => Some(number(b, i)?.as_f64()),
             _ => {
@@ -368,7 +447,7 @@ pub(super) fn counter_args(b: &[u8], ev: &RawEvent) -> (Vec<(String, f64)>, usiz
                 None
             }
         };
-        all.insert(String::from_utf8_lossy(key).into_owned(), v);
+        all.insert(String::from_utf8_lossy(&key).into_owned(), v);
         Ok(())
     });
     let n = all.len();

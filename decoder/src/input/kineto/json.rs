@@ -51,9 +51,15 @@ impl Num {
 
 #[inline(always)]
 pub(super) fn ws(b: &[u8], i: &mut usize) {
-    // Most tokens follow the last with no whitespace between: one compare.
-    if b.get(*i).is_some_and(|&c| c > b' ') {
-        return;
+    // Most tokens follow the last with no whitespace between: one compare; or one space (as
+    // after the commas and colons of indented JSON): two.
+    match b.get(*i) {
+        Some(&c) if c > b' ' => return,
+        Some(b' ') if b.get(*i + 1).is_some_and(|&c| c > b' ') => {
+            *i += 1;
+            return;
+        }
+        _ => {}
     }
     ws_run(b, i);
 }
@@ -197,7 +203,62 @@ fn sign(b: &[u8], start: usize) -> (usize, bool) {
 }
 
 /// A number at `i`; also the non-standard tokens `NaN`, `Infinity` and `-Infinity`.
+#[inline]
 pub(super) fn number(b: &[u8], i: &mut usize) -> R<Num> {
+    plain_number(b, i).map_or_else(|| any_number(b, i), Ok)
+}
+
+/// The digits at `b[*j..]`: moves `j` past them and returns their value (wrapping).
+#[inline(always)]
+fn digits(b: &[u8], j: &mut usize) -> u64 {
+    let mut v = 0u64;
+    while let Some(&c) = b.get(*j) {
+        let d = c.wrapping_sub(b'0');
+        if d > 9 {
+            break;
+        }
+        v = v.wrapping_mul(10).wrapping_add(d as u64);
+        *j += 1;
+    }
+    v
+}
+
+/// [`number`] for the common numbers, without a call: a non-negative integer, or decimal without
+/// an exponent, of 19 digits at most, followed by a byte in the slice. None for the rest (and
+/// for what is not a number), which [`any_number`] reads.
+#[inline(always)]
+fn plain_number(b: &[u8], i: &mut usize) -> Option<Num> {
+    let start = *i;
+    let mut j = start;
+    let int = digits(b, &mut j);
+    let n = j - start;
+    if n == 0 || n > 19 || (n > 1 && b[start] == b'0') {
+        return None;
+    }
+    match *b.get(j)? {
+        b'.' => {
+            j += 1;
+            let f0 = j;
+            let m = digits(b, &mut j);
+            let k = j - f0;
+            if k == 0 || n + k > 19 || matches!(b.get(j)?, b'e' | b'E') {
+                return None;
+            }
+            // The mantissa as any_number builds it (the digits before and after the point).
+            let v = scan::exact_decimal(int.wrapping_mul(scan::pow10(k)?).wrapping_add(m), k, false)?;
+            *i = j;
+            Some(Num::F(v))
+        }
+        b'e' | b'E' => None,
+        _ => {
+            *i = j;
+            Some(Num::U(int))
+        }
+    }
+}
+
+/// Any number [`number`] reads, digit by digit.
+fn any_number(b: &[u8], i: &mut usize) -> R<Num> {
     let start = *i;
     let (mut j, neg) = sign(b, start);
     if matches!(b.get(j), Some(b'I' | b'N')) {
@@ -461,6 +522,36 @@ mod tests {
             if let Ok(u) = t.parse::<u64>() {
                 assert_eq!(got, Num::U(u), "{t}");
             }
+        }
+    }
+
+    #[test]
+    fn plain_numbers_read_as_any_number_reads_them() {
+        let mut texts: Vec<String> = Vec::new();
+        for int in ["0", "7", "00", "01", "4037", "5000000010", "1234567890123456789", "12345678901234567890"] {
+            for frac in ["", ".", ".0", ".125", ".000", ".5", ".1234567890", ".123456789012345678901"] {
+                for tail in ["", ",", "}", " ", "e5,", "E-1,", "x"] {
+                    texts.push(format!("{int}{frac}{tail}"));
+                    texts.push(format!("-{int}{frac}{tail}"));
+                }
+            }
+        }
+        for t in &texts {
+            let b = t.as_bytes();
+            let (mut i, mut j) = (0, 0);
+            if let Some(v) = plain_number(b, &mut i) {
+                let want = any_number(b, &mut j);
+                assert_eq!(want.map(|w| (w, j)), Ok((v, i)), "{t}");
+                if let Num::F(f) = v {
+                    assert_eq!(f.to_bits(), t[..i].parse::<f64>().unwrap().to_bits(), "{t}");
+                }
+            } else {
+                assert_eq!(i, 0, "{t}");
+            }
+        }
+        // The plain ones are the common ones.
+        for t in ["4037,", "5000000010.125,", "12.000}", "0 "] {
+            assert!(plain_number(t.as_bytes(), &mut 0).is_some(), "{t}");
         }
     }
 

@@ -27,6 +27,7 @@ mod salvage_tests;
 mod scan;
 mod source;
 mod spill;
+mod words;
 
 use std::path::Path;
 

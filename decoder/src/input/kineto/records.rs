@@ -104,19 +104,32 @@ impl Rec {
     }
 }
 
-/// Appends `v` as a LEB128 varint (7 bits a byte, low first).
+/// Writes `v` as a LEB128 varint (7 bits a byte, low first) at `out[*n..]` (room for 10 bytes).
 #[inline]
-fn put(out: &mut Vec<u8>, mut v: u64) {
+fn put(out: &mut [u8], n: &mut usize, mut v: u64) {
     while v >= 0x80 {
-        out.push(v as u8 | 0x80);
+        out[*n] = v as u8 | 0x80;
+        *n += 1;
         v >>= 7;
     }
-    out.push(v as u8);
+    out[*n] = v as u8;
+    *n += 1;
 }
 
 /// The varint at `at` (a damaged or short one reads as what its bytes hold).
 #[inline]
 fn get(b: &[u8], at: &mut usize) -> u64 {
+    // Most fields fit one byte.
+    match b.get(*at) {
+        Some(&c) if c < 0x80 => {
+            *at += 1;
+            c as u64
+        }
+        _ => get_long(b, at),
+    }
+}
+
+fn get_long(b: &[u8], at: &mut usize) -> u64 {
     let mut v = 0u64;
     let mut shift = 0;
     while let Some(&c) = b.get(*at) {
@@ -155,12 +168,18 @@ fn fields(r: &Rec) -> [u64; FIELDS] {
 /// are not zero (4 bytes), and those as varints. About 30 bytes where the fields take 146.
 fn encode(r: &Rec, out: &mut Vec<u8>) {
     let f = fields(r);
-    let mask = f.iter().enumerate().fold(0u32, |m, (k, &v)| m | (((v != 0) as u32) << k));
-    out.extend_from_slice(&[r.kind as u8, r.flag as u8 | (r.has_ext as u8) << 1, r.op]);
-    out.extend_from_slice(&mask.to_le_bytes());
-    for &v in f.iter().filter(|&&v| v != 0) {
-        put(out, v);
+    let mut buf = [0u8; 7 + 10 * FIELDS];
+    buf[..3].copy_from_slice(&[r.kind as u8, r.flag as u8 | (r.has_ext as u8) << 1, r.op]);
+    let mut mask = 0u32;
+    let mut n = 7;
+    for (k, &v) in f.iter().enumerate() {
+        if v != 0 {
+            mask |= 1 << k;
+            put(&mut buf, &mut n, v);
+        }
     }
+    buf[3..7].copy_from_slice(&mask.to_le_bytes());
+    out.extend_from_slice(&buf[..n]);
 }
 
 fn decode(b: &[u8]) -> Rec {

@@ -70,6 +70,12 @@ const POW10: [f64; 23] = [
     1e21, 1e22,
 ];
 
+/// 10^k as an integer, for k <= 19.
+#[inline]
+pub(super) fn pow10(k: usize) -> Option<u64> {
+    10u64.checked_pow(k as u32).filter(|_| k <= 19)
+}
+
 /// `mantissa / 10^frac_digits` correctly rounded, when that can be done exactly in f64: both the
 /// mantissa (at most 2^53) and the power of ten (at most 10^22) are exact, so one IEEE division
 /// rounds as the decimal text would. None otherwise.

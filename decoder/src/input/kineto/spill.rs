@@ -5,7 +5,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
 
 /// A record that sorts by `key` (ties keep insertion order: the key ends with a sequence
 /// number), spilled as the bytes `encode` appends (at most 65535) and read back by `decode`.
@@ -49,20 +49,24 @@ impl<T: Record> Sorter<T> {
 
     fn spill(&mut self) -> std::io::Result<()> {
         let order = key_order(&self.buf);
-        let mut f = BufWriter::with_capacity(1 << 20, tempfile::tempfile()?);
-        // Each record as its length (u16) and its bytes.
-        let mut rec = Vec::with_capacity(256);
+        let mut f = tempfile::tempfile()?;
+        // Each record as its length (u16) and its bytes, written a block at a time.
+        let mut out = Vec::with_capacity(WRITE_BLOCK + (1 << 16));
         for k in 0..self.buf.len() {
             let r = &self.buf[order.as_ref().map_or(k, |o| o[k] as usize)];
-            rec.clear();
-            rec.extend_from_slice(&[0, 0]);
-            r.encode(&mut rec);
-            let len = u16::try_from(rec.len() - 2).map_err(|_| std::io::Error::other("record too long to spill"))?;
-            rec[..2].copy_from_slice(&len.to_le_bytes());
-            f.write_all(&rec)?;
+            let at = out.len();
+            out.extend_from_slice(&[0, 0]);
+            r.encode(&mut out);
+            let len =
+                u16::try_from(out.len() - at - 2).map_err(|_| std::io::Error::other("record too long to spill"))?;
+            out[at..at + 2].copy_from_slice(&len.to_le_bytes());
+            if out.len() >= WRITE_BLOCK {
+                f.write_all(&out)?;
+                out.clear();
+            }
         }
+        f.write_all(&out)?;
         self.buf.clear();
-        let mut f = f.into_inner().map_err(|e| e.into_error())?;
         f.seek(SeekFrom::Start(0))?;
         self.runs.push(f);
         Ok(())
@@ -79,7 +83,7 @@ impl<T: Record> Sorter<T> {
         }
         let mut runs: Vec<Run<T>> = Vec::with_capacity(self.runs.len() + 1);
         for f in self.runs.drain(..) {
-            runs.push(Run::Disk(BufReader::with_capacity(64 << 10, f), Vec::with_capacity(256)));
+            runs.push(Run::Disk(DiskRun { file: f, buf: vec![0; READ_BLOCK], pos: 0, len: 0 }));
         }
         runs.push(last);
         let mut heap = BinaryHeap::with_capacity(runs.len());
@@ -108,8 +112,56 @@ fn key_order<T: Record>(recs: &[T]) -> Option<Vec<u32>> {
     Some(keys.into_iter().map(|(_, i)| i).collect())
 }
 
+/// Bytes of a run written at a time.
+const WRITE_BLOCK: usize = 1 << 20;
+/// Bytes of a run read at a time: more than the longest record and its length.
+const READ_BLOCK: usize = 128 << 10;
+
+/// A run on disk, read a block at a time; records are decoded straight from the block.
+struct DiskRun {
+    file: File,
+    buf: Vec<u8>,
+    /// The next record's length is at `buf[pos]`; the bytes read end at `len`.
+    pos: usize,
+    len: usize,
+}
+
+impl DiskRun {
+    /// Where the next record's bytes are in `buf`: None at the end of the run.
+    fn next_bytes(&mut self) -> std::io::Result<Option<(usize, usize)>> {
+        loop {
+            let have = self.len - self.pos;
+            if have >= 2 {
+                let n = u16::from_le_bytes([self.buf[self.pos], self.buf[self.pos + 1]]) as usize;
+                if have >= 2 + n {
+                    let start = self.pos + 2;
+                    self.pos = start + n;
+                    return Ok(Some((start, start + n)));
+                }
+            }
+            self.buf.copy_within(self.pos..self.len, 0);
+            self.pos = 0;
+            self.len = have;
+            let k = loop {
+                match self.file.read(&mut self.buf[have..]) {
+                    Ok(k) => break k,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            };
+            if k == 0 {
+                if have == 0 {
+                    return Ok(None);
+                }
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+            self.len += k;
+        }
+    }
+}
+
 enum Run<T> {
-    Disk(BufReader<File>, Vec<u8>),
+    Disk(DiskRun),
     /// The last buffer: its records and their key order ([`key_order`]); `next` counts those handed out.
     Memory {
         recs: Vec<T>,
@@ -129,17 +181,7 @@ impl<T: Record> Run<T> {
                 *next += 1;
                 Ok(Some(recs[order.as_ref().map_or(k, |o| o[k] as usize)]))
             }
-            Run::Disk(f, rec) => {
-                let mut len = [0u8; 2];
-                match f.read_exact(&mut len) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-                    Err(e) => return Err(e),
-                }
-                rec.resize(u16::from_le_bytes(len) as usize, 0);
-                f.read_exact(rec)?;
-                Ok(Some(T::decode(rec)))
-            }
+            Run::Disk(d) => Ok(d.next_bytes()?.map(|(s, e)| T::decode(&d.buf[s..e]))),
         }
     }
 }
