@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use regex_lite::Regex;
 
 use super::facts::*;
+use super::runs::Runs;
 use super::timeline::{self, CallClass, OpKind, RawCall, RawOp};
 use crate::clock_alignment::CollectiveEnds;
 use crate::intervals::FastMap;
@@ -24,8 +25,9 @@ pub struct FactCollector {
     nccl: crate::nccl_plugin::table::RankNccl,
     steps: Option<StepFinder>,
     span: (Ns, Ns),
-    ops: Vec<RawOp>,
-    calls: Vec<RawCall>,
+    /// GPU operations and host calls, in the sorted runs they arrive in (per stream, per thread).
+    ops: Runs<RawOp>,
+    calls: Runs<RawCall>,
     /// Interned call names, indexed by `RawCall::name`.
     names: Vec<Name>,
     name_ids: HashMap<Name, u32>,
@@ -68,8 +70,8 @@ impl FactCollector {
             info: None,
             steps: Some(StepFinder::new(step_pattern)),
             span: (u64::MAX, 0),
-            ops: Vec::new(),
-            calls: Vec::new(),
+            ops: Runs::default(),
+            calls: Runs::default(),
             names: Vec::new(),
             name_ids: HashMap::new(),
             call_names: FastMap::default(),
@@ -344,8 +346,8 @@ impl TraceSink for FactCollector {
             None => (crate::steps::StepSource::WholeRun, Vec::new()),
         };
         let input = timeline::Input {
-            ops: std::mem::take(&mut self.ops),
-            calls: std::mem::take(&mut self.calls),
+            ops: std::mem::take(&mut self.ops).into_sorted(),
+            calls: std::mem::take(&mut self.calls).into_sorted(),
             names: std::mem::take(&mut self.names),
             syncs: std::mem::take(&mut self.syncs),
             pageable: std::mem::take(&mut self.pageable),

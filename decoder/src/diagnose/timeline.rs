@@ -8,8 +8,9 @@
 use std::collections::HashMap;
 
 use super::facts::*;
+use super::runs::Keyed;
 use crate::correlate::{CollectiveMatcher, FromPairing};
-use crate::intervals::{intersect_in, measure_in, union, union2, SeqMap};
+use crate::intervals::{intersect_in, measure_in, SeqMap};
 use crate::model::*;
 use crate::steps::StepWindow;
 
@@ -29,6 +30,14 @@ pub struct RawOp {
     pub corr: u64,
     pub kind: OpKind,
     pub family: Family,
+}
+
+impl Keyed for RawOp {
+    type Key = (Ns, Ns);
+    #[inline]
+    fn key(&self) -> (Ns, Ns) {
+        (self.start, self.end)
+    }
 }
 
 /// What a host call does to the GPU pipeline.
@@ -53,6 +62,14 @@ pub struct RawCall {
     pub corr: u64,
     pub class: CallClass,
     pub name: u32,
+}
+
+impl Keyed for RawCall {
+    type Key = Ns;
+    #[inline]
+    fn key(&self) -> Ns {
+        self.start
+    }
 }
 
 /// Class of a CUDA runtime / driver call by name.
@@ -157,19 +174,47 @@ pub struct Input {
 }
 
 /// The parts of `[a, b)` outside the sorted, disjoint `holes`.
-fn observed_parts(a: Ns, b: Ns, holes: &[(Ns, Ns)]) -> Vec<(Ns, Ns)> {
-    let mut out = Vec::new();
+fn observed_parts(a: Ns, b: Ns, holes: &[(Ns, Ns)]) -> impl Iterator<Item = (Ns, Ns)> + '_ {
     let mut from = a;
-    for &(s, e) in holes.iter().filter(|h| h.1 > a && h.0 < b) {
-        if s > from {
-            out.push((from, s));
+    let mut inside = holes.iter().filter(move |h| h.1 > a && h.0 < b);
+    let mut done = false;
+    std::iter::from_fn(move || {
+        while !done {
+            match inside.next() {
+                Some(&(s, e)) => {
+                    let part = (s > from).then_some((from, s));
+                    from = from.max(e);
+                    if part.is_some() {
+                        return part;
+                    }
+                }
+                None => {
+                    done = true;
+                    if b > from {
+                        return Some((from, b));
+                    }
+                }
+            }
         }
-        from = from.max(e);
+        None
+    })
+}
+
+/// The union of intervals pushed in start order, as a sorted, disjoint list (empty ones left out).
+#[derive(Debug, Default)]
+struct StartOrderUnion(Vec<(Ns, Ns)>);
+
+impl StartOrderUnion {
+    #[inline]
+    fn push(&mut self, s: Ns, e: Ns) {
+        if e <= s {
+            return;
+        }
+        match self.0.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => self.0.push((s, e)),
+        }
     }
-    if b > from {
-        out.push((from, b));
-    }
-    out
 }
 
 /// What [`analyse`] found.
@@ -206,7 +251,9 @@ pub fn analyse(mut inp: Input) -> Timeline {
     let nsteps = index.windows.len();
     prepare_calls(&mut inp);
     let mut host = HostSteps::of(&inp.calls, &inp.names, &index);
-    inp.ops.sort_by_key(|o| (o.start, o.end));
+    if !inp.ops.is_sorted_by_key(Keyed::key) {
+        inp.ops.sort_by_key(Keyed::key);
+    }
     // Which step GPU work belongs to: its launching call's, unless the steps are GPU time.
     let by_time = SeqMap::default();
     let gpu_corr_step = if inp.windows_in_gpu_time { &by_time } else { &host.corr_step };
@@ -261,7 +308,9 @@ fn prepare_calls(inp: &mut Input) {
             inp.calls.push(RawCall { start: s.start, end: s.end, corr: 0, class: CallClass::Sync, name: id });
         }
     }
-    inp.calls.sort_by_key(|c| c.start);
+    if !inp.calls.is_sorted_by_key(Keyed::key) {
+        inp.calls.sort_by_key(Keyed::key);
+    }
 }
 
 /// The host side per step: launches, synchronizations, allocations, and which step each
@@ -358,10 +407,21 @@ impl<'a> GpuSteps<'a> {
                     .map(|p| p as u32)
             })
             .collect();
-        let pick = |k: OpKind| union(ops.iter().filter(|o| o.kind == k).map(|o| (o.start, o.end)).collect());
-        let (compute, comm, mem) = (pick(OpKind::Compute), pick(OpKind::Comm), pick(OpKind::Memory));
-        let cm = union2(&compute, &comm);
-        let all = union2(&cm, &mem);
+        // The operations are in start order: each union grows at its end.
+        let [mut compute, mut comm, mut cm, mut all] = <[StartOrderUnion; 4]>::default();
+        for o in ops {
+            let (s, e) = (o.start, o.end);
+            match o.kind {
+                OpKind::Compute => compute.push(s, e),
+                OpKind::Comm => comm.push(s, e),
+                OpKind::Memory => {}
+            }
+            if o.kind != OpKind::Memory {
+                cm.push(s, e);
+            }
+            all.push(s, e);
+        }
+        let (compute, comm, cm, all) = (compute.0, comm.0, cm.0, all.0);
         let mut first: Vec<Option<Ns>> = vec![None; index.windows.len()];
         let mut last: Ns = 0;
         for (o, s) in ops.iter().zip(&op_step) {
@@ -424,10 +484,20 @@ struct GapClassifier<'a> {
 }
 
 impl<'a> GapClassifier<'a> {
+    /// `calls` sorted by start.
     fn new(gpu: &'a GpuSteps<'a>, index: &'a StepIndex, calls: &'a [RawCall]) -> GapClassifier<'a> {
-        let host = union(calls.iter().filter(|c| c.class != CallClass::Setup).map(|c| (c.start, c.end)).collect());
-        let setup = union(calls.iter().filter(|c| c.class == CallClass::Setup).map(|c| (c.start, c.end)).collect());
-        let alloc = union(calls.iter().filter(|c| c.class == CallClass::Alloc).map(|c| (c.start, c.end)).collect());
+        let [mut host, mut setup, mut alloc] = <[StartOrderUnion; 3]>::default();
+        for c in calls {
+            match c.class {
+                CallClass::Setup => setup.push(c.start, c.end),
+                CallClass::Alloc => {
+                    alloc.push(c.start, c.end);
+                    host.push(c.start, c.end);
+                }
+                _ => host.push(c.start, c.end),
+            }
+        }
+        let (host, setup, alloc) = (host.0, setup.0, alloc.0);
         let mut syncs: Vec<&RawCall> = calls.iter().filter(|c| c.class == CallClass::Sync).collect();
         syncs.sort_by_key(|c| c.start);
         GapClassifier {
@@ -520,9 +590,9 @@ fn split_window(
         prev = prev.max(e);
     }
     if prev < w1 {
-        split.idle_ns += observed_parts(prev, w1, holes).iter().map(|p| p.1 - p.0).sum::<Ns>();
+        split.idle_ns += observed_parts(prev, w1, holes).map(|p| p.1 - p.0).sum::<Ns>();
     }
-    let observed = observed_parts(w0, w1, holes);
+    let observed: Vec<(Ns, Ns)> = observed_parts(w0, w1, holes).collect();
     let in_observed = |set: &[(Ns, Ns)]| observed.iter().map(|&(a, b)| measure_in(set, a, b)).sum::<Ns>();
     let b = &gpu.busy;
     split.compute_ns = in_observed(&b.compute);
