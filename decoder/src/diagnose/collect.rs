@@ -10,7 +10,7 @@ use super::facts::*;
 use super::runs::Runs;
 use super::timeline::{self, CallClass, OpKind, RawCall, RawOp};
 use crate::clock_alignment::CollectiveEnds;
-use crate::intervals::FastMap;
+use crate::intervals::{FastMap, SeqMap};
 use crate::model::*;
 use crate::steps::StepFinder;
 
@@ -39,7 +39,7 @@ pub struct FactCollector {
     /// Call names of collectives, per op.
     coll_names: FastMap<u8, Name>,
     /// Correlations of copies touching pageable memory, with their bytes and GPU time.
-    pageable: HashMap<u64, (u64, Ns, Ns)>,
+    pageable: SeqMap<u64, (u64, Ns, Ns)>,
     /// Correlations of small device-to-host copies.
     small_d2h: Vec<u64>,
     colls: Vec<Collective>,
@@ -77,7 +77,7 @@ impl FactCollector {
             call_names: FastMap::default(),
             kernel_names: FastMap::default(),
             coll_names: FastMap::default(),
-            pageable: HashMap::new(),
+            pageable: SeqMap::default(),
             small_d2h: Vec::new(),
             colls: Vec::new(),
             comm_kernels: Vec::new(),

@@ -9,8 +9,9 @@ use std::collections::HashMap;
 
 use super::facts::*;
 use super::runs::Keyed;
+use crate::corr_slots::CorrSlots;
 use crate::correlate::{CollectiveMatcher, FromPairing};
-use crate::intervals::{intersect_in, measure_in, SeqMap};
+use crate::intervals::{intersect_in, measure_in, FastMap, SeqMap};
 use crate::model::*;
 use crate::steps::StepWindow;
 
@@ -157,7 +158,7 @@ pub struct Input {
     pub names: Vec<Name>,
     pub syncs: Vec<SyncEvent>,
     /// Pageable copies: correlation -> (bytes, start, end).
-    pub pageable: HashMap<u64, (u64, Ns, Ns)>,
+    pub pageable: SeqMap<u64, (u64, Ns, Ns)>,
     pub small_d2h: Vec<u64>,
     pub colls: Vec<Collective>,
     pub comm_kernels: Vec<Kernel>,
@@ -237,12 +238,13 @@ pub struct Timeline {
     pub step_of_time: Option<StepIndex>,
 }
 
+/// The element at half the length in sorted order (0 for none).
 fn median(v: &mut [Ns]) -> Ns {
     if v.is_empty() {
         return 0;
     }
-    v.sort_unstable();
-    v[v.len() / 2]
+    let mid = v.len() / 2;
+    *v.select_nth_unstable(mid).1
 }
 
 /// Reduce one process's timeline to facts.
@@ -255,7 +257,7 @@ pub fn analyse(mut inp: Input) -> Timeline {
         inp.ops.sort_by_key(Keyed::key);
     }
     // Which step GPU work belongs to: its launching call's, unless the steps are GPU time.
-    let by_time = SeqMap::default();
+    let by_time = CorrSlots::default();
     let gpu_corr_step = if inp.windows_in_gpu_time { &by_time } else { &host.corr_step };
     let gpu = GpuSteps::of(&inp.ops, gpu_corr_step, &index);
     // The first step is warm-up (lazy initialisation, first launches, communicator set-up): with
@@ -275,7 +277,7 @@ pub fn analyse(mut inp: Input) -> Timeline {
         split,
         colls: pair_collectives(&inp.colls, &inp.comm_kernels, &gpu.busy.compute, &index, gpu_corr_step),
         syncs: ranked_syncs(host.sync_stats),
-        small_d2h: inp.small_d2h.iter().filter(|c| host.corr_step.contains_key(c)).count() as u64,
+        small_d2h: inp.small_d2h.iter().filter(|&&c| host.corr_step.get(c).is_some()).count() as u64,
         pageable: pageable_stat(&inp, &gpu.busy.cm),
         amp,
         reserved_by_step: reserved_by_step(&mut inp.mem_samples, &index),
@@ -291,7 +293,7 @@ pub fn analyse(mut inp: Input) -> Timeline {
 /// in when no sync call was recorded; then the calls in time order.
 fn prepare_calls(inp: &mut Input) {
     for c in &mut inp.calls {
-        if c.corr != 0 && inp.pageable.contains_key(&c.corr) && c.class == CallClass::Copy {
+        if c.class == CallClass::Copy && c.corr != 0 && inp.pageable.contains_key(&c.corr) {
             c.class = CallClass::Sync;
         }
     }
@@ -319,9 +321,10 @@ struct HostSteps {
     launches: Vec<u64>,
     sync_calls: Vec<u64>,
     sync_blocked: Vec<Ns>,
-    corr_step: SeqMap<u64, usize>,
+    /// Step position by correlation id.
+    corr_step: CorrSlots<u32>,
     /// Per call name (the GPU idle time after each is added by [`split_window`]).
-    sync_stats: HashMap<u32, SyncCallStat>,
+    sync_stats: FastMap<u32, SyncCallStat>,
     alloc_calls: u64,
     alloc_ns: Ns,
 }
@@ -334,8 +337,8 @@ impl HostSteps {
             launches: vec![0; nsteps],
             sync_calls: vec![0; nsteps],
             sync_blocked: vec![0; nsteps],
-            corr_step: SeqMap::default(),
-            sync_stats: HashMap::new(),
+            corr_step: CorrSlots::default(),
+            sync_stats: FastMap::default(),
             alloc_calls: 0,
             alloc_ns: 0,
         };
@@ -343,7 +346,7 @@ impl HostSteps {
         for c in calls {
             let Some(p) = index.pos_forward(c.start, &mut cursor) else { continue };
             if c.corr != 0 {
-                h.corr_step.insert(c.corr, p);
+                h.corr_step.insert(c.corr, p as u32);
             }
             match c.class {
                 CallClass::Launch => h.launches[p] += 1,
@@ -395,16 +398,15 @@ struct GpuSteps<'a> {
 impl<'a> GpuSteps<'a> {
     /// An operation belongs to the step whose host call launched it (by correlation), else to the
     /// step its start falls in.
-    fn of(ops: &'a [RawOp], corr_step: &SeqMap<u64, usize>, index: &StepIndex) -> GpuSteps<'a> {
+    fn of(ops: &'a [RawOp], corr_step: &CorrSlots<u32>, index: &StepIndex) -> GpuSteps<'a> {
         let mut cursor = 0;
         let op_step: Vec<Option<u32>> = ops
             .iter()
             .map(|o| {
                 (o.corr != 0)
-                    .then(|| corr_step.get(&o.corr).copied())
+                    .then(|| corr_step.get(o.corr).copied())
                     .flatten()
-                    .or_else(|| index.pos_forward(o.start, &mut cursor))
-                    .map(|p| p as u32)
+                    .or_else(|| index.pos_forward(o.start, &mut cursor).map(|p| p as u32))
             })
             .collect();
         // The operations are in start order: each union grows at its end.
@@ -564,7 +566,7 @@ fn split_window(
     calls: &[RawCall],
     (w0, w1): (Ns, Ns),
     holes: &[(Ns, Ns)],
-    sync_stats: &mut HashMap<u32, SyncCallStat>,
+    sync_stats: &mut FastMap<u32, SyncCallStat>,
 ) -> (Split, Vec<Split>, Ns) {
     let mut gaps = GapClassifier::new(gpu, index, calls);
     let mut step_split = vec![Split::default(); index.windows.len()];
@@ -605,7 +607,8 @@ fn split_window(
 /// The compute kernels of each step position, and the AMP check / optimizer kernels.
 struct StepKernels {
     durations: Vec<Vec<Ns>>,
-    spans: Vec<Vec<(Ns, Ns)>>,
+    /// The idle time between consecutive compute kernels (in start order) of each step position.
+    gaps: Vec<Vec<Ns>>,
     /// Start of the first AMP non-finite check.
     amp_check: Vec<Option<Ns>>,
     /// An optimizer kernel ran after the AMP check.
@@ -616,18 +619,30 @@ struct StepKernels {
 
 impl StepKernels {
     fn of(gpu: &GpuSteps<'_>, nsteps: usize) -> StepKernels {
+        let mut count = vec![0usize; nsteps];
+        for (o, s) in gpu.ops.iter().zip(&gpu.op_step) {
+            if let (Some(p), OpKind::Compute) = (s, o.kind) {
+                count[*p as usize] += 1;
+            }
+        }
         let mut k = StepKernels {
-            durations: vec![Vec::new(); nsteps],
-            spans: vec![Vec::new(); nsteps],
+            durations: count.iter().map(|&n| Vec::with_capacity(n)).collect(),
+            gaps: count.iter().map(|&n| Vec::with_capacity(n.saturating_sub(1))).collect(),
             amp_check: vec![None; nsteps],
             optimizer_after_check: vec![false; nsteps],
             any_optimizer: false,
         };
+        // The end of the last compute kernel of each step position so far (the operations are in
+        // (start, end) order).
+        let mut last_end: Vec<Option<Ns>> = vec![None; nsteps];
         for (o, s) in gpu.ops.iter().zip(&gpu.op_step) {
             let Some(p) = s.map(|p| p as usize) else { continue };
             if o.kind == OpKind::Compute {
                 k.durations[p].push(o.end - o.start);
-                k.spans[p].push((o.start, o.end));
+                if let Some(e) = last_end[p] {
+                    k.gaps[p].push(o.start.saturating_sub(e));
+                }
+                last_end[p] = Some(o.end);
             }
             match o.family {
                 Family::AmpCheck => k.amp_check[p] = Some(k.amp_check[p].map_or(o.start, |t: Ns| t.min(o.start))),
@@ -699,10 +714,7 @@ fn step_facts(
             st.split.comm_ns = measure_in(&b.comm, g, e) - intersect_in(&b.comm, &b.compute, g, e);
             st.split.memcpy_ns = measure_in(&b.all, g, e) - measure_in(&b.cm, g, e);
         }
-        let ks = &mut kernels.spans[p];
-        ks.sort_unstable();
-        let mut gaps: Vec<Ns> = ks.windows(2).map(|k| k[1].0.saturating_sub(k[0].1)).collect();
-        st.median_gap_ns = median(&mut gaps);
+        st.median_gap_ns = median(&mut kernels.gaps[p]);
         out.push(st);
     }
     out
@@ -727,7 +739,7 @@ fn amp_facts(index: &StepIndex, kernels: &StepKernels, steps: &[StepFacts]) -> A
 }
 
 /// Syncs inside steps, most costly first.
-fn ranked_syncs(stats: HashMap<u32, SyncCallStat>) -> Vec<SyncCallStat> {
+fn ranked_syncs(stats: FastMap<u32, SyncCallStat>) -> Vec<SyncCallStat> {
     let mut syncs: Vec<SyncCallStat> = stats.into_values().collect();
     syncs.sort_by(|a, b| {
         b.gpu_idle_ns.cmp(&a.gpu_idle_ns).then(b.blocked_ns.cmp(&a.blocked_ns)).then(a.name.cmp(&b.name))
@@ -800,7 +812,7 @@ fn pair_collectives(
     kernels: &[Kernel],
     compute: &[(Ns, Ns)],
     index: &StepIndex,
-    corr_step: &SeqMap<u64, usize>,
+    corr_step: &CorrSlots<u32>,
 ) -> Vec<CollFact> {
     let exposed = |s: Ns, e: Ns| (e - s) - intersect_in(&[(s, e)], compute, s, e);
     let mut matcher: CollectiveMatcher<PairedCall> = CollectiveMatcher::default();
@@ -863,7 +875,7 @@ fn pair_collectives(
             host: None,
             gpu: Some((k.start, k.end)),
             exposed_ns: exposed(k.start, k.end),
-            step: corr_step.get(&k.correlation).map(|&p| index.windows[p].index).or_else(|| index.at(k.start)),
+            step: corr_step.get(k.correlation).map(|&p| index.windows[p as usize].index).or_else(|| index.at(k.start)),
             device: k.device,
             stream: k.stream as u64,
             comm_rank: 0,
