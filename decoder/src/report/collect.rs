@@ -43,9 +43,11 @@ pub struct ReportCollector {
     ranges: SeqMap<RangeId, (Name, Option<RangeId>)>,
     /// Stack id of a range whose chain is complete.
     range_stack: SeqMap<RangeId, u32>,
-    /// Distinct stacks ("range;range"), by id.
-    stacks: Vec<String>,
+    /// Distinct stacks ("range;range"), by id, with their number of frames.
+    stacks: Vec<(String, usize)>,
     stack_ids: HashMap<String, u32>,
+    /// The stack one range deeper: (stack id or [`ROOT`], range name pointer) -> (the name, stack id).
+    children: FastMap<(u32, usize), (Name, u32)>,
     /// GPU ns per (stack id, kernel name pointer); the name is kept so the pointer stays its own.
     kernel_ns: FastMap<(u32, usize), (Name, u64)>,
     /// GPU ns per (range, kernel name pointer) of kernels whose range chain is not complete yet.
@@ -63,6 +65,8 @@ pub struct ReportCollector {
 
 /// Most ranges walked up from a kernel's range to name its stack.
 const MAX_STACK_DEPTH: usize = 64;
+/// The parent "stack" of outermost ranges in [`ReportCollector::children`].
+const ROOT: u32 = u32::MAX;
 
 fn name_key(n: &Name) -> usize {
     std::sync::Arc::as_ptr(n) as *const u8 as usize
@@ -88,23 +92,83 @@ impl ReportCollector {
         }
     }
 
-    fn stack_id(&mut self, stack: String) -> u32 {
+    /// The id of a stack of `frames` frames.
+    fn stack_id(&mut self, stack: String, frames: usize) -> u32 {
         if let Some(&i) = self.stack_ids.get(&stack) {
             return i;
         }
         let i = self.stacks.len() as u32;
-        self.stacks.push(stack.clone());
+        self.stacks.push((stack.clone(), frames));
         self.stack_ids.insert(stack, i);
         i
+    }
+
+    /// The stack of a range named `name` inside stack `parent` (or outermost, [`ROOT`]).
+    fn child_stack(&mut self, parent: u32, name: &Name) -> u32 {
+        if let Some(&(_, s)) = self.children.get(&(parent, name_key(name))) {
+            return s;
+        }
+        let (line, frames) = match self.stacks.get(parent as usize) {
+            Some((p, n)) => (format!("{p};{}", frame_name(name)), n + 1),
+            None => (frame_name(name), 1),
+        };
+        let s = self.stack_id(line, frames);
+        self.children.insert((parent, name_key(name)), (name.clone(), s));
+        s
     }
 
     /// The stack of range `r` ("outer;inner"). With `complete_only`, None while a range of the
     /// chain has not completed yet (its name and parent are still unknown); at the end, a missing
     /// range ends the chain.
+    ///
+    /// Walks up only to the first range whose stack is known, then names each range on the way
+    /// down from its parent's stack (memoized per range); chains deeper than [`MAX_STACK_DEPTH`]
+    /// and ranges that never completed take [`ReportCollector::stack_by_walk`].
     fn stack_of(&mut self, r: RangeId, complete_only: bool) -> Option<u32> {
         if let Some(&s) = self.range_stack.get(&r) {
             return Some(s);
         }
+        let mut chain: Vec<(RangeId, Name)> = Vec::new();
+        let mut id = r;
+        let base = loop {
+            if chain.len() == MAX_STACK_DEPTH {
+                return self.stack_by_walk(r, complete_only);
+            }
+            let Some((name, parent)) = self.ranges.get(&id) else {
+                if complete_only {
+                    return None;
+                }
+                if chain.is_empty() {
+                    return self.stack_by_walk(r, complete_only);
+                }
+                // At the end, a range that never completed ends the chain.
+                break ROOT;
+            };
+            if !chain.is_empty() {
+                if let Some(&s) = self.range_stack.get(&id) {
+                    break s;
+                }
+            }
+            chain.push((id, name.clone()));
+            match parent {
+                Some(p) => id = *p,
+                None => break ROOT,
+            }
+        };
+        let base_frames = self.stacks.get(base as usize).map_or(0, |s| s.1);
+        if base_frames + chain.len() > MAX_STACK_DEPTH {
+            return self.stack_by_walk(r, complete_only);
+        }
+        let mut s = base;
+        for (id, name) in chain.iter().rev() {
+            s = self.child_stack(s, name);
+            self.range_stack.insert(*id, s);
+        }
+        Some(s)
+    }
+
+    /// [`ReportCollector::stack_of`] by walking the whole chain up from `r`.
+    fn stack_by_walk(&mut self, r: RangeId, complete_only: bool) -> Option<u32> {
         if complete_only && !self.chain_complete(r) {
             return None;
         }
@@ -136,7 +200,8 @@ impl ReportCollector {
             names.push("(unfinished range)".into());
         }
         names.reverse();
-        let s = self.stack_id(names.join(";"));
+        let frames = names.len();
+        let s = self.stack_id(names.join(";"), frames);
         self.range_stack.insert(r, s);
         Some(s)
     }
@@ -203,7 +268,7 @@ impl TraceSink for ReportCollector {
             return;
         }
         let stack = match self.launch_range.get(&k.correlation).copied() {
-            None => Some(self.stack_id(NO_RANGE.into())),
+            None => Some(self.stack_id(NO_RANGE.into(), 1)),
             Some(r) => match self.stack_of(r, true) {
                 Some(s) => Some(s),
                 None => {
@@ -255,7 +320,7 @@ impl TraceSink for ReportCollector {
         let mut folded: HashMap<String, u64> = HashMap::new();
         for ((stack, key), (k, ns)) in std::mem::take(&mut self.kernel_ns) {
             let kf = frames.entry(key).or_insert_with(|| kernel_frame(&k));
-            let line = format!("{};{kf}", self.stacks[stack as usize]);
+            let line = format!("{};{kf}", self.stacks[stack as usize].0);
             *folded.entry(line).or_default() += ns;
         }
         let mut memory: Vec<(u32, Vec<(Ns, u64)>)> = std::mem::take(&mut self.memory).into_iter().collect();
@@ -271,6 +336,7 @@ impl TraceSink for ReportCollector {
         self.range_stack = SeqMap::default();
         self.stacks = Vec::new();
         self.stack_ids = HashMap::new();
+        self.children = FastMap::default();
         self.is_launch = FastMap::default();
         self.result = Some(ProcReport {
             rank: info.as_ref().and_then(|i| i.rank),
