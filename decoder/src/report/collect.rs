@@ -48,6 +48,8 @@ pub struct ReportCollector {
     stack_ids: HashMap<String, u32>,
     /// The stack one range deeper: (stack id or [`ROOT`], range name pointer) -> (the name, stack id).
     children: FastMap<(u32, usize), (Name, u32)>,
+    /// Scratch for [`ReportCollector::stack_of`]: the ranges walked up, innermost first.
+    walk: Vec<RangeId>,
     /// GPU ns per (stack id, kernel name pointer); the name is kept so the pointer stays its own.
     kernel_ns: FastMap<(u32, usize), (Name, u64)>,
     /// GPU ns per (range, kernel name pointer) of kernels whose range chain is not complete yet.
@@ -128,13 +130,21 @@ impl ReportCollector {
         if let Some(&s) = self.range_stack.get(&r) {
             return Some(s);
         }
-        let mut chain: Vec<(RangeId, Name)> = Vec::new();
+        let mut chain = std::mem::take(&mut self.walk);
+        chain.clear();
+        let s = self.stack_down(r, complete_only, &mut chain);
+        self.walk = chain;
+        s
+    }
+
+    /// [`ReportCollector::stack_of`] for a range without a known stack, `chain` empty.
+    fn stack_down(&mut self, r: RangeId, complete_only: bool, chain: &mut Vec<RangeId>) -> Option<u32> {
         let mut id = r;
         let base = loop {
             if chain.len() == MAX_STACK_DEPTH {
                 return self.stack_by_walk(r, complete_only);
             }
-            let Some((name, parent)) = self.ranges.get(&id) else {
+            let Some((_, parent)) = self.ranges.get(&id) else {
                 if complete_only {
                     return None;
                 }
@@ -149,7 +159,7 @@ impl ReportCollector {
                     break s;
                 }
             }
-            chain.push((id, name.clone()));
+            chain.push(id);
             match parent {
                 Some(p) => id = *p,
                 None => break ROOT,
@@ -160,9 +170,10 @@ impl ReportCollector {
             return self.stack_by_walk(r, complete_only);
         }
         let mut s = base;
-        for (id, name) in chain.iter().rev() {
-            s = self.child_stack(s, name);
-            self.range_stack.insert(*id, s);
+        for id in chain.drain(..).rev() {
+            let name = self.ranges.get(&id).map(|r| r.0.clone()).unwrap_or_default();
+            s = self.child_stack(s, &name);
+            self.range_stack.insert(id, s);
         }
         Some(s)
     }
@@ -267,9 +278,11 @@ impl TraceSink for ReportCollector {
         if d == 0 {
             return;
         }
+        // The stack of a range is named when a root range completes (its whole chain is known
+        // then) or at the end: until then, the kernel waits in `pending`.
         let stack = match self.launch_range.get(&k.correlation).copied() {
             None => Some(self.stack_id(NO_RANGE.into(), 1)),
-            Some(r) => match self.stack_of(r, true) {
+            Some(r) => match self.range_stack.get(&r).copied() {
                 Some(s) => Some(s),
                 None => {
                     self.pending.entry((r, name_key(&k.name))).or_insert_with(|| (k.name.clone(), 0)).1 += d;
