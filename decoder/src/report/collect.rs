@@ -371,6 +371,71 @@ impl TraceSink for ReportCollector {
 mod tests {
     use super::*;
 
+    /// A small deterministic generator (xorshift).
+    struct Rng(u64);
+    impl Rng {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % n
+        }
+    }
+
+    /// The stack of `r` by walking its whole chain, in a collector that knows only the ranges.
+    fn walked(c: &ReportCollector, r: RangeId, complete_only: bool) -> Option<String> {
+        let mut fresh = ReportCollector { ranges: c.ranges.clone(), ..ReportCollector::default() };
+        fresh.stack_by_walk(r, complete_only).map(|s| fresh.stacks[s as usize].0.clone())
+    }
+
+    #[test]
+    fn memoized_stacks_name_ranges_as_the_whole_walk_does() {
+        let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+        let names: Vec<Name> =
+            ["step", "fwd", "layer;0", "attn", "mlp", "bwd", "x"].iter().map(|&n| n.into()).collect();
+        for round in 0..30 {
+            // A forest: each range opens inside a random open range (or none), some chains deeper
+            // than MAX_STACK_DEPTH; ranges complete innermost first, a few never.
+            let n = 300;
+            let mut parent: Vec<Option<usize>> = Vec::new();
+            let mut depth: Vec<usize> = Vec::new();
+            for i in 0..n {
+                // Every third round, long chains.
+                let deep = round % 3 == 0;
+                let p = match rng.below(100) {
+                    _ if i == 0 => None,
+                    0 => None,
+                    1..=9 if !deep => None,
+                    1..=90 if deep => Some(i - 1),
+                    _ => Some(rng.below(i as u64) as usize),
+                };
+                depth.push(p.map_or(0, |p| depth[p] + 1));
+                parent.push(p);
+            }
+            let mut order: Vec<usize> = (0..n).collect();
+            let jitter: Vec<u64> = (0..n).map(|_| rng.below(4)).collect();
+            order.sort_by_key(|&i| (std::cmp::Reverse(depth[i]), jitter[i]));
+            let mut c = ReportCollector::default();
+            for (k, &i) in order.iter().enumerate() {
+                if rng.below(40) == 0 {
+                    continue; // never completes
+                }
+                let name = names[rng.below(names.len() as u64) as usize].clone();
+                c.ranges.insert(RangeId(i as u64), (name, parent[i].map(|p| RangeId(p as u64))));
+                for _ in 0..3 {
+                    let r = RangeId(rng.below(n as u64));
+                    let got = c.stack_of(r, true).map(|s| c.stacks[s as usize].0.clone());
+                    assert_eq!(got, walked(&c, r, true), "round {round} step {k} range {r:?}");
+                }
+            }
+            for i in 0..n {
+                let r = RangeId(i as u64);
+                let got = c.stack_of(r, false).map(|s| c.stacks[s as usize].0.clone());
+                assert_eq!(got, walked(&c, r, false), "round {round} end, range {r:?}");
+            }
+        }
+    }
+
     #[test]
     fn kernel_frames_drop_parameters_and_semicolons() {
         assert_eq!(kernel_frame("_Z4gemmPfS_S_i"), "gemm");
