@@ -5,6 +5,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
+use crate::corr_slots::CorrSlots;
 use crate::gpu_counters::CounterSet;
 use crate::intervals::{FastMap, SeqMap};
 use crate::model::*;
@@ -38,7 +39,7 @@ pub struct ProcReport {
 #[derive(Debug, Default)]
 pub struct ReportCollector {
     info: Option<ProcessInfo>,
-    launch_range: SeqMap<u64, RangeId>,
+    launch_range: CorrSlots<RangeId>,
     launch_order: VecDeque<u64>,
     ranges: SeqMap<RangeId, (Name, Option<RangeId>)>,
     /// Stack id of a range whose chain is complete.
@@ -84,11 +85,13 @@ impl ReportCollector {
         if correlation == 0 {
             return;
         }
-        if self.launch_range.insert(correlation, r).is_none() {
+        let fresh = self.launch_range.get(correlation).is_none();
+        self.launch_range.insert(correlation, r);
+        if fresh {
             self.launch_order.push_back(correlation);
             if self.launch_order.len() > MAX_PENDING_LAUNCHES {
                 if let Some(old) = self.launch_order.pop_front() {
-                    self.launch_range.remove(&old);
+                    self.launch_range.remove(old);
                 }
             }
         }
@@ -280,7 +283,7 @@ impl TraceSink for ReportCollector {
         }
         // The stack of a range is named when a root range completes (its whole chain is known
         // then) or at the end: until then, the kernel waits in `pending`.
-        let stack = match self.launch_range.get(&k.correlation).copied() {
+        let stack = match self.launch_range.get(k.correlation).copied() {
             None => Some(self.stack_id(NO_RANGE.into(), 1)),
             Some(r) => match self.range_stack.get(&r).copied() {
                 Some(s) => Some(s),
@@ -343,7 +346,7 @@ impl TraceSink for ReportCollector {
         memory.sort_by_key(|m| m.0);
         let mut counters = std::mem::take(&mut self.counters);
         counters.sort();
-        self.launch_range = SeqMap::default();
+        self.launch_range = CorrSlots::default();
         self.launch_order = VecDeque::new();
         self.ranges = SeqMap::default();
         self.range_stack = SeqMap::default();
