@@ -7,9 +7,10 @@ use std::collections::HashMap;
 use regex_lite::Regex;
 
 use super::facts::*;
+use super::runs::Runs;
 use super::timeline::{self, CallClass, OpKind, RawCall, RawOp};
 use crate::clock_alignment::CollectiveEnds;
-use crate::intervals::FastMap;
+use crate::intervals::{FastMap, SeqMap};
 use crate::model::*;
 use crate::steps::StepFinder;
 
@@ -24,8 +25,9 @@ pub struct FactCollector {
     nccl: crate::nccl_plugin::table::RankNccl,
     steps: Option<StepFinder>,
     span: (Ns, Ns),
-    ops: Vec<RawOp>,
-    calls: Vec<RawCall>,
+    /// GPU operations and host calls, in the sorted runs they arrive in (per stream, per thread).
+    ops: Runs<RawOp>,
+    calls: Runs<RawCall>,
     /// Interned call names, indexed by `RawCall::name`.
     names: Vec<Name>,
     name_ids: HashMap<Name, u32>,
@@ -37,7 +39,7 @@ pub struct FactCollector {
     /// Call names of collectives, per op.
     coll_names: FastMap<u8, Name>,
     /// Correlations of copies touching pageable memory, with their bytes and GPU time.
-    pageable: HashMap<u64, (u64, Ns, Ns)>,
+    pageable: SeqMap<u64, (u64, Ns, Ns)>,
     /// Correlations of small device-to-host copies.
     small_d2h: Vec<u64>,
     colls: Vec<Collective>,
@@ -68,14 +70,14 @@ impl FactCollector {
             info: None,
             steps: Some(StepFinder::new(step_pattern)),
             span: (u64::MAX, 0),
-            ops: Vec::new(),
-            calls: Vec::new(),
+            ops: Runs::default(),
+            calls: Runs::default(),
             names: Vec::new(),
             name_ids: HashMap::new(),
             call_names: FastMap::default(),
             kernel_names: FastMap::default(),
             coll_names: FastMap::default(),
-            pageable: HashMap::new(),
+            pageable: SeqMap::default(),
             small_d2h: Vec::new(),
             colls: Vec::new(),
             comm_kernels: Vec::new(),
@@ -344,8 +346,8 @@ impl TraceSink for FactCollector {
             None => (crate::steps::StepSource::WholeRun, Vec::new()),
         };
         let input = timeline::Input {
-            ops: std::mem::take(&mut self.ops),
-            calls: std::mem::take(&mut self.calls),
+            ops: std::mem::take(&mut self.ops).into_sorted(),
+            calls: std::mem::take(&mut self.calls).into_sorted(),
             names: std::mem::take(&mut self.names),
             syncs: std::mem::take(&mut self.syncs),
             pageable: std::mem::take(&mut self.pageable),

@@ -14,6 +14,7 @@ pub mod collect;
 pub mod evidence;
 pub mod facts;
 pub mod job;
+pub mod runs;
 pub mod timeline;
 
 pub mod amp_overflow;

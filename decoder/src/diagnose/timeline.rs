@@ -8,8 +8,10 @@
 use std::collections::HashMap;
 
 use super::facts::*;
+use super::runs::Keyed;
+use crate::corr_slots::CorrSlots;
 use crate::correlate::{CollectiveMatcher, FromPairing};
-use crate::intervals::{intersect_in, measure_in, union, union2, SeqMap};
+use crate::intervals::{intersect_in, measure_in, FastMap, SeqMap};
 use crate::model::*;
 use crate::steps::StepWindow;
 
@@ -29,6 +31,14 @@ pub struct RawOp {
     pub corr: u64,
     pub kind: OpKind,
     pub family: Family,
+}
+
+impl Keyed for RawOp {
+    type Key = (Ns, Ns);
+    #[inline]
+    fn key(&self) -> (Ns, Ns) {
+        (self.start, self.end)
+    }
 }
 
 /// What a host call does to the GPU pipeline.
@@ -53,6 +63,14 @@ pub struct RawCall {
     pub corr: u64,
     pub class: CallClass,
     pub name: u32,
+}
+
+impl Keyed for RawCall {
+    type Key = Ns;
+    #[inline]
+    fn key(&self) -> Ns {
+        self.start
+    }
 }
 
 /// Class of a CUDA runtime / driver call by name.
@@ -140,7 +158,7 @@ pub struct Input {
     pub names: Vec<Name>,
     pub syncs: Vec<SyncEvent>,
     /// Pageable copies: correlation -> (bytes, start, end).
-    pub pageable: HashMap<u64, (u64, Ns, Ns)>,
+    pub pageable: SeqMap<u64, (u64, Ns, Ns)>,
     pub small_d2h: Vec<u64>,
     pub colls: Vec<Collective>,
     pub comm_kernels: Vec<Kernel>,
@@ -157,19 +175,47 @@ pub struct Input {
 }
 
 /// The parts of `[a, b)` outside the sorted, disjoint `holes`.
-fn observed_parts(a: Ns, b: Ns, holes: &[(Ns, Ns)]) -> Vec<(Ns, Ns)> {
-    let mut out = Vec::new();
+fn observed_parts(a: Ns, b: Ns, holes: &[(Ns, Ns)]) -> impl Iterator<Item = (Ns, Ns)> + '_ {
     let mut from = a;
-    for &(s, e) in holes.iter().filter(|h| h.1 > a && h.0 < b) {
-        if s > from {
-            out.push((from, s));
+    let mut inside = holes.iter().filter(move |h| h.1 > a && h.0 < b);
+    let mut done = false;
+    std::iter::from_fn(move || {
+        while !done {
+            match inside.next() {
+                Some(&(s, e)) => {
+                    let part = (s > from).then_some((from, s));
+                    from = from.max(e);
+                    if part.is_some() {
+                        return part;
+                    }
+                }
+                None => {
+                    done = true;
+                    if b > from {
+                        return Some((from, b));
+                    }
+                }
+            }
         }
-        from = from.max(e);
+        None
+    })
+}
+
+/// The union of intervals pushed in start order, as a sorted, disjoint list (empty ones left out).
+#[derive(Debug, Default)]
+struct StartOrderUnion(Vec<(Ns, Ns)>);
+
+impl StartOrderUnion {
+    #[inline]
+    fn push(&mut self, s: Ns, e: Ns) {
+        if e <= s {
+            return;
+        }
+        match self.0.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => self.0.push((s, e)),
+        }
     }
-    if b > from {
-        out.push((from, b));
-    }
-    out
 }
 
 /// What [`analyse`] found.
@@ -192,12 +238,13 @@ pub struct Timeline {
     pub step_of_time: Option<StepIndex>,
 }
 
+/// The element at half the length in sorted order (0 for none).
 fn median(v: &mut [Ns]) -> Ns {
     if v.is_empty() {
         return 0;
     }
-    v.sort_unstable();
-    v[v.len() / 2]
+    let mid = v.len() / 2;
+    *v.select_nth_unstable(mid).1
 }
 
 /// Reduce one process's timeline to facts.
@@ -206,9 +253,11 @@ pub fn analyse(mut inp: Input) -> Timeline {
     let nsteps = index.windows.len();
     prepare_calls(&mut inp);
     let mut host = HostSteps::of(&inp.calls, &inp.names, &index);
-    inp.ops.sort_by_key(|o| (o.start, o.end));
+    if !inp.ops.is_sorted_by_key(Keyed::key) {
+        inp.ops.sort_by_key(Keyed::key);
+    }
     // Which step GPU work belongs to: its launching call's, unless the steps are GPU time.
-    let by_time = SeqMap::default();
+    let by_time = CorrSlots::default();
     let gpu_corr_step = if inp.windows_in_gpu_time { &by_time } else { &host.corr_step };
     let gpu = GpuSteps::of(&inp.ops, gpu_corr_step, &index);
     // The first step is warm-up (lazy initialisation, first launches, communicator set-up): with
@@ -228,7 +277,7 @@ pub fn analyse(mut inp: Input) -> Timeline {
         split,
         colls: pair_collectives(&inp.colls, &inp.comm_kernels, &gpu.busy.compute, &index, gpu_corr_step),
         syncs: ranked_syncs(host.sync_stats),
-        small_d2h: inp.small_d2h.iter().filter(|c| host.corr_step.contains_key(c)).count() as u64,
+        small_d2h: inp.small_d2h.iter().filter(|&&c| host.corr_step.get(c).is_some()).count() as u64,
         pageable: pageable_stat(&inp, &gpu.busy.cm),
         amp,
         reserved_by_step: reserved_by_step(&mut inp.mem_samples, &index),
@@ -244,7 +293,7 @@ pub fn analyse(mut inp: Input) -> Timeline {
 /// in when no sync call was recorded; then the calls in time order.
 fn prepare_calls(inp: &mut Input) {
     for c in &mut inp.calls {
-        if c.corr != 0 && inp.pageable.contains_key(&c.corr) && c.class == CallClass::Copy {
+        if c.class == CallClass::Copy && c.corr != 0 && inp.pageable.contains_key(&c.corr) {
             c.class = CallClass::Sync;
         }
     }
@@ -261,7 +310,9 @@ fn prepare_calls(inp: &mut Input) {
             inp.calls.push(RawCall { start: s.start, end: s.end, corr: 0, class: CallClass::Sync, name: id });
         }
     }
-    inp.calls.sort_by_key(|c| c.start);
+    if !inp.calls.is_sorted_by_key(Keyed::key) {
+        inp.calls.sort_by_key(Keyed::key);
+    }
 }
 
 /// The host side per step: launches, synchronizations, allocations, and which step each
@@ -270,9 +321,10 @@ struct HostSteps {
     launches: Vec<u64>,
     sync_calls: Vec<u64>,
     sync_blocked: Vec<Ns>,
-    corr_step: SeqMap<u64, usize>,
+    /// Step position by correlation id.
+    corr_step: CorrSlots<u32>,
     /// Per call name (the GPU idle time after each is added by [`split_window`]).
-    sync_stats: HashMap<u32, SyncCallStat>,
+    sync_stats: FastMap<u32, SyncCallStat>,
     alloc_calls: u64,
     alloc_ns: Ns,
 }
@@ -285,8 +337,8 @@ impl HostSteps {
             launches: vec![0; nsteps],
             sync_calls: vec![0; nsteps],
             sync_blocked: vec![0; nsteps],
-            corr_step: SeqMap::default(),
-            sync_stats: HashMap::new(),
+            corr_step: CorrSlots::default(),
+            sync_stats: FastMap::default(),
             alloc_calls: 0,
             alloc_ns: 0,
         };
@@ -294,7 +346,7 @@ impl HostSteps {
         for c in calls {
             let Some(p) = index.pos_forward(c.start, &mut cursor) else { continue };
             if c.corr != 0 {
-                h.corr_step.insert(c.corr, p);
+                h.corr_step.insert(c.corr, p as u32);
             }
             match c.class {
                 CallClass::Launch => h.launches[p] += 1,
@@ -346,22 +398,32 @@ struct GpuSteps<'a> {
 impl<'a> GpuSteps<'a> {
     /// An operation belongs to the step whose host call launched it (by correlation), else to the
     /// step its start falls in.
-    fn of(ops: &'a [RawOp], corr_step: &SeqMap<u64, usize>, index: &StepIndex) -> GpuSteps<'a> {
+    fn of(ops: &'a [RawOp], corr_step: &CorrSlots<u32>, index: &StepIndex) -> GpuSteps<'a> {
         let mut cursor = 0;
         let op_step: Vec<Option<u32>> = ops
             .iter()
             .map(|o| {
                 (o.corr != 0)
-                    .then(|| corr_step.get(&o.corr).copied())
+                    .then(|| corr_step.get(o.corr).copied())
                     .flatten()
-                    .or_else(|| index.pos_forward(o.start, &mut cursor))
-                    .map(|p| p as u32)
+                    .or_else(|| index.pos_forward(o.start, &mut cursor).map(|p| p as u32))
             })
             .collect();
-        let pick = |k: OpKind| union(ops.iter().filter(|o| o.kind == k).map(|o| (o.start, o.end)).collect());
-        let (compute, comm, mem) = (pick(OpKind::Compute), pick(OpKind::Comm), pick(OpKind::Memory));
-        let cm = union2(&compute, &comm);
-        let all = union2(&cm, &mem);
+        // The operations are in start order: each union grows at its end.
+        let [mut compute, mut comm, mut cm, mut all] = <[StartOrderUnion; 4]>::default();
+        for o in ops {
+            let (s, e) = (o.start, o.end);
+            match o.kind {
+                OpKind::Compute => compute.push(s, e),
+                OpKind::Comm => comm.push(s, e),
+                OpKind::Memory => {}
+            }
+            if o.kind != OpKind::Memory {
+                cm.push(s, e);
+            }
+            all.push(s, e);
+        }
+        let (compute, comm, cm, all) = (compute.0, comm.0, cm.0, all.0);
         let mut first: Vec<Option<Ns>> = vec![None; index.windows.len()];
         let mut last: Ns = 0;
         for (o, s) in ops.iter().zip(&op_step) {
@@ -424,10 +486,20 @@ struct GapClassifier<'a> {
 }
 
 impl<'a> GapClassifier<'a> {
+    /// `calls` sorted by start.
     fn new(gpu: &'a GpuSteps<'a>, index: &'a StepIndex, calls: &'a [RawCall]) -> GapClassifier<'a> {
-        let host = union(calls.iter().filter(|c| c.class != CallClass::Setup).map(|c| (c.start, c.end)).collect());
-        let setup = union(calls.iter().filter(|c| c.class == CallClass::Setup).map(|c| (c.start, c.end)).collect());
-        let alloc = union(calls.iter().filter(|c| c.class == CallClass::Alloc).map(|c| (c.start, c.end)).collect());
+        let [mut host, mut setup, mut alloc] = <[StartOrderUnion; 3]>::default();
+        for c in calls {
+            match c.class {
+                CallClass::Setup => setup.push(c.start, c.end),
+                CallClass::Alloc => {
+                    alloc.push(c.start, c.end);
+                    host.push(c.start, c.end);
+                }
+                _ => host.push(c.start, c.end),
+            }
+        }
+        let (host, setup, alloc) = (host.0, setup.0, alloc.0);
         let mut syncs: Vec<&RawCall> = calls.iter().filter(|c| c.class == CallClass::Sync).collect();
         syncs.sort_by_key(|c| c.start);
         GapClassifier {
@@ -494,7 +566,7 @@ fn split_window(
     calls: &[RawCall],
     (w0, w1): (Ns, Ns),
     holes: &[(Ns, Ns)],
-    sync_stats: &mut HashMap<u32, SyncCallStat>,
+    sync_stats: &mut FastMap<u32, SyncCallStat>,
 ) -> (Split, Vec<Split>, Ns) {
     let mut gaps = GapClassifier::new(gpu, index, calls);
     let mut step_split = vec![Split::default(); index.windows.len()];
@@ -520,9 +592,9 @@ fn split_window(
         prev = prev.max(e);
     }
     if prev < w1 {
-        split.idle_ns += observed_parts(prev, w1, holes).iter().map(|p| p.1 - p.0).sum::<Ns>();
+        split.idle_ns += observed_parts(prev, w1, holes).map(|p| p.1 - p.0).sum::<Ns>();
     }
-    let observed = observed_parts(w0, w1, holes);
+    let observed: Vec<(Ns, Ns)> = observed_parts(w0, w1, holes).collect();
     let in_observed = |set: &[(Ns, Ns)]| observed.iter().map(|&(a, b)| measure_in(set, a, b)).sum::<Ns>();
     let b = &gpu.busy;
     split.compute_ns = in_observed(&b.compute);
@@ -535,7 +607,8 @@ fn split_window(
 /// The compute kernels of each step position, and the AMP check / optimizer kernels.
 struct StepKernels {
     durations: Vec<Vec<Ns>>,
-    spans: Vec<Vec<(Ns, Ns)>>,
+    /// The idle time between consecutive compute kernels (in start order) of each step position.
+    gaps: Vec<Vec<Ns>>,
     /// Start of the first AMP non-finite check.
     amp_check: Vec<Option<Ns>>,
     /// An optimizer kernel ran after the AMP check.
@@ -546,18 +619,30 @@ struct StepKernels {
 
 impl StepKernels {
     fn of(gpu: &GpuSteps<'_>, nsteps: usize) -> StepKernels {
+        let mut count = vec![0usize; nsteps];
+        for (o, s) in gpu.ops.iter().zip(&gpu.op_step) {
+            if let (Some(p), OpKind::Compute) = (s, o.kind) {
+                count[*p as usize] += 1;
+            }
+        }
         let mut k = StepKernels {
-            durations: vec![Vec::new(); nsteps],
-            spans: vec![Vec::new(); nsteps],
+            durations: count.iter().map(|&n| Vec::with_capacity(n)).collect(),
+            gaps: count.iter().map(|&n| Vec::with_capacity(n.saturating_sub(1))).collect(),
             amp_check: vec![None; nsteps],
             optimizer_after_check: vec![false; nsteps],
             any_optimizer: false,
         };
+        // The end of the last compute kernel of each step position so far (the operations are in
+        // (start, end) order).
+        let mut last_end: Vec<Option<Ns>> = vec![None; nsteps];
         for (o, s) in gpu.ops.iter().zip(&gpu.op_step) {
             let Some(p) = s.map(|p| p as usize) else { continue };
             if o.kind == OpKind::Compute {
                 k.durations[p].push(o.end - o.start);
-                k.spans[p].push((o.start, o.end));
+                if let Some(e) = last_end[p] {
+                    k.gaps[p].push(o.start.saturating_sub(e));
+                }
+                last_end[p] = Some(o.end);
             }
             match o.family {
                 Family::AmpCheck => k.amp_check[p] = Some(k.amp_check[p].map_or(o.start, |t: Ns| t.min(o.start))),
@@ -629,10 +714,7 @@ fn step_facts(
             st.split.comm_ns = measure_in(&b.comm, g, e) - intersect_in(&b.comm, &b.compute, g, e);
             st.split.memcpy_ns = measure_in(&b.all, g, e) - measure_in(&b.cm, g, e);
         }
-        let ks = &mut kernels.spans[p];
-        ks.sort_unstable();
-        let mut gaps: Vec<Ns> = ks.windows(2).map(|k| k[1].0.saturating_sub(k[0].1)).collect();
-        st.median_gap_ns = median(&mut gaps);
+        st.median_gap_ns = median(&mut kernels.gaps[p]);
         out.push(st);
     }
     out
@@ -657,7 +739,7 @@ fn amp_facts(index: &StepIndex, kernels: &StepKernels, steps: &[StepFacts]) -> A
 }
 
 /// Syncs inside steps, most costly first.
-fn ranked_syncs(stats: HashMap<u32, SyncCallStat>) -> Vec<SyncCallStat> {
+fn ranked_syncs(stats: FastMap<u32, SyncCallStat>) -> Vec<SyncCallStat> {
     let mut syncs: Vec<SyncCallStat> = stats.into_values().collect();
     syncs.sort_by(|a, b| {
         b.gpu_idle_ns.cmp(&a.gpu_idle_ns).then(b.blocked_ns.cmp(&a.blocked_ns)).then(a.name.cmp(&b.name))
@@ -730,7 +812,7 @@ fn pair_collectives(
     kernels: &[Kernel],
     compute: &[(Ns, Ns)],
     index: &StepIndex,
-    corr_step: &SeqMap<u64, usize>,
+    corr_step: &CorrSlots<u32>,
 ) -> Vec<CollFact> {
     let exposed = |s: Ns, e: Ns| (e - s) - intersect_in(&[(s, e)], compute, s, e);
     let mut matcher: CollectiveMatcher<PairedCall> = CollectiveMatcher::default();
@@ -793,7 +875,7 @@ fn pair_collectives(
             host: None,
             gpu: Some((k.start, k.end)),
             exposed_ns: exposed(k.start, k.end),
-            step: corr_step.get(&k.correlation).map(|&p| index.windows[p].index).or_else(|| index.at(k.start)),
+            step: corr_step.get(k.correlation).map(|&p| index.windows[p as usize].index).or_else(|| index.at(k.start)),
             device: k.device,
             stream: k.stream as u64,
             comm_rank: 0,

@@ -1,0 +1,202 @@
+//! Items that arrive as interleaved sorted runs (GPU work in time order per stream, host calls in
+//! time order per thread, CUPTI delivering them in batches), put in key order in linear time: each
+//! item joins the run it extends as it arrives, and [`Runs::into_sorted`] merges the runs, instead
+//! of a full sort. The result is exactly that of a stable sort by key.
+
+/// An item with a sort key.
+pub trait Keyed {
+    type Key: Ord + Copy;
+    fn key(&self) -> Self::Key;
+}
+
+/// Most runs kept apart; items that fit none wait unsorted until the end.
+const MAX_RUNS: usize = 16;
+
+/// Items collected into sorted runs.
+///
+/// Each item joins the run whose last key is the greatest at or below its own (a new run when
+/// none is). The runs' last keys then strictly decrease from one run to the next, which stays so
+/// (an item only ever raises its run's last key to below the previous run's), and an item equal
+/// to an earlier one always lands in that one's run or a later one, so a merge that takes equal
+/// keys from the earlier run first keeps arrival order among equals.
+#[derive(Debug)]
+pub struct Runs<T: Keyed> {
+    /// Never empty each; last keys strictly decreasing.
+    runs: Vec<Vec<T>>,
+    /// Items that fit no run once [`MAX_RUNS`] were open, in arrival order (sorted at the end).
+    mixed: Vec<T>,
+    /// The run the last item joined.
+    recent: usize,
+}
+
+impl<T: Keyed> Default for Runs<T> {
+    fn default() -> Self {
+        Runs { runs: Vec::new(), mixed: Vec::new(), recent: 0 }
+    }
+}
+
+/// The last key of a run (runs are never empty).
+fn last_key<T: Keyed>(run: &[T]) -> Option<T::Key> {
+    run.last().map(Keyed::key)
+}
+
+impl<T: Keyed> Runs<T> {
+    pub fn len(&self) -> usize {
+        self.runs.iter().map(Vec::len).sum::<usize>() + self.mixed.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.runs.is_empty() && self.mixed.is_empty()
+    }
+
+    #[inline]
+    pub fn push(&mut self, x: T) {
+        let k = x.key();
+        // Most items extend the run the previous one joined: that run when it is still the first
+        // whose last key is at or below `k`.
+        let r = self.recent;
+        if r < self.runs.len()
+            && last_key(&self.runs[r]).is_some_and(|l| l <= k)
+            && (r == 0 || last_key(&self.runs[r - 1]).is_some_and(|l| k < l))
+        {
+            self.runs[r].push(x);
+            return;
+        }
+        self.push_slow(x, k);
+    }
+
+    fn push_slow(&mut self, x: T, k: T::Key) {
+        match self.runs.iter().position(|run| last_key(run).is_some_and(|l| l <= k)) {
+            Some(r) => {
+                self.runs[r].push(x);
+                self.recent = r;
+            }
+            None if self.runs.len() < MAX_RUNS => {
+                self.runs.push(vec![x]);
+                self.recent = self.runs.len() - 1;
+            }
+            None => self.mixed.push(x),
+        }
+    }
+
+    /// All items in key order, equal keys in arrival order.
+    pub fn into_sorted(self) -> Vec<T> {
+        let Runs { mut runs, mut mixed, .. } = self;
+        if !mixed.is_empty() {
+            // An item equal to one in `mixed` arrived after it: `mixed` merges last among equals.
+            mixed.sort_by_key(Keyed::key);
+            runs.push(mixed);
+        }
+        if runs.len() <= 1 {
+            return runs.pop().unwrap_or_default();
+        }
+        let mut out = Vec::with_capacity(runs.iter().map(Vec::len).sum());
+        let mut heads: Vec<std::vec::IntoIter<T>> = runs.into_iter().map(Vec::into_iter).collect();
+        loop {
+            // The first head by (key, run), and the next one after it.
+            let mut best: Option<(T::Key, usize)> = None;
+            let mut next: Option<(T::Key, usize)> = None;
+            for (i, h) in heads.iter().enumerate() {
+                let Some(k) = h.as_slice().first().map(Keyed::key) else { continue };
+                match best {
+                    Some(b) if (k, i) > b => {
+                        if next.is_none_or(|n| (k, i) < n) {
+                            next = Some((k, i));
+                        }
+                    }
+                    _ => {
+                        next = best;
+                        best = Some((k, i));
+                    }
+                }
+            }
+            let Some((_, b)) = best else { break };
+            let run = &mut heads[b];
+            match next {
+                None => out.extend(run.by_ref()),
+                Some(n) => {
+                    while run.as_slice().first().is_some_and(|x| (x.key(), b) < n) {
+                        out.extend(run.next());
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    struct Item {
+        key: (u64, u64),
+        seq: usize,
+    }
+
+    impl Keyed for Item {
+        type Key = (u64, u64);
+        fn key(&self) -> (u64, u64) {
+            self.key
+        }
+    }
+
+    /// A small deterministic generator (xorshift).
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+    }
+
+    fn check(keys: &[(u64, u64)]) {
+        let items: Vec<Item> = keys.iter().enumerate().map(|(seq, &key)| Item { key, seq }).collect();
+        let mut want = items.clone();
+        want.sort_by_key(|x| x.key);
+        let mut runs = Runs::default();
+        for &x in &items {
+            runs.push(x);
+        }
+        assert_eq!(runs.len(), items.len());
+        assert_eq!(runs.into_sorted(), want);
+    }
+
+    #[test]
+    fn interleaved_streams_merge_as_a_stable_sort() {
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        for streams in [1, 2, 3, 5, 8, 16, 17, 40] {
+            for round in 0..20 {
+                // Each stream advances in time; batches of a random stream arrive in turn, with
+                // coarse times so that equal keys (across streams and within one) are common.
+                let mut clock = vec![0u64; streams];
+                let mut keys = Vec::new();
+                while keys.len() < 2000 {
+                    let s = (rng.next() % streams as u64) as usize;
+                    for _ in 0..1 + rng.next() % 30 {
+                        clock[s] += rng.next() % 3;
+                        keys.push((clock[s], clock[s] + rng.next() % 2 * (round % 3)));
+                    }
+                }
+                check(&keys);
+            }
+        }
+    }
+
+    #[test]
+    fn any_order_merges_as_a_stable_sort() {
+        let mut rng = Rng(12345);
+        for n in [0, 1, 2, 3, 10, 100, 1000, 5000] {
+            for modulus in [2, 10, 1000, u64::MAX] {
+                let keys: Vec<(u64, u64)> = (0..n).map(|_| (rng.next() % modulus, rng.next() % 2)).collect();
+                check(&keys);
+                let mut desc = keys.clone();
+                desc.sort_by(|a, b| b.cmp(a));
+                check(&desc);
+            }
+        }
+    }
+}
