@@ -4,6 +4,7 @@
 //! cargo bench -p tprof-decoder --bench decode -- [--events 10M,100M] [--ranks 8] [--dir DIR]
 //!     [--exports chrome,perfetto,kineto,parquet,folded] [--no-exports] [--hta-events 1M] [--no-hta]
 //!     [--kineto-mb 1024] [--hta-budget SECS] [--hta-max-rss MB] [--keep] [--commands summary1,summary,diagnose,report]
+//!     [--previous PATH/TO/OLD/tprof] [--rounds N]
 //! cargo bench -p tprof-decoder --bench decode -- --ranks 4096 --events 81.92M --commands summary1,diagnose \
 //!     --no-exports --no-hta       # the multi-rank scale run: 4096 ranks x 20k events
 //! ```
@@ -36,6 +37,10 @@
 //! (goal >= 300) and peak RSS, each next to HTA on the same file. HTA runs on files above 50 MB only
 //! with `--hta-budget SECS` (wall clock; `--hta-max-rss MB` caps its memory, default 8192): stopped
 //! before it finishes, the CPU time it had spent gives a lower bound on the ratio (`> Nx`).
+//!
+//! With `--previous`, `summary --threads 1`, `diagnose` and `report` also run a previous `tprof` binary on the
+//! same job, alternating with this one (`--rounds N` runs each, the least CPU time counts), and each
+//! row's note gives the previous build's events per CPU-second and this build's speed-up over it.
 //!
 //! "Events" are the ring records written (API calls, kernels, copies, memsets, syncs, collectives,
 //! NVTX push/pop/marks, markers), excluding clock pairs and string definitions.
@@ -161,6 +166,10 @@ struct Opts {
     max_export_bytes: u64,
     /// Which analyses to time: summary1 (`--threads 1`), summary, diagnose, report.
     commands: Vec<String>,
+    /// A previous `tprof` binary timed on the same job, alternating with this one (`--previous`).
+    previous: Option<PathBuf>,
+    /// Runs of each analysis (of each binary); the best CPU time counts (`--rounds`).
+    rounds: u32,
 }
 
 fn parse_count(s: &str) -> u64 {
@@ -188,6 +197,8 @@ fn parse_opts() -> Opts {
         keep: false,
         max_export_bytes: 4 << 30,
         commands: ["summary1", "summary", "diagnose", "report"].map(String::from).to_vec(),
+        previous: None,
+        rounds: 1,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -206,6 +217,8 @@ fn parse_opts() -> Opts {
             "--keep" => o.keep = true,
             "--max-export-bytes" => o.max_export_bytes = parse_count(&val()),
             "--commands" => o.commands = val().split(',').map(str::to_string).collect(),
+            "--previous" => o.previous = Some(PathBuf::from(val())),
+            "--rounds" => o.rounds = val().parse::<u32>().expect("--rounds N").max(1),
             "--bench" => {}
             other => panic!("unknown argument {other} (see the header of decoder/benches/decode.rs)"),
         }
@@ -270,6 +283,44 @@ fn goal_note(r: &Run, events: u64, goal: f64) -> String {
             format!("goal >= {goal:.0} M ev/cpu-s: {got:.1} ({verdict})")
         }
         _ => format!("goal >= {goal:.0} M ev/cpu-s: no CPU time measured"),
+    }
+}
+
+/// Runs `args` on this build and, when given, on the previous one, alternating which goes first,
+/// `rounds` times each; the run with the least CPU time of each binary (wall time without it).
+fn measure_side_by_side(bin: &Path, previous: Option<&Path>, args: &[String], rounds: u32) -> (Run, Option<Run>) {
+    let cost = |r: &Run| if r.ok { r.cpu.unwrap_or(r.secs) } else { f64::INFINITY };
+    let keep_best = |best: &mut Option<Run>, r: Run| {
+        if best.as_ref().is_none_or(|b| cost(&r) < cost(b)) {
+            *best = Some(r);
+        }
+    };
+    let (mut new, mut old) = (None, None);
+    for round in 0..rounds {
+        let old_first = round % 2 == 1;
+        if let (true, Some(p)) = (old_first, previous) {
+            keep_best(&mut old, measure(p, args, &[]));
+        }
+        keep_best(&mut new, measure(bin, args, &[]));
+        if let (false, Some(p)) = (old_first, previous) {
+            keep_best(&mut old, measure(p, args, &[]));
+        }
+    }
+    (new.expect("at least one round"), old)
+}
+
+/// The previous build's rate on the same job in the same run, and this build's speed-up over it.
+fn previous_note(new: &Run, old: Option<&Run>, events: u64) -> String {
+    let Some(old) = old else { return String::new() };
+    match (new.cpu, old.cpu) {
+        (Some(n), Some(p)) if old.ok && n > 0.0 && p > 0.0 => format!(
+            "; previous build {:.1} M ev/cpu-s, {} MB (this build x{:.2})",
+            events as f64 / p / 1e6,
+            old.peak_rss_kb.map(|k| format!("{:.0}", k as f64 / 1024.0)).unwrap_or_else(|| "?".into()),
+            p / n
+        ),
+        _ if !old.ok => format!("; previous build FAILED: {}", last_line(&old.stderr)),
+        _ => "; previous build: no CPU time measured".into(),
     }
 }
 
@@ -392,8 +443,9 @@ fn main() {
         // that were just written too; both runs see warm files.
         let wants = |c: &str| o.commands.iter().any(|w| w == c);
         if wants("summary1") {
-            let r = measure(&bin, &["summary".into(), jobs.clone(), "--threads".into(), "1".into()], &[]);
-            let note = goal_note(&r, events, 20.0);
+            let args = ["summary".into(), jobs.clone(), "--threads".into(), "1".into()];
+            let (r, prev) = measure_side_by_side(&bin, o.previous.as_deref(), &args, o.rounds);
+            let note = goal_note(&r, events, 20.0) + &previous_note(&r, prev.as_ref(), events);
             let row = Row { what: "summary --threads 1".into(), events, run: r, note };
             print_row(&row);
             rows.push((n, row));
@@ -405,18 +457,25 @@ fn main() {
             rows.push((n, row));
         }
         if wants("diagnose") {
-            let r = measure(&bin, &["diagnose".into(), jobs.clone()], &[]);
-            let note = goal_note(&r, events, 10.0);
+            let args = ["diagnose".into(), jobs.clone()];
+            let (r, prev) = measure_side_by_side(&bin, o.previous.as_deref(), &args, o.rounds);
+            let note = goal_note(&r, events, 10.0) + &previous_note(&r, prev.as_ref(), events);
             let row = Row { what: format!("diagnose (--threads 0 = {cores})"), events, run: r, note };
             print_row(&row);
             rows.push((n, row));
         }
         if wants("report") {
             let page = o.dir.join("report.html");
-            let r = measure(&bin, &["report".into(), jobs.clone(), "-o".into(), page.display().to_string()], &[]);
+            let args = ["report".into(), jobs.clone(), "-o".into(), page.display().to_string()];
+            let (r, prev) = measure_side_by_side(&bin, o.previous.as_deref(), &args, o.rounds);
             let size = dir_bytes(&page);
             let _ = std::fs::remove_file(&page);
-            let note = format!("{:.1} MB page; {}", size as f64 / 1e6, goal_note(&r, events, 10.0));
+            let note = format!(
+                "{:.1} MB page; {}{}",
+                size as f64 / 1e6,
+                goal_note(&r, events, 10.0),
+                previous_note(&r, prev.as_ref(), events)
+            );
             let row = Row { what: format!("report (--threads 0 = {cores})"), events, run: r, note };
             print_row(&row);
             rows.push((n, row));
