@@ -5,7 +5,7 @@
 //!
 //! State is bounded by in-flight work (calls waiting for their kernel) and by ranges, not by events.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 use crate::corr_slots::CorrSlots;
 use crate::intervals::FastMap;
@@ -47,13 +47,13 @@ impl CollectiveInstance {
 /// whole call).
 #[derive(Debug)]
 pub struct CollectiveMatcher<T: FromPairing = CollectiveInstance> {
-    calls: HashMap<u64, Collective>,
+    calls: FastMap<u64, Collective>,
     /// Kernels whose call (or group) has not been seen yet, by correlation.
-    kernels: HashMap<u64, Vec<Kernel>>,
+    kernels: FastMap<u64, Vec<Kernel>>,
     /// Open groups per thread: depth and the data-moving calls made inside.
-    open: HashMap<u32, (u32, Vec<Collective>)>,
+    open: FastMap<u32, (u32, Vec<Collective>)>,
     /// Closed groups waiting for their kernels, by the group end's correlation id, oldest first.
-    groups: HashMap<u64, GroupCalls>,
+    groups: FastMap<u64, GroupCalls>,
     group_order: VecDeque<u64>,
     /// Calls and kernels without a correlation id, matched in order at the end.
     calls_fifo: VecDeque<Collective>,
@@ -64,10 +64,10 @@ pub struct CollectiveMatcher<T: FromPairing = CollectiveInstance> {
 impl<T: FromPairing> Default for CollectiveMatcher<T> {
     fn default() -> Self {
         CollectiveMatcher {
-            calls: HashMap::new(),
-            kernels: HashMap::new(),
-            open: HashMap::new(),
-            groups: HashMap::new(),
+            calls: FastMap::default(),
+            kernels: FastMap::default(),
+            open: FastMap::default(),
+            groups: FastMap::default(),
             group_order: VecDeque::new(),
             calls_fifo: VecDeque::new(),
             kernels_fifo: VecDeque::new(),
@@ -549,7 +549,7 @@ impl RangeProjection {
     pub fn finish(&mut self) -> Vec<RangeStat> {
         // Names are told apart by their text: names interned apart with one text are one name,
         // known by the first index with that text.
-        let mut first: HashMap<&str, u32> = HashMap::with_capacity(self.names.len());
+        let mut first: FastMap<&str, u32> = FastMap::with_capacity_and_hasher(self.names.len(), Default::default());
         let same: Vec<u32> = (0..self.names.len()).map(|i| *first.entry(&*self.names[i]).or_insert(i as u32)).collect();
         drop(first);
         let mut gpu_of: Vec<Option<Ns>> = vec![None; self.names.len()];

@@ -109,11 +109,11 @@ pub struct RankSummary {
     #[serde(skip)]
     nccl: crate::nccl_plugin::table::RankNccl,
     #[serde(skip)]
-    kernels: HashMap<Name, Stat>,
+    kernels: FastMap<Name, Stat>,
     #[serde(skip)]
-    apis: HashMap<Name, Stat>,
+    apis: FastMap<Name, Stat>,
     #[serde(skip)]
-    memcpy: HashMap<&'static str, (Stat, u64)>,
+    memcpy: FastMap<&'static str, (Stat, u64)>,
     #[serde(skip)]
     collectives: Vec<CollectiveInstance>,
     #[serde(skip)]
@@ -194,8 +194,8 @@ impl NameStats {
         &mut self.slots[i as usize]
     }
 
-    fn into_map(self) -> HashMap<Name, Stat> {
-        let mut m: HashMap<Name, Stat> = HashMap::with_capacity(self.slots.len());
+    fn into_map(self) -> FastMap<Name, Stat> {
+        let mut m: FastMap<Name, Stat> = FastMap::with_capacity_and_hasher(self.slots.len(), Default::default());
         for (n, st, _, _) in self.slots {
             m.entry(n).or_default().merge(&st);
         }
@@ -209,7 +209,7 @@ pub struct RankAnalysis {
     info: Option<ProcessInfo>,
     kernels: NameStats,
     apis: NameStats,
-    memcpy: HashMap<&'static str, (Stat, u64)>,
+    memcpy: FastMap<&'static str, (Stat, u64)>,
     /// Busy-time unions per kind (COMPUTE, COMM, MEMORY).
     busy: [StreamingUnion; 3],
     span: (Ns, Ns),
@@ -236,7 +236,7 @@ impl RankAnalysis {
             info: None,
             kernels: NameStats::default(),
             apis: NameStats::default(),
-            memcpy: HashMap::new(),
+            memcpy: FastMap::default(),
             busy: Default::default(),
             span: (u64::MAX, 0),
             events: 0,
@@ -722,8 +722,8 @@ struct StepTally {
 /// The per-name tables of every rank, merged.
 #[derive(Debug, Default)]
 struct RankTables {
-    kernels: HashMap<Name, Stat>,
-    apis: HashMap<Name, Stat>,
+    kernels: FastMap<Name, Stat>,
+    apis: FastMap<Name, Stat>,
     memcpy: BTreeMap<&'static str, (Stat, u64)>,
     collectives: BTreeMap<(CollOp, u64, u32), CollectiveTally>,
     instances: HashMap<(u64, u64), Instance>,
@@ -804,7 +804,7 @@ impl RankTables {
 }
 
 /// Rows by total time, most first, each with its share of all (names as `name_of` writes them).
-fn name_rows(stats: &HashMap<Name, Stat>, name_of: impl Fn(&str) -> String) -> Vec<NameRow> {
+fn name_rows(stats: &FastMap<Name, Stat>, name_of: impl Fn(&str) -> String) -> Vec<NameRow> {
     let total: u64 = stats.values().map(|k| k.total_ns).sum();
     let mut rows: Vec<NameRow> = stats
         .iter()
