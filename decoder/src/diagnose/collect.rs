@@ -17,6 +17,12 @@ use crate::steps::StepFinder;
 /// Most memory samples kept per process.
 const MAX_MEM_SAMPLES: usize = 200_000;
 
+/// A kernel's family and its slot in the family's by-name times (None beyond the first 4096).
+type FamilySlot = (Family, Option<u32>);
+
+/// One family's kernels, GPU ns, and GPU ns by kernel name (slots index `family_names`).
+type FamilyTotals = (u64, Ns, HashMap<Name, u32>);
+
 /// Collects one process's facts.
 #[derive(Debug)]
 pub struct FactCollector {
@@ -38,7 +44,7 @@ pub struct FactCollector {
     kernel_ids: FastMap<usize, u32>,
     /// Kernel names with their family and slot in the family's by-name times (decided on the
     /// first kernel without imported collective info).
-    kernel_names: Vec<(Name, Option<(Family, Option<u32>)>)>,
+    kernel_names: Vec<(Name, Option<FamilySlot>)>,
     /// The last kernel name looked up (pointer, index): consecutive kernels often share one.
     last_kernel_name: (usize, u32),
     /// Call names of collectives, per op.
@@ -51,9 +57,8 @@ pub struct FactCollector {
     /// Communication kernels by correlation (with imported collective info).
     comm_kernels: Vec<Kernel>,
     syncs: Vec<SyncEvent>,
-    /// Per family (indexed by `Family as usize`, None until its first kernel): kernels, GPU ns,
-    /// and GPU ns by kernel name (slots index `family_names`).
-    families: [Option<(u64, Ns, HashMap<Name, u32>)>; Family::ALL.len()],
+    /// Per family, indexed by `Family as usize` (None until its first kernel).
+    families: [Option<FamilyTotals>; Family::ALL.len()],
     family_names: Vec<(Name, Ns)>,
     mem: MemFacts,
     mem_samples: Vec<(Ns, u64)>,
@@ -160,7 +165,7 @@ impl FactCollector {
 impl FactCollector {
     /// A kernel's family and its slot in the family's by-name times (None beyond the first 4096
     /// names of a family), decided once per distinct name.
-    fn kernel_family(&mut self, k: &Kernel, id: u32) -> (Family, Option<u32>) {
+    fn kernel_family(&mut self, k: &Kernel, id: u32) -> FamilySlot {
         if k.collective.is_some() {
             // Imported collective info makes any kernel communication (imports only: not cached).
             return (Family::Communication, self.family_slot(Family::Communication, &k.name));
