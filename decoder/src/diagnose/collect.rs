@@ -17,6 +17,12 @@ use crate::steps::StepFinder;
 /// Most memory samples kept per process.
 const MAX_MEM_SAMPLES: usize = 200_000;
 
+/// A kernel's family and its slot in the family's by-name times (None beyond the first 4096).
+type FamilySlot = (Family, Option<u32>);
+
+/// One family's kernels, GPU ns, and GPU ns by kernel name (slots index `family_names`).
+type FamilyTotals = (u64, Ns, HashMap<Name, u32>);
+
 /// Collects one process's facts.
 #[derive(Debug)]
 pub struct FactCollector {
@@ -34,8 +40,13 @@ pub struct FactCollector {
     /// Call name pointer -> (the name, its id in `names`, its class): the text is hashed and
     /// classified once per distinct name, not once per call.
     call_names: FastMap<usize, (Name, u32, CallClass)>,
-    /// Kernel name pointer -> (the name, its family, its slot in the family's by-name times).
-    kernel_names: FastMap<usize, (Name, Family, Option<u32>)>,
+    /// Kernel name pointer -> its index in `kernel_names`.
+    kernel_ids: FastMap<usize, u32>,
+    /// Kernel names with their family and slot in the family's by-name times (decided on the
+    /// first kernel without imported collective info).
+    kernel_names: Vec<(Name, Option<FamilySlot>)>,
+    /// The last kernel name looked up (pointer, index): consecutive kernels often share one.
+    last_kernel_name: (usize, u32),
     /// Call names of collectives, per op.
     coll_names: FastMap<u8, Name>,
     /// Correlations of copies touching pageable memory, with their bytes and GPU time.
@@ -46,17 +57,20 @@ pub struct FactCollector {
     /// Communication kernels by correlation (with imported collective info).
     comm_kernels: Vec<Kernel>,
     syncs: Vec<SyncEvent>,
-    /// Per family: kernels, GPU ns, and GPU ns by kernel name (slots index `family_names`).
-    families: FastMap<Family, (u64, Ns, HashMap<Name, u32>)>,
+    /// Per family, indexed by `Family as usize` (None until its first kernel).
+    families: [Option<FamilyTotals>; Family::ALL.len()],
     family_names: Vec<(Name, Ns)>,
     mem: MemFacts,
     mem_samples: Vec<(Ns, u64)>,
     hang_markers: Vec<HangMarker>,
     last_call: Option<(Name, Ns)>,
-    last_kernel: Option<(Name, Ns, Ns)>,
+    /// Last kernel to start (its index in `kernel_names`, start, end).
+    last_kernel: Option<(u32, Ns, Ns)>,
     tensor: (f64, u64),
     health: Vec<super::facts::HealthSample>,
+    /// Kernels per device; runs of the same device are counted in `device_run` first.
     devices: FastMap<u32, u64>,
+    device_run: Option<(u32, u64)>,
     exited: bool,
     api_count: u64,
     /// Collective ends for clock alignment across hosts.
@@ -75,14 +89,16 @@ impl FactCollector {
             names: Vec::new(),
             name_ids: HashMap::new(),
             call_names: FastMap::default(),
-            kernel_names: FastMap::default(),
+            kernel_ids: FastMap::default(),
+            kernel_names: Vec::new(),
+            last_kernel_name: (0, 0),
             coll_names: FastMap::default(),
             pageable: SeqMap::default(),
             small_d2h: Vec::new(),
             colls: Vec::new(),
             comm_kernels: Vec::new(),
             syncs: Vec::new(),
-            families: FastMap::default(),
+            families: Default::default(),
             family_names: Vec::new(),
             mem: MemFacts::default(),
             mem_samples: Vec::new(),
@@ -92,6 +108,7 @@ impl FactCollector {
             tensor: (0.0, 0),
             health: Vec::new(),
             devices: FastMap::default(),
+            device_run: None,
             exited: false,
             host: Default::default(),
             nccl: Default::default(),
@@ -148,23 +165,49 @@ impl FactCollector {
 impl FactCollector {
     /// A kernel's family and its slot in the family's by-name times (None beyond the first 4096
     /// names of a family), decided once per distinct name.
-    fn kernel_family(&mut self, k: &Kernel) -> (Family, Option<u32>) {
+    fn kernel_family(&mut self, k: &Kernel, id: u32) -> FamilySlot {
         if k.collective.is_some() {
             // Imported collective info makes any kernel communication (imports only: not cached).
             return (Family::Communication, self.family_slot(Family::Communication, &k.name));
         }
-        let key = std::sync::Arc::as_ptr(&k.name) as *const u8 as usize;
-        if let Some(&(_, f, s)) = self.kernel_names.get(&key) {
-            return (f, s);
+        if let Some(c) = self.kernel_names[id as usize].1 {
+            return c;
         }
         let family = Family::of(&k.name);
         let slot = self.family_slot(family, &k.name);
-        self.kernel_names.insert(key, (k.name.clone(), family, slot));
+        self.kernel_names[id as usize].1 = Some((family, slot));
         (family, slot)
     }
 
+    /// The index of a kernel name in `kernel_names`, added on first sight.
+    fn kernel_id(&mut self, name: &Name) -> u32 {
+        let key = std::sync::Arc::as_ptr(name) as *const u8 as usize;
+        if key == self.last_kernel_name.0 {
+            return self.last_kernel_name.1;
+        }
+        let next = self.kernel_names.len() as u32;
+        let id = *self.kernel_ids.entry(key).or_insert(next);
+        if id == next {
+            self.kernel_names.push((name.clone(), None));
+        }
+        self.last_kernel_name = (key, id);
+        id
+    }
+
+    /// Counts a kernel on `device`.
+    fn count_device(&mut self, device: u32) {
+        match &mut self.device_run {
+            Some((d, n)) if *d == device => *n += 1,
+            run => {
+                if let Some((d, n)) = run.replace((device, 1)) {
+                    *self.devices.entry(d).or_default() += n;
+                }
+            }
+        }
+    }
+
     fn family_slot(&mut self, family: Family, name: &Name) -> Option<u32> {
-        let f = self.families.entry(family).or_insert_with(|| (0, 0, HashMap::new()));
+        let f = self.families[family as usize].get_or_insert_with(|| (0, 0, HashMap::new()));
         if let Some(&i) = f.2.get(name) {
             return Some(i);
         }
@@ -189,15 +232,16 @@ impl TraceSink for FactCollector {
         if let Some(s) = &mut self.steps {
             s.kernel(k);
         }
-        *self.devices.entry(k.device).or_default() += 1;
-        let (family, slot) = self.kernel_family(k);
+        self.count_device(k.device);
+        let id = self.kernel_id(&k.name);
+        let (family, slot) = self.kernel_family(k, id);
         let kind = if family == Family::Communication { OpKind::Comm } else { OpKind::Compute };
         if kind == OpKind::Comm {
             // The clock sink ignores non-communication kernels (the same test as the family's).
             self.clock.handle_kernel(k);
         }
         self.ops.push(RawOp { start: k.start, end: k.end, corr: k.correlation, kind, family });
-        let f = self.families.entry(family).or_insert_with(|| (0, 0, HashMap::new()));
+        let f = self.families[family as usize].get_or_insert_with(|| (0, 0, HashMap::new()));
         f.0 += 1;
         f.1 += k.duration();
         if let Some(i) = slot {
@@ -207,7 +251,7 @@ impl TraceSink for FactCollector {
             self.comm_kernels.push(k.clone());
         }
         if self.last_kernel.as_ref().is_none_or(|l| k.start >= l.1) {
-            self.last_kernel = Some((k.name.clone(), k.start, k.end));
+            self.last_kernel = Some((id, k.start, k.end));
         }
     }
 
@@ -369,9 +413,9 @@ impl TraceSink for FactCollector {
         for f in &mut memory.failures {
             f.step = tl.step_of_time.as_ref().and_then(|s| s.at(f.ts));
         }
-        let mut families: Vec<FamilyStat> = self
-            .families
-            .drain()
+        let mut families: Vec<FamilyStat> = Family::ALL
+            .into_iter()
+            .filter_map(|family| Some((family, self.families[family as usize].take()?)))
             .map(|(family, (kernels, total_ns, by_name))| {
                 let top = by_name
                     .into_iter()
@@ -387,6 +431,9 @@ impl TraceSink for FactCollector {
             })
             .collect();
         families.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.family.cmp(&b.family)));
+        if let Some((d, n)) = self.device_run.take() {
+            *self.devices.entry(d).or_default() += n;
+        }
         let device =
             self.devices.iter().max_by_key(|(d, n)| (**n, std::cmp::Reverse(**d))).map(|(d, _)| *d).unwrap_or(0);
         self.result = Some(RankFacts {
@@ -410,7 +457,7 @@ impl TraceSink for FactCollector {
             amp: tl.amp,
             hang_markers: std::mem::take(&mut self.hang_markers),
             last_call: self.last_call.take().map(|(n, t)| (n.to_string(), t)),
-            last_kernel: self.last_kernel.take().map(|(n, s, e)| (n.to_string(), s, e)),
+            last_kernel: self.last_kernel.take().map(|(i, s, e)| (self.kernel_names[i as usize].0.to_string(), s, e)),
             tensor_activity: (self.tensor.1 > 0).then(|| self.tensor.0 / self.tensor.1 as f64),
             device,
             exited: self.exited,

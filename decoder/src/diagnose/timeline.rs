@@ -206,6 +206,11 @@ fn observed_parts(a: Ns, b: Ns, holes: &[(Ns, Ns)]) -> impl Iterator<Item = (Ns,
 struct StartOrderUnion(Vec<(Ns, Ns)>);
 
 impl StartOrderUnion {
+    /// Room for `n` intervals (the most that `n` pushes keep), so the list never grows by copying.
+    fn with_capacity(n: usize) -> StartOrderUnion {
+        StartOrderUnion(Vec::with_capacity(n))
+    }
+
     #[inline]
     fn push(&mut self, s: Ns, e: Ns) {
         if e <= s {
@@ -410,7 +415,15 @@ impl<'a> GpuSteps<'a> {
             })
             .collect();
         // The operations are in start order: each union grows at its end.
-        let [mut compute, mut comm, mut cm, mut all] = <[StartOrderUnion; 4]>::default();
+        let mut kinds = [0usize; 3];
+        for o in ops {
+            kinds[o.kind as usize] += 1;
+        }
+        let [n_compute, n_comm, _] = kinds;
+        let mut compute = StartOrderUnion::with_capacity(n_compute);
+        let mut comm = StartOrderUnion::with_capacity(n_comm);
+        let mut cm = StartOrderUnion::with_capacity(n_compute + n_comm);
+        let mut all = StartOrderUnion::with_capacity(ops.len());
         for o in ops {
             let (s, e) = (o.start, o.end);
             match o.kind {
@@ -488,7 +501,8 @@ struct GapClassifier<'a> {
 impl<'a> GapClassifier<'a> {
     /// `calls` sorted by start.
     fn new(gpu: &'a GpuSteps<'a>, index: &'a StepIndex, calls: &'a [RawCall]) -> GapClassifier<'a> {
-        let [mut host, mut setup, mut alloc] = <[StartOrderUnion; 3]>::default();
+        let (mut setup, mut alloc) = <(StartOrderUnion, StartOrderUnion)>::default();
+        let mut host = StartOrderUnion::with_capacity(calls.len());
         for c in calls {
             match c.class {
                 CallClass::Setup => setup.push(c.start, c.end),
