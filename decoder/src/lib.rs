@@ -28,3 +28,4 @@ pub mod summary;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 pub mod units;
+pub mod xorshift;

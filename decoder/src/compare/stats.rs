@@ -2,6 +2,8 @@
 //! NEW's steps drawn from a distribution shifted against BASE's?) and a bootstrap confidence
 //! interval of the change of the median. Steps are the samples.
 
+use crate::xorshift::XorShift;
+
 /// The `q` quantile (0..1) of sorted `v` (nearest rank); 0 when empty.
 pub fn quantile(sorted: &[f64], q: f64) -> f64 {
     if sorted.is_empty() {
@@ -98,10 +100,10 @@ pub fn bootstrap_median_change(a: &[f64], b: &[f64], rounds: usize) -> (f64, f64
     let mut diffs = Vec::with_capacity(rounds);
     for _ in 0..rounds {
         for x in buf_a.iter_mut() {
-            *x = a[rng.below(a.len())];
+            *x = a[rng.index(a.len())];
         }
         for x in buf_b.iter_mut() {
-            *x = b[rng.below(b.len())];
+            *x = b[rng.index(b.len())];
         }
         buf_a.sort_by(f64::total_cmp);
         buf_b.sort_by(f64::total_cmp);
@@ -109,17 +111,6 @@ pub fn bootstrap_median_change(a: &[f64], b: &[f64], rounds: usize) -> (f64, f64
     }
     diffs.sort_by(f64::total_cmp);
     (quantile(&diffs, 0.025), quantile(&diffs, 0.975))
-}
-
-struct XorShift(u64);
-
-impl XorShift {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n as u64) as usize
-    }
 }
 
 #[cfg(test)]

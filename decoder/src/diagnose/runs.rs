@@ -128,6 +128,7 @@ impl<T: Keyed> Runs<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::xorshift::XorShift;
 
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     struct Item {
@@ -139,17 +140,6 @@ mod tests {
         type Key = (u64, u64);
         fn key(&self) -> (u64, u64) {
             self.key
-        }
-    }
-
-    /// A small deterministic generator (xorshift).
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
         }
     }
 
@@ -167,7 +157,7 @@ mod tests {
 
     #[test]
     fn interleaved_streams_merge_as_a_stable_sort() {
-        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
         for streams in [1, 2, 3, 5, 8, 16, 17, 40] {
             for round in 0..20 {
                 // Each stream advances in time; batches of a random stream arrive in turn, with
@@ -175,10 +165,10 @@ mod tests {
                 let mut clock = vec![0u64; streams];
                 let mut keys = Vec::new();
                 while keys.len() < 2000 {
-                    let s = (rng.next() % streams as u64) as usize;
-                    for _ in 0..1 + rng.next() % 30 {
-                        clock[s] += rng.next() % 3;
-                        keys.push((clock[s], clock[s] + rng.next() % 2 * (round % 3)));
+                    let s = (rng.next_u64() % streams as u64) as usize;
+                    for _ in 0..1 + rng.next_u64() % 30 {
+                        clock[s] += rng.next_u64() % 3;
+                        keys.push((clock[s], clock[s] + rng.next_u64() % 2 * (round % 3)));
                     }
                 }
                 check(&keys);
@@ -188,10 +178,10 @@ mod tests {
 
     #[test]
     fn any_order_merges_as_a_stable_sort() {
-        let mut rng = Rng(12345);
+        let mut rng = XorShift(12345);
         for n in [0, 1, 2, 3, 10, 100, 1000, 5000] {
             for modulus in [2, 10, 1000, u64::MAX] {
-                let keys: Vec<(u64, u64)> = (0..n).map(|_| (rng.next() % modulus, rng.next() % 2)).collect();
+                let keys: Vec<(u64, u64)> = (0..n).map(|_| (rng.next_u64() % modulus, rng.next_u64() % 2)).collect();
                 check(&keys);
                 let mut desc = keys.clone();
                 desc.sort_by(|a, b| b.cmp(a));

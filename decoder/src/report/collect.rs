@@ -373,17 +373,7 @@ impl TraceSink for ReportCollector {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A small deterministic generator (xorshift).
-    struct Rng(u64);
-    impl Rng {
-        fn below(&mut self, n: u64) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0 % n
-        }
-    }
+    use crate::xorshift::XorShift;
 
     /// The stack of `r` by walking its whole chain, in a collector that knows only the ranges.
     fn walked(c: &ReportCollector, r: RangeId, complete_only: bool) -> Option<String> {
@@ -393,7 +383,7 @@ mod tests {
 
     #[test]
     fn memoized_stacks_name_ranges_as_the_whole_walk_does() {
-        let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+        let mut rng = XorShift(0x2545_f491_4f6c_dd1d);
         let names: Vec<Name> =
             ["step", "fwd", "layer;0", "attn", "mlp", "bwd", "x"].iter().map(|&n| n.into()).collect();
         for round in 0..30 {

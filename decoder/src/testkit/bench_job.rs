@@ -9,22 +9,9 @@ use std::path::{Path, PathBuf};
 use tprof_format::{ApiDomain, CollOp, CopyKind, MemoryKind, Record, RingWriter, StrId, SyncKind};
 
 use super::{create_ring, RankIdentity, T0};
+use crate::xorshift::XorShift;
 
 const DISTINCT_KERNELS: u32 = 200;
-
-/// Deterministic xorshift.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
 
 // String ids.
 const S_STEP: u32 = 1;
@@ -45,7 +32,7 @@ const S_KERNEL0: u32 = 100;
 /// Per-rank generation state.
 struct Gen<'w> {
     w: &'w mut RingWriter,
-    rng: Rng,
+    rng: XorShift,
     mono0: u64,
     /// Host time (true ns).
     host: u64,
@@ -375,7 +362,7 @@ fn write_rank(dir: &Path, rank: u32, ranks: u32, events: u64) -> (PathBuf, u64, 
     // (4096 ranks of 20k events: 0.6 MB each instead of 4.3 MB).
     let room = events * 17 + (4 << 20).min((256 << 10) + events * 2);
     let (path, mut w) = create_ring(dir, id, room, strings).expect("create ring file");
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (rank as u64 + 1));
+    let mut rng = XorShift(0x9E37_79B9_7F4A_7C15 ^ (rank as u64 + 1));
     let families =
         ["gemm_bf16_tn", "flash_fwd", "flash_bwd", "layer_norm", "softmax", "gelu", "adam_step", "elementwise"];
     let mut kernel_ns = Vec::new();
