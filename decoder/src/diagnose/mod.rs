@@ -17,6 +17,12 @@ pub mod job;
 pub mod runs;
 pub mod timeline;
 
+mod coll_pairing;
+mod gaps;
+mod gpu_steps;
+mod host_steps;
+mod spans;
+
 pub mod amp_overflow;
 pub mod data_loading;
 pub mod desync;

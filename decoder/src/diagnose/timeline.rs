@@ -7,10 +7,13 @@
 
 use std::collections::HashMap;
 
+use super::coll_pairing::pair_collectives;
 use super::facts::*;
+use super::gaps::split_window;
+use super::gpu_steps::{GpuSteps, StepKernels};
+use super::host_steps::{prepare_calls, HostSteps};
 use super::runs::Keyed;
 use crate::corr_slots::CorrSlots;
-use crate::correlate::{CollectiveMatcher, FromPairing};
 use crate::intervals::{intersect_in, measure_in, FastMap, SeqMap};
 use crate::model::*;
 use crate::steps::StepWindow;
@@ -104,23 +107,26 @@ fn is_vmm_call(name: &str) -> bool {
         .any(|p| name.starts_with(p))
 }
 
-/// How long after the GPU ran dry a blocked host may return and still count as the cause (ns).
-const SYNC_SLACK_NS: Ns = 5_000;
 /// With at least this many steps, the first one is left out as warm-up.
 pub const WARMUP_MIN_STEPS: usize = 4;
-/// Idle gaps between kernels of a step up to this long count as launch overhead (ns).
-const LAUNCH_GAP_MAX_NS: Ns = 1_000_000;
 
 /// Host step windows, searchable by time.
 #[derive(Debug, Clone, Default)]
 pub struct StepIndex {
-    windows: Vec<StepWindow>,
+    pub(super) windows: Vec<StepWindow>,
 }
 
 impl StepIndex {
     pub fn new(mut windows: Vec<StepWindow>) -> StepIndex {
         windows.sort_by_key(|w| w.start);
         StepIndex { windows }
+    }
+    /// Number of steps.
+    pub fn len(&self) -> usize {
+        self.windows.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.windows.is_empty()
     }
     /// Position of the step whose host window holds `t`.
     pub fn pos(&self, t: Ns) -> Option<usize> {
@@ -143,7 +149,7 @@ impl StepIndex {
 
 /// `v.partition_point(pred)` for a predicate that only ever gets more inclusive from one call to
 /// the next (non-decreasing query times): `cursor` moves forward and never searches.
-fn forward_partition<T>(v: &[T], cursor: &mut usize, pred: impl Fn(&T) -> bool) -> usize {
+pub(super) fn forward_partition<T>(v: &[T], cursor: &mut usize, pred: impl Fn(&T) -> bool) -> usize {
     while *cursor < v.len() && pred(&v[*cursor]) {
         *cursor += 1;
     }
@@ -174,55 +180,6 @@ pub struct Input {
     pub unobserved: Vec<(Ns, Ns)>,
 }
 
-/// The parts of `[a, b)` outside the sorted, disjoint `holes`.
-fn observed_parts(a: Ns, b: Ns, holes: &[(Ns, Ns)]) -> impl Iterator<Item = (Ns, Ns)> + '_ {
-    let mut from = a;
-    let mut inside = holes.iter().filter(move |h| h.1 > a && h.0 < b);
-    let mut done = false;
-    std::iter::from_fn(move || {
-        while !done {
-            match inside.next() {
-                Some(&(s, e)) => {
-                    let part = (s > from).then_some((from, s));
-                    from = from.max(e);
-                    if part.is_some() {
-                        return part;
-                    }
-                }
-                None => {
-                    done = true;
-                    if b > from {
-                        return Some((from, b));
-                    }
-                }
-            }
-        }
-        None
-    })
-}
-
-/// The union of intervals pushed in start order, as a sorted, disjoint list (empty ones left out).
-#[derive(Debug, Default)]
-struct StartOrderUnion(Vec<(Ns, Ns)>);
-
-impl StartOrderUnion {
-    /// Room for `n` intervals (the most that `n` pushes keep), so the list never grows by copying.
-    fn with_capacity(n: usize) -> StartOrderUnion {
-        StartOrderUnion(Vec::with_capacity(n))
-    }
-
-    #[inline]
-    fn push(&mut self, s: Ns, e: Ns) {
-        if e <= s {
-            return;
-        }
-        match self.0.last_mut() {
-            Some(last) if s <= last.1 => last.1 = last.1.max(e),
-            _ => self.0.push((s, e)),
-        }
-    }
-}
-
 /// What [`analyse`] found.
 #[derive(Debug, Default)]
 pub struct Timeline {
@@ -243,47 +200,37 @@ pub struct Timeline {
     pub step_of_time: Option<StepIndex>,
 }
 
-/// The element at half the length in sorted order (0 for none).
-fn median(v: &mut [Ns]) -> Ns {
-    if v.is_empty() {
-        return 0;
-    }
-    let mid = v.len() / 2;
-    *v.select_nth_unstable(mid).1
-}
-
 /// Reduce one process's timeline to facts.
 pub fn analyse(mut inp: Input) -> Timeline {
     let index = StepIndex::new(std::mem::take(&mut inp.windows));
-    let nsteps = index.windows.len();
+    let nsteps = index.len();
     prepare_calls(&mut inp);
-    let mut host = HostSteps::of(&inp.calls, &inp.names, &index);
+    let mut host = HostSteps::of(&inp, &index);
     if !inp.ops.is_sorted_by_key(Keyed::key) {
         inp.ops.sort_by_key(Keyed::key);
     }
     // Which step GPU work belongs to: its launching call's, unless the steps are GPU time.
     let by_time = CorrSlots::default();
     let gpu_corr_step = if inp.windows_in_gpu_time { &by_time } else { &host.corr_step };
-    let gpu = GpuSteps::of(&inp.ops, gpu_corr_step, &index);
+    let mut gpu = GpuSteps::of(&inp.ops, gpu_corr_step, &index);
     // The first step is warm-up (lazy initialisation, first launches, communicator set-up): with
     // enough steps, the window starts at the second one.
     let skip = usize::from(nsteps >= WARMUP_MIN_STEPS);
     let window = analysed_window(&index, &gpu, skip, inp.span);
     let holes = holes_to_next_step(std::mem::take(&mut inp.unobserved), &index);
-    let (split, step_split, alloc_idle_ns) =
-        split_window(&gpu, &index, &inp.calls, window, &holes, &mut host.sync_stats);
-    let mut kernels = StepKernels::of(&gpu, nsteps);
+    let mut sync_stats = std::mem::take(&mut host.sync_stats);
+    let (split, step_split, alloc_idle_ns) = split_window(&gpu, &index, &host, window, &holes, &mut sync_stats);
     let gpu_end = gpu_step_ends(&gpu.first, &holes, window.1);
-    let steps = step_facts(&index, skip, &gpu, &host, &step_split, &mut kernels, &gpu_end);
-    let amp = amp_facts(&index, &kernels, &steps);
+    let steps = step_facts(&index, skip, &mut gpu, &host, &step_split, &gpu_end);
+    let amp = amp_facts(&index, &gpu.kernels, &steps);
     Timeline {
         gpu_ops: inp.ops.len(),
         window,
         split,
         colls: pair_collectives(&inp.colls, &inp.comm_kernels, &gpu.busy.compute, &index, gpu_corr_step),
-        syncs: ranked_syncs(host.sync_stats),
+        syncs: ranked_syncs(sync_stats),
         small_d2h: inp.small_d2h.iter().filter(|&&c| host.corr_step.get(c).is_some()).count() as u64,
-        pageable: pageable_stat(&inp, &gpu.busy.cm),
+        pageable: pageable_stat(&inp, &host.pageable_calls, &gpu.busy.cm),
         amp,
         reserved_by_step: reserved_by_step(&mut inp.mem_samples, &index),
         step_alloc_calls: host.alloc_calls,
@@ -291,167 +238,6 @@ pub fn analyse(mut inp: Input) -> Timeline {
         step_alloc_idle_ns: alloc_idle_ns,
         steps,
         step_of_time: Some(index),
-    }
-}
-
-/// Pageable copies block the host like a sync; CUPTI / intercepted synchronization records stand
-/// in when no sync call was recorded; then the calls in time order.
-fn prepare_calls(inp: &mut Input) {
-    for c in &mut inp.calls {
-        if c.class == CallClass::Copy && c.corr != 0 && inp.pageable.contains_key(&c.corr) {
-            c.class = CallClass::Sync;
-        }
-    }
-    if !inp.calls.iter().any(|c| c.class == CallClass::Sync) {
-        for s in &inp.syncs {
-            let name: Name = format!("sync:{}", s.kind.name()).into();
-            let id = match inp.names.iter().position(|n| *n == name) {
-                Some(i) => i as u32,
-                None => {
-                    inp.names.push(name);
-                    (inp.names.len() - 1) as u32
-                }
-            };
-            inp.calls.push(RawCall { start: s.start, end: s.end, corr: 0, class: CallClass::Sync, name: id });
-        }
-    }
-    if !inp.calls.is_sorted_by_key(Keyed::key) {
-        inp.calls.sort_by_key(Keyed::key);
-    }
-}
-
-/// The host side per step: launches, synchronizations, allocations, and which step each
-/// correlation id was issued in.
-struct HostSteps {
-    launches: Vec<u64>,
-    sync_calls: Vec<u64>,
-    sync_blocked: Vec<Ns>,
-    /// Step position by correlation id.
-    corr_step: CorrSlots<u32>,
-    /// Per call name (the GPU idle time after each is added by [`split_window`]).
-    sync_stats: FastMap<u32, SyncCallStat>,
-    alloc_calls: u64,
-    alloc_ns: Ns,
-}
-
-impl HostSteps {
-    /// `calls` sorted by start.
-    fn of(calls: &[RawCall], names: &[Name], index: &StepIndex) -> HostSteps {
-        let nsteps = index.windows.len();
-        let mut h = HostSteps {
-            launches: vec![0; nsteps],
-            sync_calls: vec![0; nsteps],
-            sync_blocked: vec![0; nsteps],
-            corr_step: CorrSlots::default(),
-            sync_stats: FastMap::default(),
-            alloc_calls: 0,
-            alloc_ns: 0,
-        };
-        let mut cursor = 0;
-        for c in calls {
-            let Some(p) = index.pos_forward(c.start, &mut cursor) else { continue };
-            if c.corr != 0 {
-                h.corr_step.insert(c.corr, p as u32);
-            }
-            match c.class {
-                CallClass::Launch => h.launches[p] += 1,
-                CallClass::Sync => {
-                    h.sync_calls[p] += 1;
-                    let d = c.end.saturating_sub(c.start);
-                    h.sync_blocked[p] += d;
-                    let s = h.sync_stats.entry(c.name).or_insert_with(|| SyncCallStat {
-                        name: names.get(c.name as usize).map(|n| n.to_string()).unwrap_or_default(),
-                        ..SyncCallStat::default()
-                    });
-                    s.calls += 1;
-                    s.blocked_ns += d;
-                }
-                CallClass::Alloc => {
-                    h.alloc_calls += 1;
-                    h.alloc_ns += c.end.saturating_sub(c.start);
-                }
-                _ => {}
-            }
-        }
-        h
-    }
-}
-
-/// Busy-time unions of the GPU operations.
-struct Busy {
-    compute: Vec<(Ns, Ns)>,
-    comm: Vec<(Ns, Ns)>,
-    /// Compute or communication.
-    cm: Vec<(Ns, Ns)>,
-    /// Any operation.
-    all: Vec<(Ns, Ns)>,
-}
-
-/// The GPU side: operations (sorted by start) with the step each belongs to, busy unions, and
-/// when each step's GPU work started.
-struct GpuSteps<'a> {
-    ops: &'a [RawOp],
-    /// Step position per operation (u32: half the memory of `Option<usize>`).
-    op_step: Vec<Option<u32>>,
-    busy: Busy,
-    /// First GPU start per step position.
-    first: Vec<Option<Ns>>,
-    /// Latest end of any operation that belongs to a step.
-    last: Ns,
-}
-
-impl<'a> GpuSteps<'a> {
-    /// An operation belongs to the step whose host call launched it (by correlation), else to the
-    /// step its start falls in.
-    fn of(ops: &'a [RawOp], corr_step: &CorrSlots<u32>, index: &StepIndex) -> GpuSteps<'a> {
-        let mut cursor = 0;
-        let op_step: Vec<Option<u32>> = ops
-            .iter()
-            .map(|o| {
-                (o.corr != 0)
-                    .then(|| corr_step.get(o.corr).copied())
-                    .flatten()
-                    .or_else(|| index.pos_forward(o.start, &mut cursor).map(|p| p as u32))
-            })
-            .collect();
-        // The operations are in start order: each union grows at its end.
-        let mut kinds = [0usize; 3];
-        for o in ops {
-            kinds[o.kind as usize] += 1;
-        }
-        let [n_compute, n_comm, _] = kinds;
-        let mut compute = StartOrderUnion::with_capacity(n_compute);
-        let mut comm = StartOrderUnion::with_capacity(n_comm);
-        let mut cm = StartOrderUnion::with_capacity(n_compute + n_comm);
-        let mut all = StartOrderUnion::with_capacity(ops.len());
-        for o in ops {
-            let (s, e) = (o.start, o.end);
-            match o.kind {
-                OpKind::Compute => compute.push(s, e),
-                OpKind::Comm => comm.push(s, e),
-                OpKind::Memory => {}
-            }
-            if o.kind != OpKind::Memory {
-                cm.push(s, e);
-            }
-            all.push(s, e);
-        }
-        let (compute, comm, cm, all) = (compute.0, comm.0, cm.0, all.0);
-        let mut first: Vec<Option<Ns>> = vec![None; index.windows.len()];
-        let mut last: Ns = 0;
-        for (o, s) in ops.iter().zip(&op_step) {
-            if let Some(p) = s.map(|p| p as usize) {
-                if first[p].is_none_or(|f| o.start < f) {
-                    first[p] = Some(o.start);
-                }
-                last = last.max(o.end);
-            }
-        }
-        GpuSteps { ops, op_step, busy: Busy { compute, comm, cm, all }, first, last }
-    }
-
-    fn step_of(&self, op: usize) -> Option<usize> {
-        self.op_step.get(op).copied().flatten().map(|p| p as usize)
     }
 }
 
@@ -478,203 +264,6 @@ fn holes_to_next_step(mut holes: Vec<(Ns, Ns)>, index: &StepIndex) -> Vec<(Ns, N
     holes
 }
 
-/// Classifies each GPU idle gap by what the host was doing: blocked in a sync, outside CUDA at a
-/// step's start (data), launching (launch), or none of these (idle).
-struct GapClassifier<'a> {
-    gpu: &'a GpuSteps<'a>,
-    index: &'a StepIndex,
-    /// Union of the host calls (set-up calls apart).
-    host: Vec<(Ns, Ns)>,
-    /// Union of the set-up calls (communicator init / destroy).
-    setup: Vec<(Ns, Ns)>,
-    /// Union of the allocation calls, and the GPU idle time inside steps they cover.
-    alloc: Vec<(Ns, Ns)>,
-    alloc_idle_ns: Ns,
-    /// Synchronizing calls by start.
-    syncs: Vec<&'a RawCall>,
-    // Gaps come in time order, so every search below only moves forward.
-    sync_cursor: usize,
-    op_cursor: usize,
-    step_cursor: usize,
-}
-
-impl<'a> GapClassifier<'a> {
-    /// `calls` sorted by start.
-    fn new(gpu: &'a GpuSteps<'a>, index: &'a StepIndex, calls: &'a [RawCall]) -> GapClassifier<'a> {
-        let (mut setup, mut alloc) = <(StartOrderUnion, StartOrderUnion)>::default();
-        let mut host = StartOrderUnion::with_capacity(calls.len());
-        for c in calls {
-            match c.class {
-                CallClass::Setup => setup.push(c.start, c.end),
-                CallClass::Alloc => {
-                    alloc.push(c.start, c.end);
-                    host.push(c.start, c.end);
-                }
-                _ => host.push(c.start, c.end),
-            }
-        }
-        let (host, setup, alloc) = (host.0, setup.0, alloc.0);
-        let mut syncs: Vec<&RawCall> = calls.iter().filter(|c| c.class == CallClass::Sync).collect();
-        syncs.sort_by_key(|c| c.start);
-        GapClassifier {
-            gpu,
-            index,
-            host,
-            setup,
-            alloc,
-            alloc_idle_ns: 0,
-            syncs,
-            sync_cursor: 0,
-            op_cursor: 0,
-            step_cursor: 0,
-        }
-    }
-
-    /// The sync call the host was blocked in when the GPU ran dry at `a`.
-    fn blocking_sync(&mut self, a: Ns) -> Option<u32> {
-        let i = forward_partition(&self.syncs, &mut self.sync_cursor, |c| c.start <= a);
-        self.syncs[..i].iter().rev().take(64).find(|c| c.end + SYNC_SLACK_NS >= a).map(|c| c.name)
-    }
-
-    /// The gap `[a, b)`: its split, the step it belongs to (that of the work after it), and the
-    /// sync call that caused it.
-    fn classify(&mut self, a: Ns, b: Ns) -> (Split, Option<usize>, Option<u32>) {
-        let gap = b - a;
-        let i = forward_partition(self.gpu.ops, &mut self.op_cursor, |o| o.start < b);
-        let owner = self.gpu.step_of(i).or_else(|| self.index.pos_forward(b, &mut self.step_cursor));
-        let first = owner.is_some_and(|p| self.gpu.first[p] == Some(b));
-        let mut part = Split::default();
-        let sync = self.blocking_sync(a);
-        if owner.is_some() {
-            self.alloc_idle_ns += measure_in(&self.alloc, a, b);
-        }
-        if measure_in(&self.setup, a, b) * 2 >= gap {
-            // The GPU waited for set-up (communicators being created): neither launching nor data.
-            part.idle_ns = gap;
-        } else if sync.is_some() {
-            part.sync_ns = gap;
-        } else if first {
-            let outside = gap - measure_in(&self.host, a, b);
-            part.data_ns = outside;
-            part.launch_ns = gap - outside;
-        } else if owner.is_some() && gap <= LAUNCH_GAP_MAX_NS {
-            part.launch_ns = gap;
-        } else {
-            let inside = measure_in(&self.host, a, b);
-            if owner.is_some() && inside * 2 >= gap {
-                part.launch_ns = gap;
-            } else {
-                part.idle_ns = gap;
-            }
-        }
-        (part, owner, sync)
-    }
-}
-
-/// The window's split (busy time by kind, idle gaps by cause), whole and per step position;
-/// time the capture windows did not record is left out, not called idle. Adds the GPU idle time
-/// each sync call caused to `sync_stats`.
-fn split_window(
-    gpu: &GpuSteps<'_>,
-    index: &StepIndex,
-    calls: &[RawCall],
-    (w0, w1): (Ns, Ns),
-    holes: &[(Ns, Ns)],
-    sync_stats: &mut FastMap<u32, SyncCallStat>,
-) -> (Split, Vec<Split>, Ns) {
-    let mut gaps = GapClassifier::new(gpu, index, calls);
-    let mut step_split = vec![Split::default(); index.windows.len()];
-    let mut split = Split::default();
-    let mut prev = w0;
-    for &(s, e) in &gpu.busy.all {
-        if e <= w0 || s >= w1 {
-            continue;
-        }
-        let (s, e) = (s.max(w0), e.min(w1));
-        if s > prev {
-            for (a, b) in observed_parts(prev, s, holes) {
-                let (part, owner, sync) = gaps.classify(a, b);
-                if let Some(st) = sync.and_then(|name| sync_stats.get_mut(&name)) {
-                    st.gpu_idle_ns += part.sync_ns;
-                }
-                split.add(&part);
-                if let Some(p) = owner {
-                    step_split[p].add(&part);
-                }
-            }
-        }
-        prev = prev.max(e);
-    }
-    if prev < w1 {
-        split.idle_ns += observed_parts(prev, w1, holes).map(|p| p.1 - p.0).sum::<Ns>();
-    }
-    let observed: Vec<(Ns, Ns)> = observed_parts(w0, w1, holes).collect();
-    let in_observed = |set: &[(Ns, Ns)]| observed.iter().map(|&(a, b)| measure_in(set, a, b)).sum::<Ns>();
-    let b = &gpu.busy;
-    split.compute_ns = in_observed(&b.compute);
-    split.comm_ns =
-        in_observed(&b.comm) - observed.iter().map(|&(a, b2)| intersect_in(&b.comm, &b.compute, a, b2)).sum::<Ns>();
-    split.memcpy_ns = in_observed(&b.all) - in_observed(&b.cm);
-    (split, step_split, gaps.alloc_idle_ns)
-}
-
-/// The compute kernels of each step position, and the AMP check / optimizer kernels.
-struct StepKernels {
-    durations: Vec<Vec<Ns>>,
-    /// The idle time between consecutive compute kernels (in start order) of each step position.
-    gaps: Vec<Vec<Ns>>,
-    /// Start of the first AMP non-finite check.
-    amp_check: Vec<Option<Ns>>,
-    /// An optimizer kernel ran after the AMP check.
-    optimizer_after_check: Vec<bool>,
-    /// Any optimizer kernel ran at all.
-    any_optimizer: bool,
-}
-
-impl StepKernels {
-    fn of(gpu: &GpuSteps<'_>, nsteps: usize) -> StepKernels {
-        let mut count = vec![0usize; nsteps];
-        for (o, s) in gpu.ops.iter().zip(&gpu.op_step) {
-            if let (Some(p), OpKind::Compute) = (s, o.kind) {
-                count[*p as usize] += 1;
-            }
-        }
-        let mut k = StepKernels {
-            durations: count.iter().map(|&n| Vec::with_capacity(n)).collect(),
-            gaps: count.iter().map(|&n| Vec::with_capacity(n.saturating_sub(1))).collect(),
-            amp_check: vec![None; nsteps],
-            optimizer_after_check: vec![false; nsteps],
-            any_optimizer: false,
-        };
-        // The end of the last compute kernel of each step position so far (the operations are in
-        // (start, end) order).
-        let mut last_end: Vec<Option<Ns>> = vec![None; nsteps];
-        for (o, s) in gpu.ops.iter().zip(&gpu.op_step) {
-            let Some(p) = s.map(|p| p as usize) else { continue };
-            if o.kind == OpKind::Compute {
-                k.durations[p].push(o.end - o.start);
-                if let Some(e) = last_end[p] {
-                    k.gaps[p].push(o.start.saturating_sub(e));
-                }
-                last_end[p] = Some(o.end);
-            }
-            match o.family {
-                Family::AmpCheck => k.amp_check[p] = Some(k.amp_check[p].map_or(o.start, |t: Ns| t.min(o.start))),
-                Family::Optimizer => k.any_optimizer = true,
-                _ => {}
-            }
-        }
-        for (o, s) in gpu.ops.iter().zip(&gpu.op_step) {
-            if let (Some(p), Family::Optimizer) = (s.map(|p| p as usize), o.family) {
-                if k.amp_check[p].is_some_and(|t| o.start >= t) {
-                    k.optimizer_after_check[p] = true;
-                }
-            }
-        }
-        k
-    }
-}
-
 /// Where each step position's GPU window ends: where the next step's GPU work starts (in GPU
 /// order), or where recording stopped before that, or the window's end.
 fn gpu_step_ends(first: &[Option<Ns>], holes: &[(Ns, Ns)], w1: Ns) -> Vec<Ns> {
@@ -696,18 +285,18 @@ fn gpu_step_ends(first: &[Option<Ns>], holes: &[(Ns, Ns)], w1: Ns) -> Vec<Ns> {
 }
 
 /// The facts of each analysed step (from `skip` on).
+/// The facts of each analysed step (from `skip` on).
 fn step_facts(
     index: &StepIndex,
     skip: usize,
-    gpu: &GpuSteps<'_>,
+    gpu: &mut GpuSteps<'_>,
     host: &HostSteps,
     step_split: &[Split],
-    kernels: &mut StepKernels,
     gpu_end: &[Ns],
 ) -> Vec<StepFacts> {
-    let b = &gpu.busy;
     let mut out = Vec::new();
     for (p, w) in index.windows.iter().enumerate().skip(skip) {
+        let kernels = &mut gpu.kernels;
         let mut st = StepFacts {
             index: w.index,
             host_start: w.start,
@@ -716,19 +305,20 @@ fn step_facts(
             gpu_end: gpu_end[p],
             split: step_split[p],
             launches: host.launches[p],
-            kernels: kernels.durations[p].len() as u64,
-            median_kernel_ns: median(&mut kernels.durations[p]),
+            kernels: kernels.durations.len(p) as u64,
+            median_kernel_ns: kernels.durations.median(p),
             sync_calls: host.sync_calls[p],
             sync_blocked_ns: host.sync_blocked[p],
             ..StepFacts::default()
         };
+        st.median_gap_ns = kernels.gaps.median(p);
         if let Some(g) = gpu.first[p] {
+            let b = &gpu.busy;
             let e = gpu_end[p].max(g);
             st.split.compute_ns = measure_in(&b.compute, g, e);
             st.split.comm_ns = measure_in(&b.comm, g, e) - intersect_in(&b.comm, &b.compute, g, e);
             st.split.memcpy_ns = measure_in(&b.all, g, e) - measure_in(&b.cm, g, e);
         }
-        st.median_gap_ns = median(&mut kernels.gaps[p]);
         out.push(st);
     }
     out
@@ -762,16 +352,12 @@ fn ranked_syncs(stats: FastMap<u32, SyncCallStat>) -> Vec<SyncCallStat> {
 }
 
 /// Pageable copies: how many, their bytes and GPU time, the part not hidden behind kernels, and
-/// the calls that issued them.
-fn pageable_stat(inp: &Input, cm: &[(Ns, Ns)]) -> PageableStat {
+/// the calls that issued them (`calls`: (correlation, name) of the calls with a pageable copy's
+/// correlation, in time order).
+fn pageable_stat(inp: &Input, calls: &[(u64, u32)], cm: &[(Ns, Ns)]) -> PageableStat {
     let mut pg = PageableStat::default();
     let mut call_names: Vec<String> = Vec::new();
-    let corr_name: HashMap<u64, u32> = inp
-        .calls
-        .iter()
-        .filter(|c| c.corr != 0 && inp.pageable.contains_key(&c.corr))
-        .map(|c| (c.corr, c.name))
-        .collect();
+    let corr_name: HashMap<u64, u32> = calls.iter().copied().collect();
     for (corr, &(bytes, s, e)) in &inp.pageable {
         pg.copies += 1;
         pg.bytes += bytes;
@@ -801,102 +387,6 @@ fn reserved_by_step(samples: &mut [(Ns, u64)], index: &StepIndex) -> Vec<(u64, u
         }
     }
     by_step
-}
-
-/// One call and the GPU span it was paired with (the diagnoses keep the whole call).
-struct PairedCall {
-    call: Option<Collective>,
-    gpu: Option<(Ns, Ns)>,
-}
-
-impl FromPairing for PairedCall {
-    fn from_pairing(call: Option<&Collective>, _kernel: Option<&Kernel>, gpu: Option<(Ns, Ns)>) -> Self {
-        PairedCall { call: call.cloned(), gpu }
-    }
-}
-
-/// A leftover kernel pairs with a leftover call only if it started no more than this before the call.
-const LOOSE_PAIR_LEAD_NS: Ns = 1_000_000_000;
-
-/// Pair NCCL calls with their kernels into [`CollFact`]s, as the summary does ([`CollectiveMatcher`]:
-/// correlation, the kernels of a group end per device in call order, else issue order per rank).
-/// `calls` holds the data-moving calls and the group starts / ends, in the order they were recorded.
-fn pair_collectives(
-    calls: &[Collective],
-    kernels: &[Kernel],
-    compute: &[(Ns, Ns)],
-    index: &StepIndex,
-    corr_step: &CorrSlots<u32>,
-) -> Vec<CollFact> {
-    let exposed = |s: Ns, e: Ns| (e - s) - intersect_in(&[(s, e)], compute, s, e);
-    let mut matcher: CollectiveMatcher<PairedCall> = CollectiveMatcher::default();
-    for c in calls {
-        matcher.call(c);
-    }
-    let (imported, mut own): (Vec<&Kernel>, Vec<&Kernel>) = kernels.iter().partition(|k| k.collective.is_some());
-    own.sort_by_key(|k| k.start);
-    for k in own {
-        matcher.kernel(k);
-    }
-    matcher.finish_accepting(|c, k| c.start <= k.start + LOOSE_PAIR_LEAD_NS);
-    let mut paired: Vec<(Collective, Option<(Ns, Ns)>)> =
-        matcher.done.into_iter().filter_map(|p| p.call.map(|c| (c, p.gpu))).collect();
-    paired.sort_by_key(|(c, _)| (c.start, c.seq));
-    let mut out = Vec::with_capacity(paired.len() + imported.len());
-    // The recorded sequence numbers count sends and receives too, which ranks make in different
-    // numbers (a pipeline's first stage only sends): collectives are numbered among collectives,
-    // sends per peer and receives per peer, so each matches its counterparts on the other ranks.
-    // Per (communicator, rank in it): one process may drive several ranks of a communicator.
-    let mut p2p_before: HashMap<(u64, u32), u64> = HashMap::new();
-    let mut p2p_order: HashMap<(u64, u32, i32, bool), u64> = HashMap::new();
-    for (c, gpu) in paired {
-        let seq = if c.op.is_p2p() {
-            *p2p_before.entry((c.comm, c.rank)).or_default() += 1;
-            let k = p2p_order.entry((c.comm, c.rank, c.peer, c.op == CollOp::Send)).or_default();
-            *k += 1;
-            *k - 1
-        } else {
-            c.seq.saturating_sub(p2p_before.get(&(c.comm, c.rank)).copied().unwrap_or(0))
-        };
-        out.push(CollFact {
-            comm: c.comm,
-            seq,
-            comm_rank: c.rank,
-            peer: c.peer,
-            op: c.op,
-            bytes: c.bytes,
-            count: c.count,
-            datatype: c.datatype,
-            nranks: c.nranks,
-            host: Some((c.start, c.end)),
-            gpu,
-            exposed_ns: gpu.map(|(s, e)| exposed(s, e)).unwrap_or(0),
-            step: index.at(c.start),
-            device: c.device,
-            stream: c.stream,
-        });
-    }
-    for (i, k) in imported.iter().enumerate() {
-        let info = k.collective.as_ref();
-        out.push(CollFact {
-            comm: 0,
-            seq: i as u64,
-            op: info.map(|c| c.op).unwrap_or_default(),
-            bytes: info.map(|c| c.bytes).unwrap_or(0),
-            count: 0,
-            datatype: 0,
-            nranks: info.map(|c| c.nranks).unwrap_or(0),
-            host: None,
-            gpu: Some((k.start, k.end)),
-            exposed_ns: exposed(k.start, k.end),
-            step: corr_step.get(k.correlation).map(|&p| index.windows[p as usize].index).or_else(|| index.at(k.start)),
-            device: k.device,
-            stream: k.stream as u64,
-            comm_rank: 0,
-            peer: -1,
-        });
-    }
-    out
 }
 
 #[cfg(test)]

@@ -1,0 +1,184 @@
+//! The host side of one rank's timeline, in one pass over its calls: launches, synchronizations
+//! and allocations per step, the step each correlation id was issued in, the unions of host call
+//! time the gap classification measures, and the synchronizing calls it searches.
+
+use super::spans::StartOrderUnion;
+use super::timeline::{CallClass, Input, RawCall, StepIndex};
+use crate::corr_slots::CorrSlots;
+use crate::diagnose::facts::SyncCallStat;
+use crate::intervals::FastMap;
+use crate::model::*;
+
+/// Pageable copies block the host like a sync; CUPTI / intercepted synchronization records stand
+/// in when no sync call was recorded; then the calls in time order (a stable sort by start: the
+/// calls, then the stand-ins, merged).
+pub fn prepare_calls(inp: &mut Input) {
+    let mut any_sync = false;
+    for c in &mut inp.calls {
+        if c.class == CallClass::Copy && c.corr != 0 && inp.pageable.contains_key(&c.corr) {
+            c.class = CallClass::Sync;
+        }
+        any_sync |= c.class == CallClass::Sync;
+    }
+    if !inp.calls.is_sorted_by_key(|c| c.start) {
+        inp.calls.sort_by_key(|c| c.start);
+    }
+    if any_sync || inp.syncs.is_empty() {
+        return;
+    }
+    let mut stand_ins = Vec::with_capacity(inp.syncs.len());
+    for s in &inp.syncs {
+        let name: Name = format!("sync:{}", s.kind.name()).into();
+        let id = match inp.names.iter().position(|n| *n == name) {
+            Some(i) => i as u32,
+            None => {
+                inp.names.push(name);
+                (inp.names.len() - 1) as u32
+            }
+        };
+        stand_ins.push(RawCall { start: s.start, end: s.end, corr: 0, class: CallClass::Sync, name: id });
+    }
+    if !stand_ins.is_sorted_by_key(|c| c.start) {
+        stand_ins.sort_by_key(|c| c.start);
+    }
+    inp.calls = merge_by_start(std::mem::take(&mut inp.calls), stand_ins);
+}
+
+/// Two lists sorted by start, merged; of equal starts, `a`'s first.
+fn merge_by_start(a: Vec<RawCall>, b: Vec<RawCall>) -> Vec<RawCall> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let mut b = b.into_iter().peekable();
+    for x in a {
+        while let Some(y) = b.next_if(|y| y.start < x.start) {
+            out.push(y);
+        }
+        out.push(x);
+    }
+    out.extend(b);
+    out
+}
+
+/// A synchronizing call, as the gap classification searches them.
+#[derive(Debug, Clone, Copy)]
+pub struct SyncSpan {
+    pub start: Ns,
+    pub end: Ns,
+    pub name: u32,
+}
+
+/// The host side per step: launches, synchronizations, allocations, and which step each
+/// correlation id was issued in.
+pub struct HostSteps {
+    pub launches: Vec<u64>,
+    pub sync_calls: Vec<u64>,
+    pub sync_blocked: Vec<Ns>,
+    /// Step position by correlation id.
+    pub corr_step: CorrSlots<u32>,
+    /// Per call name (the GPU idle time after each is added by the gap classification).
+    pub sync_stats: FastMap<u32, SyncCallStat>,
+    pub alloc_calls: u64,
+    pub alloc_ns: Ns,
+    /// Union of the host calls (set-up calls apart).
+    pub busy: Vec<(Ns, Ns)>,
+    /// Union of the set-up calls (communicator init / destroy).
+    pub setup: Vec<(Ns, Ns)>,
+    /// Union of the allocation calls.
+    pub alloc: Vec<(Ns, Ns)>,
+    /// Synchronizing calls by start (all of them, in steps or not).
+    pub syncs: Vec<SyncSpan>,
+    /// Calls whose correlation is a pageable copy's: (correlation, name).
+    pub pageable_calls: Vec<(u64, u32)>,
+}
+
+impl HostSteps {
+    /// `inp.calls` sorted by start ([`prepare_calls`]).
+    pub fn of(inp: &Input, index: &StepIndex) -> HostSteps {
+        let nsteps = index.len();
+        let mut h = HostSteps {
+            launches: vec![0; nsteps],
+            sync_calls: vec![0; nsteps],
+            sync_blocked: vec![0; nsteps],
+            corr_step: CorrSlots::default(),
+            sync_stats: FastMap::default(),
+            alloc_calls: 0,
+            alloc_ns: 0,
+            busy: Vec::new(),
+            setup: Vec::new(),
+            alloc: Vec::new(),
+            syncs: Vec::new(),
+            pageable_calls: Vec::new(),
+        };
+        let (mut busy, mut setup, mut alloc) =
+            (StartOrderUnion::with_capacity(inp.calls.len()), StartOrderUnion::default(), StartOrderUnion::default());
+        let any_pageable = !inp.pageable.is_empty();
+        let mut cursor = 0;
+        for c in &inp.calls {
+            match c.class {
+                CallClass::Setup => setup.push(c.start, c.end),
+                CallClass::Alloc => {
+                    alloc.push(c.start, c.end);
+                    busy.push(c.start, c.end);
+                }
+                CallClass::Sync => {
+                    h.syncs.push(SyncSpan { start: c.start, end: c.end, name: c.name });
+                    busy.push(c.start, c.end);
+                }
+                _ => busy.push(c.start, c.end),
+            }
+            if any_pageable && c.corr != 0 && inp.pageable.contains_key(&c.corr) {
+                h.pageable_calls.push((c.corr, c.name));
+            }
+            let Some(p) = index.pos_forward(c.start, &mut cursor) else { continue };
+            if c.corr != 0 {
+                h.corr_step.insert(c.corr, p as u32);
+            }
+            match c.class {
+                CallClass::Launch => h.launches[p] += 1,
+                CallClass::Sync => {
+                    h.sync_calls[p] += 1;
+                    let d = c.end.saturating_sub(c.start);
+                    h.sync_blocked[p] += d;
+                    let s = h.sync_stats.entry(c.name).or_insert_with(|| SyncCallStat {
+                        name: inp.names.get(c.name as usize).map(|n| n.to_string()).unwrap_or_default(),
+                        ..SyncCallStat::default()
+                    });
+                    s.calls += 1;
+                    s.blocked_ns += d;
+                }
+                CallClass::Alloc => {
+                    h.alloc_calls += 1;
+                    h.alloc_ns += c.end.saturating_sub(c.start);
+                }
+                _ => {}
+            }
+        }
+        (h.busy, h.setup, h.alloc) = (busy.0, setup.0, alloc.0);
+        h
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::xorshift::XorShift;
+
+    #[test]
+    fn merge_by_start_is_a_stable_sort_of_both() {
+        let mut rng = XorShift(77);
+        for n in [0u64, 1, 5, 50, 500] {
+            let list = |rng: &mut XorShift, tag: u32| {
+                let mut v: Vec<RawCall> = (0..rng.below(n + 1))
+                    .map(|i| RawCall { start: rng.below(n + 3), end: 0, corr: i, class: CallClass::Other, name: tag })
+                    .collect();
+                v.sort_by_key(|c| c.start);
+                v
+            };
+            let (a, b) = (list(&mut rng, 0), list(&mut rng, 1));
+            let mut want: Vec<RawCall> = a.iter().chain(&b).copied().collect();
+            want.sort_by_key(|c| c.start);
+            let got = merge_by_start(a, b);
+            let key = |v: &[RawCall]| v.iter().map(|c| (c.start, c.name, c.corr)).collect::<Vec<_>>();
+            assert_eq!(key(&got), key(&want));
+        }
+    }
+}
