@@ -23,6 +23,40 @@ type FamilySlot = (Family, Option<u32>);
 /// One family's kernels, GPU ns, and GPU ns by kernel name (slots index `family_names`).
 type FamilyTotals = (u64, Ns, HashMap<Name, u32>);
 
+/// Slots of a [`NameCache`].
+const NAME_CACHE_SLOTS: usize = 512;
+
+/// A direct-mapped cache in front of a map keyed by name pointer: (pointer, id, value) by pointer
+/// bits. Only for pointers the map itself keeps alive (a cached pointer is never reused).
+#[derive(Debug)]
+struct NameCache<V: Copy>(Box<[(usize, u32, V); NAME_CACHE_SLOTS]>);
+
+impl<V: Copy + Default> Default for NameCache<V> {
+    fn default() -> Self {
+        // Pointer 0 is never looked up.
+        NameCache(Box::new([(0, 0, V::default()); NAME_CACHE_SLOTS]))
+    }
+}
+
+impl<V: Copy> NameCache<V> {
+    #[inline]
+    fn slot(key: usize) -> usize {
+        // Fibonacci hashing: the top bits of the product.
+        (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (usize::BITS - NAME_CACHE_SLOTS.trailing_zeros())) as usize
+    }
+
+    #[inline]
+    fn get(&self, key: usize) -> Option<(u32, V)> {
+        let e = &self.0[Self::slot(key)];
+        (e.0 == key).then_some((e.1, e.2))
+    }
+
+    #[inline]
+    fn put(&mut self, key: usize, id: u32, v: V) {
+        self.0[Self::slot(key)] = (key, id, v);
+    }
+}
+
 /// Collects one process's facts.
 #[derive(Debug)]
 pub struct FactCollector {
@@ -40,13 +74,15 @@ pub struct FactCollector {
     /// Call name pointer -> (the name, its id in `names`, its class): the text is hashed and
     /// classified once per distinct name, not once per call.
     call_names: FastMap<usize, (Name, u32, CallClass)>,
+    /// Recent entries of `call_names` (pointer, id, class), by pointer bits.
+    call_cache: NameCache<CallClass>,
     /// Kernel name pointer -> its index in `kernel_names`.
     kernel_ids: FastMap<usize, u32>,
     /// Kernel names with their family and slot in the family's by-name times (decided on the
     /// first kernel without imported collective info).
     kernel_names: Vec<(Name, Option<FamilySlot>)>,
-    /// The last kernel name looked up (pointer, index): consecutive kernels often share one.
-    last_kernel_name: (usize, u32),
+    /// Recent entries of `kernel_ids` (pointer, index), by pointer bits.
+    kernel_cache: NameCache<()>,
     /// Call names of collectives, per op.
     coll_names: FastMap<u8, Name>,
     /// Correlations of copies touching pageable memory, with their bytes and GPU time.
@@ -63,7 +99,8 @@ pub struct FactCollector {
     mem: MemFacts,
     mem_samples: Vec<(Ns, u64)>,
     hang_markers: Vec<HangMarker>,
-    last_call: Option<(Name, Ns)>,
+    /// The call that started last (its id in `names`, start).
+    last_call: Option<(u32, Ns)>,
     /// Last kernel to start (its index in `kernel_names`, start, end).
     last_kernel: Option<(u32, Ns, Ns)>,
     tensor: (f64, u64),
@@ -89,9 +126,10 @@ impl FactCollector {
             names: Vec::new(),
             name_ids: HashMap::new(),
             call_names: FastMap::default(),
+            call_cache: NameCache::default(),
             kernel_ids: FastMap::default(),
             kernel_names: Vec::new(),
-            last_kernel_name: (0, 0),
+            kernel_cache: NameCache::default(),
             coll_names: FastMap::default(),
             pageable: SeqMap::default(),
             small_d2h: Vec::new(),
@@ -142,13 +180,18 @@ impl FactCollector {
     /// Id and class of a call name (`class` None: classify it as a CUDA call).
     fn call_name(&mut self, name: &Name, class: Option<CallClass>) -> (u32, CallClass) {
         let key = std::sync::Arc::as_ptr(name) as *const u8 as usize;
+        if let Some((id, c)) = self.call_cache.get(key) {
+            return (id, class.unwrap_or(c));
+        }
         if let Some(&(_, id, c)) = self.call_names.get(&key) {
+            self.call_cache.put(key, id, c);
             return (id, class.unwrap_or(c));
         }
         let id = self.name_id(name);
         let c = class.unwrap_or_else(|| timeline::classify_call(name));
         if class.is_none() {
             self.call_names.insert(key, (name.clone(), id, c));
+            self.call_cache.put(key, id, c);
         }
         (id, c)
     }
@@ -156,8 +199,8 @@ impl FactCollector {
     fn call(&mut self, name: &Name, start: Ns, end: Ns, corr: u64, class: Option<CallClass>) {
         let (id, class) = self.call_name(name, class);
         self.calls.push(RawCall { start, end, corr, class, name: id });
-        if self.last_call.as_ref().is_none_or(|l| start >= l.1) {
-            self.last_call = Some((name.clone(), start));
+        if self.last_call.is_none_or(|l| start >= l.1) {
+            self.last_call = Some((id, start));
         }
     }
 }
@@ -182,15 +225,15 @@ impl FactCollector {
     /// The index of a kernel name in `kernel_names`, added on first sight.
     fn kernel_id(&mut self, name: &Name) -> u32 {
         let key = std::sync::Arc::as_ptr(name) as *const u8 as usize;
-        if key == self.last_kernel_name.0 {
-            return self.last_kernel_name.1;
+        if let Some((id, ())) = self.kernel_cache.get(key) {
+            return id;
         }
         let next = self.kernel_names.len() as u32;
         let id = *self.kernel_ids.entry(key).or_insert(next);
         if id == next {
             self.kernel_names.push((name.clone(), None));
         }
-        self.last_kernel_name = (key, id);
+        self.kernel_cache.put(key, id, ());
         id
     }
 
@@ -389,6 +432,7 @@ impl TraceSink for FactCollector {
             Some(f) => f.finish(span),
             None => (crate::steps::StepSource::WholeRun, Vec::new()),
         };
+        let last_call = self.last_call.take().map(|(i, t)| (self.names[i as usize].to_string(), t));
         let input = timeline::Input {
             ops: std::mem::take(&mut self.ops).into_sorted(),
             calls: std::mem::take(&mut self.calls).into_sorted(),
@@ -456,7 +500,7 @@ impl TraceSink for FactCollector {
             memory,
             amp: tl.amp,
             hang_markers: std::mem::take(&mut self.hang_markers),
-            last_call: self.last_call.take().map(|(n, t)| (n.to_string(), t)),
+            last_call,
             last_kernel: self.last_kernel.take().map(|(i, s, e)| (self.kernel_names[i as usize].0.to_string(), s, e)),
             tensor_activity: (self.tensor.1 > 0).then(|| self.tensor.0 / self.tensor.1 as f64),
             device,

@@ -7,7 +7,7 @@ use super::gpu_steps::GpuSteps;
 use super::host_steps::{HostSteps, SyncSpan};
 use super::spans::{observed_parts, ForwardMeasure};
 use super::timeline::{forward_partition, StepIndex};
-use crate::intervals::{intersect_in, measure_in, FastMap};
+use crate::intervals::{measure_in, FastMap};
 use crate::model::Ns;
 
 /// How long after the GPU ran dry a blocked host may return and still count as the cause (ns).
@@ -68,7 +68,11 @@ impl<'a> GapClassifier<'a> {
     /// The sync call the host was blocked in when the GPU ran dry at `a`.
     fn blocking_sync(&mut self, a: Ns) -> Option<u32> {
         let i = forward_partition(self.syncs, &mut self.sync_cursor, |c| c.start <= a);
-        self.syncs[..i].iter().rev().take(64).find(|c| c.end + SYNC_SLACK_NS >= a).map(|c| c.name)
+        // None of the calls so far returned late enough: no need to look at the last 64.
+        if i == 0 || self.syncs[i - 1].ends_by + SYNC_SLACK_NS < a {
+            return None;
+        }
+        self.syncs[i.saturating_sub(64)..i].iter().rev().find(|c| c.end + SYNC_SLACK_NS >= a).map(|c| c.name)
     }
 
     /// The gap `[a, b)`: its parts, the step it belongs to (that of the work after it), and the
@@ -121,10 +125,15 @@ pub fn split_window(
     let mut gaps = GapClassifier::new(gpu, index, host);
     let mut step_split = vec![Split::default(); index.len()];
     let mut split = Split::default();
+    // GPU idle time caused per sync call name (indexed by name), added to `sync_stats` at the end.
+    let mut idle_by_name: Vec<Ns> = Vec::new();
     let mut on_gap = |a: Ns, b: Ns| {
         let (part, owner, sync) = gaps.classify(a, b);
-        if let Some(st) = sync.and_then(|name| sync_stats.get_mut(&name)) {
-            st.gpu_idle_ns += part.sync_ns;
+        if let Some(name) = sync.map(|n| n as usize) {
+            if name >= idle_by_name.len() {
+                idle_by_name.resize(name + 1, 0);
+            }
+            idle_by_name[name] += part.sync_ns;
         }
         part.add_to(&mut split);
         if let Some(p) = owner {
@@ -149,15 +158,21 @@ pub fn split_window(
         prev = prev.max(e);
     }
     let alloc_idle_ns = gaps.alloc_idle_ns;
+    for (name, idle) in idle_by_name.into_iter().enumerate() {
+        if let Some(st) = sync_stats.get_mut(&(name as u32)) {
+            st.gpu_idle_ns += idle;
+        }
+    }
     if prev < w1 {
         split.idle_ns += observed_parts(prev, w1, holes).map(|p| p.1 - p.0).sum::<Ns>();
     }
     let observed: Vec<(Ns, Ns)> = observed_parts(w0, w1, holes).collect();
     let in_observed = |set: &[(Ns, Ns)]| observed.iter().map(|&(a, b)| measure_in(set, a, b)).sum::<Ns>();
     let b = &gpu.busy;
-    split.compute_ns = in_observed(&b.compute);
-    split.comm_ns =
-        in_observed(&b.comm) - observed.iter().map(|&(a, b2)| intersect_in(&b.comm, &b.compute, a, b2)).sum::<Ns>();
-    split.memcpy_ns = in_observed(&b.all) - in_observed(&b.cm);
+    // Communication not overlapped by compute: |comm| - |comm ∩ compute| = |comm ∪ compute| - |compute|.
+    let (compute, cm) = (in_observed(&b.compute), in_observed(&b.cm));
+    split.compute_ns = compute;
+    split.comm_ns = cm - compute;
+    split.memcpy_ns = in_observed(&b.all) - cm;
     (split, step_split, alloc_idle_ns)
 }

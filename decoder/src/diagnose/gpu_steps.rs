@@ -15,8 +15,8 @@ const NO_STEP: u32 = u32::MAX;
 /// Busy-time unions of the GPU operations.
 pub struct Busy {
     pub compute: Vec<(Ns, Ns)>,
-    pub comm: Vec<(Ns, Ns)>,
-    /// Compute or communication.
+    /// Compute or communication (communication alone is never needed: its part outside compute
+    /// is `cm` less `compute`).
     pub cm: Vec<(Ns, Ns)>,
     /// Any operation.
     pub all: Vec<(Ns, Ns)>,
@@ -96,7 +96,6 @@ impl<'a> GpuSteps<'a> {
         let [n_compute, n_comm, _] = kinds;
         // The operations are in start order: each union grows at its end.
         let mut compute = StartOrderUnion::with_capacity(n_compute);
-        let mut comm = StartOrderUnion::with_capacity(n_comm);
         let mut cm = StartOrderUnion::with_capacity(n_compute + n_comm);
         let mut all = StartOrderUnion::with_capacity(ops.len());
         let mut op_step: Vec<u32> = Vec::with_capacity(ops.len());
@@ -115,10 +114,7 @@ impl<'a> GpuSteps<'a> {
                     compute.push(s, e);
                     cm.push(s, e);
                 }
-                OpKind::Comm => {
-                    comm.push(s, e);
-                    cm.push(s, e);
-                }
+                OpKind::Comm => cm.push(s, e),
                 OpKind::Memory => {}
             }
             all.push(s, e);
@@ -171,7 +167,7 @@ impl<'a> GpuSteps<'a> {
         GpuSteps {
             ops,
             op_step,
-            busy: Busy { compute: compute.0, comm: comm.0, cm: cm.0, all: all.0 },
+            busy: Busy { compute: compute.finish(), cm: cm.finish(), all: all.finish() },
             first,
             last,
             kernels: StepKernels { durations, gaps, amp_check, optimizer_after_check, any_optimizer },

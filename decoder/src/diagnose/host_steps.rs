@@ -44,18 +44,23 @@ pub fn prepare_calls(inp: &mut Input) {
     inp.calls = merge_by_start(std::mem::take(&mut inp.calls), stand_ins);
 }
 
-/// Two lists sorted by start, merged; of equal starts, `a`'s first.
-fn merge_by_start(a: Vec<RawCall>, b: Vec<RawCall>) -> Vec<RawCall> {
-    let mut out = Vec::with_capacity(a.len() + b.len());
-    let mut b = b.into_iter().peekable();
-    for x in a {
-        while let Some(y) = b.next_if(|y| y.start < x.start) {
-            out.push(y);
+/// Two lists sorted by start, merged; of equal starts, `a`'s first. In place: `a` grows by
+/// `b`'s length and is filled from the back.
+fn merge_by_start(mut a: Vec<RawCall>, b: Vec<RawCall>) -> Vec<RawCall> {
+    let n = a.len();
+    let Some(&filler) = b.first() else { return a };
+    a.resize(n + b.len(), filler);
+    let (mut i, mut w) = (n, a.len());
+    for y in b.into_iter().rev() {
+        while i > 0 && a[i - 1].start > y.start {
+            i -= 1;
+            w -= 1;
+            a[w] = a[i];
         }
-        out.push(x);
+        w -= 1;
+        a[w] = y;
     }
-    out.extend(b);
-    out
+    a
 }
 
 /// A synchronizing call, as the gap classification searches them.
@@ -63,6 +68,8 @@ fn merge_by_start(a: Vec<RawCall>, b: Vec<RawCall>) -> Vec<RawCall> {
 pub struct SyncSpan {
     pub start: Ns,
     pub end: Ns,
+    /// The latest end of this and every earlier synchronizing call.
+    pub ends_by: Ns,
     pub name: u32,
 }
 
@@ -120,7 +127,8 @@ impl HostSteps {
                     busy.push(c.start, c.end);
                 }
                 CallClass::Sync => {
-                    h.syncs.push(SyncSpan { start: c.start, end: c.end, name: c.name });
+                    let ends_by = h.syncs.last().map_or(c.end, |l| l.ends_by.max(c.end));
+                    h.syncs.push(SyncSpan { start: c.start, end: c.end, ends_by, name: c.name });
                     busy.push(c.start, c.end);
                 }
                 _ => busy.push(c.start, c.end),
@@ -152,7 +160,7 @@ impl HostSteps {
                 _ => {}
             }
         }
-        (h.busy, h.setup, h.alloc) = (busy.0, setup.0, alloc.0);
+        (h.busy, h.setup, h.alloc) = (busy.finish(), setup.finish(), alloc.finish());
         h
     }
 }

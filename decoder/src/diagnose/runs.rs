@@ -25,13 +25,14 @@ pub struct Runs<T: Keyed> {
     runs: Vec<Vec<T>>,
     /// Items that fit no run once [`MAX_RUNS`] were open, in arrival order (sorted at the end).
     mixed: Vec<T>,
-    /// The run the last item joined.
+    /// The run the last item joined, and the one joined before it.
     recent: usize,
+    before: usize,
 }
 
 impl<T: Keyed> Default for Runs<T> {
     fn default() -> Self {
-        Runs { runs: Vec::new(), mixed: Vec::new(), recent: 0 }
+        Runs { runs: Vec::new(), mixed: Vec::new(), recent: 0, before: 0 }
     }
 }
 
@@ -49,37 +50,54 @@ impl<T: Keyed> Runs<T> {
         self.runs.is_empty() && self.mixed.is_empty()
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn push(&mut self, x: T) {
         let k = x.key();
-        // Most items extend the run the previous one joined: that run when it is still the first
-        // whose last key is at or below `k`.
-        let r = self.recent;
-        if r < self.runs.len()
-            && last_key(&self.runs[r]).is_some_and(|l| l <= k)
-            && (r == 0 || last_key(&self.runs[r - 1]).is_some_and(|l| k < l))
-        {
-            self.runs[r].push(x);
-            return;
+        // Most items extend the run the previous one joined, or the one before that (streams
+        // taking turns): that run when it is still the first whose last key is at or below `k`.
+        for r in [self.recent, self.before] {
+            if self.is_first_fit(r, k) {
+                self.runs[r].push(x);
+                if r != self.recent {
+                    (self.recent, self.before) = (r, self.recent);
+                }
+                return;
+            }
         }
         self.push_slow(x, k);
     }
 
+    /// Run `r` is the first whose last key is at or below `k` (last keys strictly decrease).
+    #[inline(always)]
+    fn is_first_fit(&self, r: usize, k: T::Key) -> bool {
+        r < self.runs.len()
+            && last_key(&self.runs[r]).is_some_and(|l| l <= k)
+            && (r == 0 || last_key(&self.runs[r - 1]).is_some_and(|l| k < l))
+    }
+
+    #[inline(never)]
     fn push_slow(&mut self, x: T, k: T::Key) {
-        match self.runs.iter().position(|run| last_key(run).is_some_and(|l| l <= k)) {
+        let r = match self.runs.iter().position(|run| last_key(run).is_some_and(|l| l <= k)) {
             Some(r) => {
                 self.runs[r].push(x);
-                self.recent = r;
+                r
             }
             None if self.runs.len() < MAX_RUNS => {
                 self.runs.push(vec![x]);
-                self.recent = self.runs.len() - 1;
+                self.runs.len() - 1
             }
-            None => self.mixed.push(x),
-        }
+            None => {
+                self.mixed.push(x);
+                return;
+            }
+        };
+        (self.recent, self.before) = (r, self.recent);
     }
+}
 
-    /// All items in key order, equal keys in arrival order.
+impl<T: Keyed + Copy> Runs<T> {
+    /// All items in key order, equal keys in arrival order: neighbouring runs merged two at a
+    /// time, the pair with the fewest items first (of equal keys, the earlier run's first).
     pub fn into_sorted(self) -> Vec<T> {
         let Runs { mut runs, mut mixed, .. } = self;
         if !mixed.is_empty() {
@@ -87,42 +105,32 @@ impl<T: Keyed> Runs<T> {
             mixed.sort_by_key(Keyed::key);
             runs.push(mixed);
         }
-        if runs.len() <= 1 {
-            return runs.pop().unwrap_or_default();
+        while runs.len() > 1 {
+            let i = (0..runs.len() - 1).min_by_key(|&i| runs[i].len() + runs[i + 1].len()).unwrap_or(0);
+            let b = runs.remove(i + 1);
+            let a = std::mem::take(&mut runs[i]);
+            runs[i] = merge2(a, b);
         }
-        let mut out = Vec::with_capacity(runs.iter().map(Vec::len).sum());
-        let mut heads: Vec<std::vec::IntoIter<T>> = runs.into_iter().map(Vec::into_iter).collect();
-        loop {
-            // The first head by (key, run), and the next one after it.
-            let mut best: Option<(T::Key, usize)> = None;
-            let mut next: Option<(T::Key, usize)> = None;
-            for (i, h) in heads.iter().enumerate() {
-                let Some(k) = h.as_slice().first().map(Keyed::key) else { continue };
-                match best {
-                    Some(b) if (k, i) > b => {
-                        if next.is_none_or(|n| (k, i) < n) {
-                            next = Some((k, i));
-                        }
-                    }
-                    _ => {
-                        next = best;
-                        best = Some((k, i));
-                    }
-                }
-            }
-            let Some((_, b)) = best else { break };
-            let run = &mut heads[b];
-            match next {
-                None => out.extend(run.by_ref()),
-                Some(n) => {
-                    while run.as_slice().first().is_some_and(|x| (x.key(), b) < n) {
-                        out.extend(run.next());
-                    }
-                }
-            }
-        }
-        out
+        runs.pop().unwrap_or_default()
     }
+}
+
+/// Two lists sorted by key merged; of equal keys, `a`'s first.
+fn merge2<T: Keyed + Copy>(a: Vec<T>, b: Vec<T>) -> Vec<T> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        if b[j].key() < a[i].key() {
+            out.push(b[j]);
+            j += 1;
+        } else {
+            out.push(a[i]);
+            i += 1;
+        }
+    }
+    out.extend_from_slice(&a[i..]);
+    out.extend_from_slice(&b[j..]);
+    out
 }
 
 #[cfg(test)]

@@ -4,13 +4,19 @@
 use crate::model::Ns;
 
 /// The union of intervals pushed in start order, as a sorted, disjoint list (empty ones left out).
+/// The last interval stays open (out of the list) while pushes extend it.
 #[derive(Debug, Default)]
-pub struct StartOrderUnion(pub Vec<(Ns, Ns)>);
+pub struct StartOrderUnion {
+    done: Vec<(Ns, Ns)>,
+    /// The open interval; `(0, 0)` before the first push (a push from 0 extends it as it would
+    /// start a new one).
+    open: (Ns, Ns),
+}
 
 impl StartOrderUnion {
     /// Room for `n` intervals (the most that `n` pushes keep), so the list never grows by copying.
     pub fn with_capacity(n: usize) -> StartOrderUnion {
-        StartOrderUnion(Vec::with_capacity(n))
+        StartOrderUnion { done: Vec::with_capacity(n), open: (0, 0) }
     }
 
     #[inline]
@@ -18,10 +24,22 @@ impl StartOrderUnion {
         if e <= s {
             return;
         }
-        match self.0.last_mut() {
-            Some(last) if s <= last.1 => last.1 = last.1.max(e),
-            _ => self.0.push((s, e)),
+        if s <= self.open.1 {
+            self.open.1 = self.open.1.max(e);
+        } else {
+            if self.open.1 > self.open.0 {
+                self.done.push(self.open);
+            }
+            self.open = (s, e);
         }
+    }
+
+    /// The union.
+    pub fn finish(mut self) -> Vec<(Ns, Ns)> {
+        if self.open.1 > self.open.0 {
+            self.done.push(self.open);
+        }
+        self.done
     }
 }
 
@@ -90,6 +108,34 @@ mod tests {
     use crate::intervals::measure_in;
     use crate::xorshift::XorShift;
 
+    /// The union by brute force: each unit of time covered or not.
+    fn covered(intervals: &[(Ns, Ns)], t: Ns) -> bool {
+        intervals.iter().any(|&(s, e)| s <= t && t < e)
+    }
+
+    #[test]
+    fn start_order_union_is_the_union() {
+        let mut rng = XorShift(0xdead_beef_0042);
+        for _ in 0..200 {
+            let mut pushed = Vec::new();
+            let mut t = rng.below(3);
+            for _ in 0..rng.below(30) {
+                t += rng.below(6);
+                pushed.push((t, t + rng.below(7)));
+            }
+            let mut u = StartOrderUnion::default();
+            for &(s, e) in &pushed {
+                u.push(s, e);
+            }
+            let list = u.finish();
+            assert!(list.iter().all(|&(s, e)| s < e), "{list:?}");
+            assert!(list.windows(2).all(|w| w[0].1 < w[1].0), "sorted, disjoint: {list:?}");
+            for t in 0..t + 10 {
+                assert_eq!(covered(&pushed, t), covered(&list, t), "{t} in {pushed:?} -> {list:?}");
+            }
+        }
+    }
+
     #[test]
     fn forward_measure_matches_measure_in() {
         let mut rng = XorShift(0x5eed_1234_abcd_0001);
@@ -100,7 +146,7 @@ mod tests {
                 t += rng.below(20);
                 u.push(t, t + rng.below(30));
             }
-            let list = u.0;
+            let list = u.finish();
             assert!(list.windows(2).all(|w| w[0].1 < w[1].0), "sorted, disjoint: {list:?}");
             let mut fwd = ForwardMeasure::new(&list);
             let mut lo = 0;

@@ -45,7 +45,7 @@ impl Keyed for RawOp {
 }
 
 /// What a host call does to the GPU pipeline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum CallClass {
     Launch,
     /// Blocks the host until GPU work is done.
@@ -55,6 +55,7 @@ pub enum CallClass {
     /// Setting up or tearing down (NCCL communicator init / destroy): the GPU idles meanwhile, but
     /// not because the host is busy launching work.
     Setup,
+    #[default]
     Other,
 }
 
@@ -315,9 +316,11 @@ fn step_facts(
         if let Some(g) = gpu.first[p] {
             let b = &gpu.busy;
             let e = gpu_end[p].max(g);
-            st.split.compute_ns = measure_in(&b.compute, g, e);
-            st.split.comm_ns = measure_in(&b.comm, g, e) - intersect_in(&b.comm, &b.compute, g, e);
-            st.split.memcpy_ns = measure_in(&b.all, g, e) - measure_in(&b.cm, g, e);
+            // Communication not overlapped by compute: |comm ∪ compute| - |compute|.
+            let (compute, cm) = (measure_in(&b.compute, g, e), measure_in(&b.cm, g, e));
+            st.split.compute_ns = compute;
+            st.split.comm_ns = cm - compute;
+            st.split.memcpy_ns = measure_in(&b.all, g, e) - cm;
         }
         out.push(st);
     }
