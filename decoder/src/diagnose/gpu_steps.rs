@@ -144,23 +144,23 @@ impl<'a> GpuSteps<'a> {
                 _ => {}
             }
         }
-        let (mut durations, mut next_d) = Buckets::with_sizes(compute_in_step.iter().copied());
-        let (mut gaps, mut next_g) = Buckets::with_sizes(compute_in_step.iter().map(|&n| n.saturating_sub(1)));
-        // The end of the last compute kernel of each step position so far (the operations are in
-        // (start, end) order).
-        let mut last_end: Vec<Option<Ns>> = vec![None; nsteps];
+        let (mut durations, next_d) = Buckets::with_sizes(compute_in_step.iter().copied());
+        let (mut gaps, next_g) = Buckets::with_sizes(compute_in_step.iter().map(|&n| n.saturating_sub(1)));
+        // Per step position: the next free slots of its buckets, and the end of its last compute
+        // kernel so far (the operations are in (start, end) order).
+        let mut fill: Vec<(usize, usize, Option<Ns>)> = next_d.into_iter().zip(next_g).map(|(d, g)| (d, g, None)).collect();
         for (o, &p) in ops.iter().zip(&op_step) {
             if p == NO_STEP || o.kind != OpKind::Compute {
                 continue;
             }
-            let p = p as usize;
-            durations.values[next_d[p]] = o.end - o.start;
-            next_d[p] += 1;
-            if let Some(e) = last_end[p] {
-                gaps.values[next_g[p]] = o.start.saturating_sub(e);
-                next_g[p] += 1;
+            let f = &mut fill[p as usize];
+            durations.values[f.0] = o.end - o.start;
+            f.0 += 1;
+            if let Some(e) = f.2 {
+                gaps.values[f.1] = o.start.saturating_sub(e);
+                f.1 += 1;
             }
-            last_end[p] = Some(o.end);
+            f.2 = Some(o.end);
         }
         let optimizer_after_check =
             amp_check.iter().zip(&optimizer_last).map(|(a, o)| matches!((a, o), (Some(a), Some(o)) if o >= a)).collect();

@@ -10,8 +10,8 @@ use crate::intervals::FastMap;
 use crate::model::*;
 
 /// Pageable copies block the host like a sync; CUPTI / intercepted synchronization records stand
-/// in when no sync call was recorded; then the calls in time order (a stable sort by start: the
-/// calls, then the stand-ins, merged).
+/// in when no sync call was recorded, merged into the calls (in start order; of equal starts, the
+/// calls first, as a stable sort of the calls followed by the stand-ins would put them).
 pub fn prepare_calls(inp: &mut Input) {
     let mut any_sync = false;
     for c in &mut inp.calls {
@@ -20,9 +20,7 @@ pub fn prepare_calls(inp: &mut Input) {
         }
         any_sync |= c.class == CallClass::Sync;
     }
-    if !inp.calls.is_sorted_by_key(|c| c.start) {
-        inp.calls.sort_by_key(|c| c.start);
-    }
+    debug_assert!(inp.calls.is_sorted_by_key(|c| c.start), "calls in start order");
     if any_sync || inp.syncs.is_empty() {
         return;
     }

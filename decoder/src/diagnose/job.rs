@@ -87,6 +87,23 @@ pub struct Job {
     pub p2p: Vec<P2pTransfer>,
 }
 
+/// Where each step index first occurs in a rank's steps, searchable.
+struct StepPositions(Vec<(u64, usize)>);
+
+impl StepPositions {
+    fn of(steps: &[StepFacts]) -> StepPositions {
+        let mut v: Vec<(u64, usize)> = steps.iter().enumerate().map(|(i, s)| (s.index, i)).collect();
+        v.sort_unstable();
+        StepPositions(v)
+    }
+
+    /// The position of the first step with index `s` (as `steps.iter().position` finds it).
+    fn first(&self, s: u64) -> Option<usize> {
+        let i = self.0.partition_point(|x| x.0 < s);
+        self.0.get(i).filter(|x| x.0 == s).map(|x| x.1)
+    }
+}
+
 fn shift(t: Ns, off: i64) -> Ns {
     (t as i64 + off).max(0) as Ns
 }
@@ -159,13 +176,14 @@ impl Job {
             instances.push(Instance { comm, seq, members, last, transfer_ns: transfer });
         }
         // Carve waiting out of exposed communication, per rank and per step.
+        let step_pos: Vec<StepPositions> = ranks.iter().map(|r| StepPositions::of(&r.steps)).collect();
         for inst in &instances {
             for m in inst.members.iter().filter(|m| m.wait_ns > 0) {
                 let r = &mut ranks[m.rank];
                 let w = m.wait_ns.min(r.split.comm_ns);
                 r.split.comm_ns -= w;
                 r.split.wait_ns += w;
-                if let Some(st) = m.step.and_then(|s| r.steps.iter_mut().find(|x| x.index == s)) {
+                if let Some(st) = m.step.and_then(|s| step_pos[m.rank].first(s)).map(|i| &mut r.steps[i]) {
                     let w = m.wait_ns.min(st.split.comm_ns);
                     st.split.comm_ns -= w;
                     st.split.wait_ns += w;

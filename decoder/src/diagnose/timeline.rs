@@ -160,7 +160,10 @@ pub(super) fn forward_partition<T>(v: &[T], cursor: &mut usize, pred: impl Fn(&T
 /// Everything the collector kept of one process.
 #[derive(Debug, Default)]
 pub struct Input {
+    /// In (start, end) order, equal ones in arrival order (as [`super::runs::Runs::into_sorted`]
+    /// gives them).
     pub ops: Vec<RawOp>,
+    /// In start order, equal ones in arrival order.
     pub calls: Vec<RawCall>,
     pub names: Vec<Name>,
     pub syncs: Vec<SyncEvent>,
@@ -207,9 +210,7 @@ pub fn analyse(mut inp: Input) -> Timeline {
     let nsteps = index.len();
     prepare_calls(&mut inp);
     let mut host = HostSteps::of(&inp, &index);
-    if !inp.ops.is_sorted_by_key(Keyed::key) {
-        inp.ops.sort_by_key(Keyed::key);
-    }
+    debug_assert!(inp.ops.is_sorted_by_key(Keyed::key), "operations in (start, end) order");
     // Which step GPU work belongs to: its launching call's, unless the steps are GPU time.
     let by_time = CorrSlots::default();
     let gpu_corr_step = if inp.windows_in_gpu_time { &by_time } else { &host.corr_step };
