@@ -42,7 +42,7 @@ impl<V: Copy> NameCache<V> {
     #[inline]
     fn slot(key: usize) -> usize {
         // Fibonacci hashing: the top bits of the product.
-        (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (usize::BITS - NAME_CACHE_SLOTS.trailing_zeros())) as usize
+        ((key as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (u64::BITS - NAME_CACHE_SLOTS.trailing_zeros())) as usize
     }
 
     #[inline]

@@ -148,7 +148,8 @@ impl<'a> GpuSteps<'a> {
         let (mut gaps, next_g) = Buckets::with_sizes(compute_in_step.iter().map(|&n| n.saturating_sub(1)));
         // Per step position: the next free slots of its buckets, and the end of its last compute
         // kernel so far (the operations are in (start, end) order).
-        let mut fill: Vec<(usize, usize, Option<Ns>)> = next_d.into_iter().zip(next_g).map(|(d, g)| (d, g, None)).collect();
+        let mut fill: Vec<(usize, usize, Option<Ns>)> =
+            next_d.into_iter().zip(next_g).map(|(d, g)| (d, g, None)).collect();
         for (o, &p) in ops.iter().zip(&op_step) {
             if p == NO_STEP || o.kind != OpKind::Compute {
                 continue;
@@ -162,8 +163,11 @@ impl<'a> GpuSteps<'a> {
             }
             f.2 = Some(o.end);
         }
-        let optimizer_after_check =
-            amp_check.iter().zip(&optimizer_last).map(|(a, o)| matches!((a, o), (Some(a), Some(o)) if o >= a)).collect();
+        let optimizer_after_check = amp_check
+            .iter()
+            .zip(&optimizer_last)
+            .map(|(a, o)| matches!((a, o), (Some(a), Some(o)) if o >= a))
+            .collect();
         GpuSteps {
             ops,
             op_step,
