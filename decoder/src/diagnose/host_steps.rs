@@ -25,13 +25,22 @@ pub fn prepare_calls(inp: &mut Input) {
         return;
     }
     let mut stand_ins = Vec::with_capacity(inp.syncs.len());
+    // The name id of each kind seen so far (a handful of kinds: searched in order).
+    let mut kind_ids: Vec<(SyncKind, u32)> = Vec::new();
     for s in &inp.syncs {
-        let name: Name = format!("sync:{}", s.kind.name()).into();
-        let id = match inp.names.iter().position(|n| *n == name) {
-            Some(i) => i as u32,
+        let id = match kind_ids.iter().find(|k| k.0 == s.kind) {
+            Some(&(_, id)) => id,
             None => {
-                inp.names.push(name);
-                (inp.names.len() - 1) as u32
+                let name: Name = format!("sync:{}", s.kind.name()).into();
+                let id = match inp.names.iter().position(|n| *n == name) {
+                    Some(i) => i as u32,
+                    None => {
+                        inp.names.push(name);
+                        (inp.names.len() - 1) as u32
+                    }
+                };
+                kind_ids.push((s.kind, id));
+                id
             }
         };
         stand_ins.push(RawCall { start: s.start, end: s.end, corr: 0, class: CallClass::Sync, name: id });
