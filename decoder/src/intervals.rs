@@ -190,24 +190,20 @@ impl StreamingUnion {
                 // One or two runs (one stream, or two, of this kind): merged two-way to the end.
                 let (p, q) = (run(live[0]), if m == 2 { run(live[1]) } else { &[][..] });
                 let (mut i, mut j) = (at[live[0]], if m == 2 { at[live[1]] } else { 0 });
-                while left > 0 {
-                    let iv = match (p.get(i), q.get(j)) {
-                        (Some(a), Some(b)) if a.0 <= b.0 => {
-                            i += 1;
-                            *a
-                        }
-                        (Some(a), None) => {
-                            i += 1;
-                            *a
-                        }
-                        (_, Some(b)) => {
-                            j += 1;
-                            *b
-                        }
-                        (None, None) => break,
-                    };
+                // Merged while both have intervals, then the rest of the one left.
+                while left > 0 && i < p.len() && j < q.len() {
+                    let (a, b) = (p[i], q[j]);
+                    let take_p = a.0 <= b.0;
+                    let iv = if take_p { a } else { b };
+                    i += usize::from(take_p);
+                    j += usize::from(!take_p);
                     left -= 1;
                     extend_tail(&mut self.tail, &mut self.out, iv);
+                }
+                let (rest, k) = if i < p.len() { (p, &mut i) } else { (q, &mut j) };
+                for &iv in rest.get(*k..).unwrap_or(&[]).iter().take(left) {
+                    extend_tail(&mut self.tail, &mut self.out, iv);
+                    *k += 1;
                 }
                 at[live[0]] = i;
                 if m == 2 {
@@ -318,32 +314,35 @@ fn put_prefix(out: &mut Vec<u8>, v: u64) {
 
 impl CompactIntervals {
     /// Appends an interval starting at or after the end of the last one.
+    #[inline(always)]
     fn push(&mut self, (s, e): (Ns, Ns)) {
         debug_assert!(s >= self.prev_end && e > s);
         let (gap, len) = (s - self.prev_end, e - s);
-        if gap < 1 << 28 && len < 1 << 28 {
+        let at = self.used;
+        if gap < 1 << 28 && len < 1 << 28 && self.bytes.len() >= at + 16 {
             // Both in one word (four bytes each at most): its eight bytes written, theirs kept.
             let (a, n) = prefix_word(gap);
             let (b, m) = prefix_word(len);
-            let at = self.used;
-            if self.bytes.len() < at + 16 {
-                self.grow();
-            }
             self.bytes[at..at + 8].copy_from_slice(&(a | b << (8 * n)).to_le_bytes());
             self.used = at + (n + m) as usize;
         } else {
-            self.bytes.truncate(self.used);
-            put_prefix(&mut self.bytes, gap);
-            put_prefix(&mut self.bytes, len);
-            self.used = self.bytes.len();
-            self.grow();
+            self.push_rare(gap, len);
         }
         self.prev_end = e;
         self.len += 1;
     }
 
+    /// [`CompactIntervals::push`] of a long gap or length, or with no room left for a word.
+    #[inline(never)]
+    fn push_rare(&mut self, gap: u64, len: u64) {
+        self.bytes.truncate(self.used);
+        put_prefix(&mut self.bytes, gap);
+        put_prefix(&mut self.bytes, len);
+        self.used = self.bytes.len();
+        self.grow();
+    }
+
     /// Room for two words after the encoding: the bytes doubled (as a `Vec` grows).
-    #[cold]
     fn grow(&mut self) {
         let n = (2 * self.bytes.len()).max(self.used + 16).max(64);
         self.bytes.resize(n, 0);

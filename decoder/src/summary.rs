@@ -265,6 +265,7 @@ impl RankAnalysis {
         self.span.1 = self.span.1.max(end);
     }
 
+    #[inline(always)]
     fn gpu_work(&mut self, start: Ns, end: Ns, kind: u8, correlation: u64) {
         self.seen(start, end);
         self.gpu_count += 1;
