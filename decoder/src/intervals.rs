@@ -296,7 +296,7 @@ pub struct CompactIntervals {
 #[inline(always)]
 fn prefix_word(v: u64) -> (u64, u32) {
     let bits = 64 - (v | 1).leading_zeros();
-    let n = (bits + 6) / 7;
+    let n = bits.div_ceil(7);
     (v << n | 1 << (n - 1), n)
 }
 

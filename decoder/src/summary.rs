@@ -168,7 +168,7 @@ impl NameStats {
     #[inline(always)]
     fn slot(&mut self, n: &Name) -> &mut (Name, Stat, bool, CollOp) {
         let key = std::sync::Arc::as_ptr(n) as *const u8 as usize;
-        let place = (key >> 4 ^ key >> 13) % RECENT & !1;
+        let place = ((key >> 4 ^ key >> 13) % RECENT) & !1;
         if let Some(&[(k0, i0), (k1, i1)]) = self.recent.get(place..place + 2) {
             if k0 == key {
                 return &mut self.slots[i0 as usize];
