@@ -343,10 +343,10 @@ impl CompactIntervals {
         self.grow();
     }
 
-    /// Room for two words after the encoding: the bytes doubled (as a `Vec` grows).
+    /// Room for two words after the encoding, and a page more: only that much is written (and made
+    /// resident) ahead; the capacity doubles as a `Vec`'s does.
     fn grow(&mut self) {
-        let n = (2 * self.bytes.len()).max(self.used + 16).max(64);
-        self.bytes.resize(n, 0);
+        self.bytes.resize(self.used + 16 + 4096, 0);
     }
 
     /// The encoding and one word after it, the rest given back (no more pushes).
