@@ -18,9 +18,9 @@ use crate::model::*;
 #[derive(Debug, Default)]
 pub struct CollectiveEnds {
     /// (comm, seq) -> end of its kernel (or of the host call when no kernel is known).
-    pub ends: HashMap<(u64, u64), Ns>,
-    pending_calls: HashMap<u64, (u64, u64, Ns)>,
-    kernel_ends: HashMap<u64, Ns>,
+    pub ends: FastMap<(u64, u64), Ns>,
+    pending_calls: FastMap<u64, (u64, u64, Ns)>,
+    kernel_ends: FastMap<u64, Ns>,
     host: Option<Name>,
     path: Option<PathBuf>,
     rank: Option<u32>,
@@ -138,8 +138,8 @@ pub fn plan(procs: &[ProcessInfo], ends: &[&CollectiveEnds]) -> ClockPlan {
         .map(|(_, p)| &*p.host)
         .unwrap_or("");
     // Per host: (comm, seq) -> mean end over its processes.
-    let host_ends = |idx: &[usize]| -> HashMap<(u64, u64), i64> {
-        let mut acc: HashMap<(u64, u64), (i128, i128)> = HashMap::new();
+    let host_ends = |idx: &[usize]| -> FastMap<(u64, u64), i64> {
+        let mut acc: FastMap<(u64, u64), (i128, i128)> = FastMap::default();
         for &i in idx {
             if let Some(e) = ends.get(i) {
                 for (k, &t) in &e.ends {
@@ -172,7 +172,7 @@ pub fn plan(procs: &[ProcessInfo], ends: &[&CollectiveEnds]) -> ClockPlan {
     // Residual: spread of each collective's ends across processes, before and after.
     // (raw min, raw max, aligned min, aligned max, ranks) per collective.
     type Spread = (i64, i64, i64, i64, usize);
-    let mut all: HashMap<(u64, u64), Spread> = HashMap::new();
+    let mut all: FastMap<(u64, u64), Spread> = FastMap::default();
     for (i, e) in ends.iter().enumerate() {
         let off = procs.get(i).and_then(|p| offsets.get(&*p.host)).copied().unwrap_or(0);
         for (k, &t) in &e.ends {

@@ -519,16 +519,23 @@ impl RangeProjection {
         }
     }
 
+    #[inline(always)]
     fn add_direct(&mut self, r: RangeId, t: Ns) {
         match self.direct.last_mut() {
             Some(last) if last.0 == r.0 => last.1 += t,
-            _ if self.fold.add(r.0, t) => {}
-            _ => {
-                self.direct.push((r.0, t));
-                if self.direct.len() >= 2 * self.direct_summed.max(1 << 15) {
-                    self.sum_direct();
-                }
-            }
+            _ => self.add_direct_new(r, t),
+        }
+    }
+
+    /// [`RangeProjection::add_direct`] of a range other than the last one's.
+    #[inline(never)]
+    fn add_direct_new(&mut self, r: RangeId, t: Ns) {
+        if self.fold.add(r.0, t) {
+            return;
+        }
+        self.direct.push((r.0, t));
+        if self.direct.len() >= 2 * self.direct_summed.max(1 << 15) {
+            self.sum_direct();
         }
     }
 

@@ -74,6 +74,8 @@ const LANES: usize = 4;
 #[derive(Debug, Default)]
 pub struct StreamingUnion {
     lanes: [Vec<(Ns, Ns)>; LANES],
+    /// A lane whose last start is the latest of all lanes' (any lane when all are empty).
+    top: usize,
     /// Pending intervals that fit no lane (in arrival order).
     mixed: Vec<(Ns, Ns)>,
     /// Intervals in `lanes` and `mixed`.
@@ -108,6 +110,26 @@ impl StreamingUnion {
     /// else `mixed`).
     #[inline]
     fn insert_pending(&mut self, s: Ns, e: Ns) {
+        // Mostly the lane with the latest last start takes it: it is then the one the search finds
+        // (of lanes with equal last starts, whichever: any lane sorted by start gives the same union).
+        let top = &mut self.lanes[self.top];
+        if let Some(l) = top.last_mut() {
+            if l.0 <= s {
+                if s <= l.1 {
+                    l.1 = l.1.max(e);
+                } else {
+                    top.push((s, e));
+                    self.pending += 1;
+                }
+                return;
+            }
+        }
+        self.insert_searched(s, e);
+    }
+
+    /// [`StreamingUnion::insert_pending`] of an interval the top lane cannot take.
+    #[inline(never)]
+    fn insert_searched(&mut self, s: Ns, e: Ns) {
         let mut best: Option<usize> = None;
         let mut best_start = 0;
         let mut empty: Option<usize> = None;
@@ -123,6 +145,10 @@ impl StreamingUnion {
         }
         match best.or(empty) {
             Some(i) => {
+                if self.lanes[self.top].is_empty() {
+                    // All lanes were empty.
+                    self.top = i;
+                }
                 let lane = &mut self.lanes[i];
                 match lane.last_mut() {
                     // Sorted by start, so touching the last interval means overlapping the union.
@@ -164,24 +190,20 @@ impl StreamingUnion {
                 // One or two runs (one stream, or two, of this kind): merged two-way to the end.
                 let (p, q) = (run(live[0]), if m == 2 { run(live[1]) } else { &[][..] });
                 let (mut i, mut j) = (at[live[0]], if m == 2 { at[live[1]] } else { 0 });
-                while left > 0 {
-                    let iv = match (p.get(i), q.get(j)) {
-                        (Some(a), Some(b)) if a.0 <= b.0 => {
-                            i += 1;
-                            *a
-                        }
-                        (Some(a), None) => {
-                            i += 1;
-                            *a
-                        }
-                        (_, Some(b)) => {
-                            j += 1;
-                            *b
-                        }
-                        (None, None) => break,
-                    };
+                // Merged while both have intervals, then the rest of the one left.
+                while left > 0 && i < p.len() && j < q.len() {
+                    let (a, b) = (p[i], q[j]);
+                    let take_p = a.0 <= b.0;
+                    let iv = if take_p { a } else { b };
+                    i += usize::from(take_p);
+                    j += usize::from(!take_p);
                     left -= 1;
                     extend_tail(&mut self.tail, &mut self.out, iv);
+                }
+                let (rest, k) = if i < p.len() { (p, &mut i) } else { (q, &mut j) };
+                for &iv in rest.get(*k..).unwrap_or(&[]).iter().take(left) {
+                    extend_tail(&mut self.tail, &mut self.out, iv);
+                    *k += 1;
                 }
                 at[live[0]] = i;
                 if m == 2 {
@@ -209,6 +231,7 @@ impl StreamingUnion {
         }
         self.mixed.drain(..at[LANES]);
         self.pending -= n;
+        self.top = (0..LANES).max_by_key(|&i| self.lanes[i].last().map(|l| l.0)).unwrap_or(0);
     }
 
     /// Merge the late intervals into the committed list (re-encoding it).
@@ -236,7 +259,7 @@ impl StreamingUnion {
         if let Some(t) = self.tail.take() {
             self.out.push(t);
         }
-        self.out.bytes.shrink_to_fit();
+        self.out.shrink();
         self.out
     }
 }
@@ -255,51 +278,83 @@ fn extend_tail(tail: &mut Option<(Ns, Ns)>, out: &mut CompactIntervals, (s, e): 
     }
 }
 
-/// A sorted disjoint interval list, LEB128 delta-encoded: (start - previous end, length).
+/// A sorted disjoint interval list, delta-encoded: (start - previous end, length), each value a
+/// prefix varint (7 bits a byte, as many bytes as LEB128 takes, see [`prefix_word`]).
 #[derive(Debug, Default, Clone)]
 pub struct CompactIntervals {
+    /// The encoding in `bytes[..used]`, and at least 8 bytes after it once anything was pushed (room
+    /// for the next word; the iterator reads a word at any value's start).
     bytes: Vec<u8>,
+    used: usize,
     prev_end: Ns,
     len: usize,
 }
 
-#[inline]
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
+/// A value below 2^56 as a prefix varint in the low bytes of a word, and its length in bytes `n`
+/// (1-8): the value shifted up by `n` bits under a one at bit `n - 1` (so the first byte's trailing
+/// zeros say how many bytes follow it).
+#[inline(always)]
+fn prefix_word(v: u64) -> (u64, u32) {
+    let bits = 64 - (v | 1).leading_zeros();
+    // bits.div_ceil(7) for 1..=64 bits, as one multiply and shift.
+    let n = ((bits + 6) * 37) >> 8;
+    (v << n | 1 << (n - 1), n)
 }
 
-/// A value below 2^28 as a varint in the low bytes of a word, and its length in bytes.
-#[inline(always)]
-fn varint_word(v: u64) -> (u64, u32) {
-    let n = 1 + u32::from(v >= 1 << 7) + u32::from(v >= 1 << 14) + u32::from(v >= 1 << 21);
-    let groups = (v & 0x7f) | (v >> 7 & 0x7f) << 8 | (v >> 14 & 0x7f) << 16 | (v >> 21 & 0x7f) << 24;
-    // Continuation bits on all but the last byte.
-    let more = ((1u64 << (8 * (n - 1))) - 1) & 0x8080_8080;
-    (groups | more, n)
+/// Appends `v` as a prefix varint: [`prefix_word`]'s bytes, or a zero byte and the value's eight
+/// bytes for values of 2^56 and above.
+fn put_prefix(out: &mut Vec<u8>, v: u64) {
+    if v < 1 << 56 {
+        let (w, n) = prefix_word(v);
+        out.extend_from_slice(&w.to_le_bytes()[..n as usize]);
+    } else {
+        out.push(0);
+        out.extend_from_slice(&v.to_le_bytes());
+    }
 }
 
 impl CompactIntervals {
     /// Appends an interval starting at or after the end of the last one.
+    #[inline(always)]
     fn push(&mut self, (s, e): (Ns, Ns)) {
         debug_assert!(s >= self.prev_end && e > s);
         let (gap, len) = (s - self.prev_end, e - s);
-        if gap < 1 << 28 && len < 1 << 28 {
-            // Both varints in one word: its eight bytes appended, then cut to theirs.
-            let (a, n) = varint_word(gap);
-            let (b, m) = varint_word(len);
-            let at = self.bytes.len();
-            self.bytes.extend_from_slice(&(a | b << (8 * n)).to_le_bytes());
-            self.bytes.truncate(at + (n + m) as usize);
+        let at = self.used;
+        if gap < 1 << 28 && len < 1 << 28 && self.bytes.len() >= at + 16 {
+            // Both in one word (four bytes each at most): its eight bytes written, theirs kept.
+            let (a, n) = prefix_word(gap);
+            let (b, m) = prefix_word(len);
+            self.bytes[at..at + 8].copy_from_slice(&(a | b << (8 * n)).to_le_bytes());
+            self.used = at + (n + m) as usize;
         } else {
-            put_varint(&mut self.bytes, gap);
-            put_varint(&mut self.bytes, len);
+            self.push_rare(gap, len);
         }
         self.prev_end = e;
         self.len += 1;
+    }
+
+    /// [`CompactIntervals::push`] of a long gap or length, or with no room left for a word.
+    #[inline(never)]
+    fn push_rare(&mut self, gap: u64, len: u64) {
+        self.bytes.truncate(self.used);
+        put_prefix(&mut self.bytes, gap);
+        put_prefix(&mut self.bytes, len);
+        self.used = self.bytes.len();
+        self.grow();
+    }
+
+    /// Room for two words after the encoding, and a page more: only that much is written (and made
+    /// resident) ahead; the capacity doubles as a `Vec`'s does.
+    fn grow(&mut self) {
+        self.bytes.resize(self.used + 16 + 4096, 0);
+    }
+
+    /// The encoding and one word after it, the rest given back (no more pushes).
+    fn shrink(&mut self) {
+        if self.used > 0 {
+            self.bytes.truncate(self.used + 8);
+        }
+        self.bytes.shrink_to_fit();
     }
 
     /// Number of disjoint intervals.
@@ -317,61 +372,50 @@ impl CompactIntervals {
     }
 
     pub fn iter(&self) -> CompactIter<'_> {
-        CompactIter { bytes: &self.bytes, pos: 0, prev_end: 0 }
+        CompactIter { bytes: &self.bytes, end: self.used, pos: 0, prev_end: 0 }
     }
 }
 
 /// Iterator over a [`CompactIntervals`].
 #[derive(Debug, Clone)]
 pub struct CompactIter<'a> {
+    /// The encoding, `bytes[..end]`, and at least a word after it.
     bytes: &'a [u8],
+    end: usize,
     pos: usize,
     prev_end: Ns,
 }
 
 impl CompactIter<'_> {
-    #[inline]
-    fn varint(&mut self) -> u64 {
-        // Gaps and lengths are mostly two or three bytes.
-        if let Some(&[b0, b1, b2, ..]) = self.bytes.get(self.pos..) {
-            let v = u64::from(b0 & 0x7f);
-            if b0 < 0x80 {
-                self.pos += 1;
-                return v;
-            }
-            let v = v | u64::from(b1 & 0x7f) << 7;
-            if b1 < 0x80 {
-                self.pos += 2;
-                return v;
-            }
-            if b2 < 0x80 {
-                self.pos += 3;
-                return v | u64::from(b2) << 14;
-            }
+    /// The eight bytes at `at`, a value's start (or after a nine-byte value's zero byte).
+    #[inline(always)]
+    fn word(&self, at: usize) -> u64 {
+        u64::from_le_bytes(self.bytes[at..at + 8].try_into().expect("8 bytes"))
+    }
+
+    #[inline(always)]
+    fn value(&mut self) -> u64 {
+        let w = self.word(self.pos);
+        if w & 0xff == 0 {
+            let v = self.word(self.pos + 1);
+            self.pos += 9;
+            return v;
         }
-        let mut v = 0u64;
-        let mut shift = 0;
-        while let Some(&b) = self.bytes.get(self.pos) {
-            self.pos += 1;
-            v |= u64::from(b & 0x7f) << shift;
-            if b < 0x80 {
-                break;
-            }
-            shift += 7;
-        }
-        v
+        let n = w.trailing_zeros() + 1;
+        self.pos += n as usize;
+        w >> n & ((1 << (7 * n)) - 1)
     }
 }
 
 impl Iterator for CompactIter<'_> {
     type Item = (Ns, Ns);
-    #[inline]
+    #[inline(always)]
     fn next(&mut self) -> Option<(Ns, Ns)> {
-        if self.pos >= self.bytes.len() {
+        if self.pos >= self.end {
             return None;
         }
-        let s = self.prev_end + self.varint();
-        let e = s + self.varint();
+        let s = self.prev_end + self.value();
+        let e = s + self.value();
         self.prev_end = e;
         Some((s, e))
     }
@@ -518,63 +562,119 @@ pub fn measure_by_cover<const K: usize, const M: usize>(
     windows: &[(Ns, Ns)],
 ) -> ([Ns; M], Vec<[Ns; M]>) {
     const { assert!(M == 1 << K) };
-    let mut cursor = WindowCursor::new(windows);
+    // The time each mask covered before each window's start and end, in time order: a window's
+    // part is the difference (one comparison per stretch of cover instead of a window walk).
+    let mut bounds = CoverBounds::<M>::new(windows);
     let mut total = [0 as Ns; M];
-    let mut out = vec![[0 as Ns; M]; windows.len()];
-    let mut cur: [Option<(Ns, Ns)>; K] = std::array::from_fn(|k| lists[k].next());
-    let Some(mut t) = cur.iter().flatten().map(|iv| iv.0).min() else { return (total, out) };
     let mut add = |s: Ns, e: Ns, mask: usize| {
+        bounds.pass(&total, s, e, mask);
         total[mask] += e - s;
-        cursor.each_overlap(s, e, |w, d| out[w][mask] += d);
     };
-    loop {
-        // The lists covering `t`, and the next time that changes.
-        let mut mask = 0usize;
-        let mut next = Ns::MAX;
-        for (k, iv) in cur.iter().enumerate() {
-            if let Some((s, e)) = *iv {
-                if s <= t {
-                    mask |= 1 << k;
-                    next = next.min(e);
-                } else {
-                    next = next.min(s);
-                }
-            }
-        }
-        if next == Ns::MAX {
-            break;
-        }
-        if mask != 0 {
-            add(t, next, mask);
-        }
-        t = next;
-        if mask.is_power_of_two() && cur[mask.trailing_zeros() as usize].is_some_and(|(_, e)| e == next) {
-            // List `k` alone covered up to its interval's end: its following intervals that end
-            // before any other list's next start are covered by it alone, whole.
-            let k = mask.trailing_zeros() as usize;
-            let others = cur.iter().enumerate().filter(|&(j, _)| j != k);
-            let bound = others.filter_map(|(_, iv)| iv.map(|(s, _)| s)).min().unwrap_or(Ns::MAX);
-            loop {
-                match lists[k].next() {
-                    Some((s, e)) if e <= bound => {
-                        add(s, e, mask);
-                        t = e;
-                    }
-                    iv => {
-                        cur[k] = iv;
-                        break;
+    let mut cur: [Option<(Ns, Ns)>; K] = std::array::from_fn(|k| lists[k].next());
+    if let Some(mut t) = cur.iter().flatten().map(|iv| iv.0).min() {
+        loop {
+            // The lists covering `t`, and the next time that changes.
+            let mut mask = 0usize;
+            let mut next = Ns::MAX;
+            for (k, iv) in cur.iter().enumerate() {
+                if let Some((s, e)) = *iv {
+                    if s <= t {
+                        mask |= 1 << k;
+                        next = next.min(e);
+                    } else {
+                        next = next.min(s);
                     }
                 }
             }
-            continue;
-        }
-        for (k, iv) in cur.iter_mut().enumerate() {
-            while iv.is_some_and(|(_, e)| e <= t) {
-                *iv = lists[k].next();
+            if next == Ns::MAX {
+                break;
+            }
+            if mask != 0 {
+                add(t, next, mask);
+            }
+            t = next;
+            if mask.is_power_of_two() && cur[mask.trailing_zeros() as usize].is_some_and(|(_, e)| e == next) {
+                // List `k` alone covered up to its interval's end: its following intervals that end
+                // before any other list's next start are covered by it alone, whole.
+                let k = mask.trailing_zeros() as usize;
+                let others = cur.iter().enumerate().filter(|&(j, _)| j != k);
+                let bound = others.filter_map(|(_, iv)| iv.map(|(s, _)| s)).min().unwrap_or(Ns::MAX);
+                loop {
+                    match lists[k].next() {
+                        Some((s, e)) if e <= bound => {
+                            add(s, e, mask);
+                            t = e;
+                        }
+                        iv => {
+                            cur[k] = iv;
+                            break;
+                        }
+                    }
+                }
+                continue;
+            }
+            for (k, iv) in cur.iter_mut().enumerate() {
+                while iv.is_some_and(|(_, e)| e <= t) {
+                    *iv = lists[k].next();
+                }
             }
         }
     }
-    (total, out)
+    (total, bounds.finish(&total, windows))
+}
+
+/// The windows' starts and ends in time order, each with the time every mask had covered before it
+/// (filled in as stretches of cover pass them, in time order).
+struct CoverBounds<const M: usize> {
+    /// (time, index into `before`), sorted by time.
+    order: Vec<(Ns, usize)>,
+    /// The first of `order` not yet passed.
+    next: usize,
+    /// Per window, the covered time before its start (`2w`) and before its end (`2w + 1`).
+    before: Vec<[Ns; M]>,
+}
+
+impl<const M: usize> CoverBounds<M> {
+    fn new(windows: &[(Ns, Ns)]) -> Self {
+        let mut order: Vec<(Ns, usize)> = Vec::with_capacity(2 * windows.len());
+        for (w, &(s, e)) in windows.iter().enumerate() {
+            order.push((s, 2 * w));
+            order.push((e, 2 * w + 1));
+        }
+        order.sort_unstable();
+        CoverBounds { order, next: 0, before: vec![[0; M]; 2 * windows.len()] }
+    }
+
+    /// `[s, e)` is covered by `mask` next (in time order, after the cover `total` holds): the
+    /// bounds up to `e` take their covered time.
+    #[inline(always)]
+    fn pass(&mut self, total: &[Ns; M], s: Ns, e: Ns, mask: usize) {
+        while let Some(&(b, i)) = self.order.get(self.next) {
+            if b >= e {
+                break;
+            }
+            self.before[i] = *total;
+            if b > s {
+                self.before[i][mask] += b - s;
+            }
+            self.next += 1;
+        }
+    }
+
+    /// Each window's cover: what was covered before its end less what was before its start.
+    fn finish(mut self, total: &[Ns; M], windows: &[(Ns, Ns)]) -> Vec<[Ns; M]> {
+        for &(_, i) in &self.order[self.next..] {
+            self.before[i] = *total;
+        }
+        windows
+            .iter()
+            .enumerate()
+            .map(|(w, &(s, e))| {
+                let (a, b) = (&self.before[2 * w], &self.before[2 * w + 1]);
+                std::array::from_fn(|m| if e > s { b[m] - a[m] } else { 0 })
+            })
+            .collect()
+    }
 }
 
 /// Union of intervals (any order) as a sorted disjoint list.
@@ -648,21 +748,47 @@ pub fn intersect_in(a: &[(Ns, Ns)], b: &[(Ns, Ns)], lo: Ns, hi: Ns) -> Ns {
 mod tests {
     use super::*;
 
-    /// The one-word encoding writes the bytes of the varint loop.
+    /// Prefix varints take the bytes LEB128 would, and intervals of any size read back as pushed.
     #[test]
-    fn compact_words_are_varints() {
-        for v in [0u64, 1, 127, 128, 300, (1 << 14) - 1, 1 << 14, (1 << 21) - 1, 1 << 21, (1 << 28) - 1] {
-            let mut looped = Vec::new();
-            put_varint(&mut looped, v);
-            let (w, n) = varint_word(v);
-            assert_eq!(&w.to_le_bytes()[..n as usize], &looped[..], "{v}");
-            assert_eq!(w >> (8 * n), 0, "{v}");
+    fn compact_prefix_varints() {
+        let mut x = 99u64;
+        let mut vals = vec![0u64, u64::MAX];
+        for k in 0..64 {
+            vals.extend([1 << k, (1 << k) - 1, (1 << k) + 1]);
+        }
+        for _ in 0..2000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            vals.push(x >> (x % 64));
+        }
+        for &v in &vals {
+            let mut p = Vec::new();
+            put_prefix(&mut p, v);
+            let leb = (64 - (v | 1).leading_zeros()).div_ceil(7) as usize;
+            let n = p.len();
+            assert_eq!(n, if v < 1 << 56 { leb } else { 9 }, "{v}");
+            p.extend_from_slice(&[0xff; 8]);
+            let mut it = CompactIter { bytes: &p, end: n, pos: 0, prev_end: 0 };
+            assert_eq!((it.value(), it.pos), (v, n), "{v}");
         }
         let mut c = CompactIntervals::default();
-        let ivs = [(5, 6), (300, 20_000), (1 << 30, (1 << 30) + 1), ((1 << 31) + 7, 1 << 40)];
+        let mut ivs =
+            vec![(5, 6), (300, 20_000), (1 << 30, (1 << 30) + 1), ((1 << 31) + 7, 1 << 40), ((1 << 60) + 1, 1 << 61)];
+        let mut t = 1u64 << 61;
+        for _ in 0..5000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let (gap, len) = (x % (1 << (x % 30)), 1 + (x >> 32) % (1 << (x % 25)));
+            ivs.push((t + gap, t + gap + len));
+            t += gap + len;
+        }
         for &iv in &ivs {
             c.push(iv);
         }
+        assert_eq!(c.iter().collect::<Vec<_>>(), ivs);
+        c.shrink();
         assert_eq!(c.iter().collect::<Vec<_>>(), ivs);
     }
 

@@ -153,25 +153,28 @@ const MEMORY: u8 = 2;
 #[derive(Debug, Default)]
 struct NameStats {
     index: FastMap<usize, u32>,
-    /// Names looked up lately, (key, slot) at a place picked by the key's bits: most lookups skip
-    /// the map (a process has a few hundred names). Empty until the first name (a finished rank's
-    /// emptied table holds none).
+    /// Names looked up lately, (key, slot) in a pair of places picked by the key's bits (the latest
+    /// first): most lookups skip the map (a process has a few hundred names). Empty until the first
+    /// name (a finished rank's emptied table holds none).
     recent: Vec<(usize, u32)>,
     /// (name, stat, is an NCCL kernel name, the collective op the name says)
     slots: Vec<(Name, Stat, bool, CollOp)>,
 }
 
 /// Places in [`NameStats::recent`].
-const RECENT: usize = 512;
+const RECENT: usize = 1024;
 
 impl NameStats {
     #[inline(always)]
     fn slot(&mut self, n: &Name) -> &mut (Name, Stat, bool, CollOp) {
         let key = std::sync::Arc::as_ptr(n) as *const u8 as usize;
-        let place = (key >> 4 ^ key >> 13) % RECENT;
-        if let Some(&(k, i)) = self.recent.get(place) {
-            if k == key {
-                return &mut self.slots[i as usize];
+        let place = ((key >> 4 ^ key >> 13) % RECENT) & !1;
+        if let Some(&[(k0, i0), (k1, i1)]) = self.recent.get(place..place + 2) {
+            if k0 == key {
+                return &mut self.slots[i0 as usize];
+            }
+            if k1 == key {
+                return &mut self.slots[i1 as usize];
             }
         }
         self.slot_of(n, key, place)
@@ -190,6 +193,7 @@ impl NameStats {
             // Key 0 is no name's.
             self.recent = vec![(0, 0); RECENT];
         }
+        self.recent[place + 1] = self.recent[place];
         self.recent[place] = (key, i);
         &mut self.slots[i as usize]
     }
@@ -261,6 +265,7 @@ impl RankAnalysis {
         self.span.1 = self.span.1.max(end);
     }
 
+    #[inline(always)]
     fn gpu_work(&mut self, start: Ns, end: Ns, kind: u8, correlation: u64) {
         self.seen(start, end);
         self.gpu_count += 1;

@@ -221,8 +221,18 @@ impl RingReader {
         for chunk in &self.chunks {
             let payload = self.payload(chunk);
             let mut pos = 0usize;
+            // Where a longest short frame still fits in what follows.
+            let roomy = payload.len().saturating_sub(2 + 255);
             while pos < payload.len() {
-                // Short frames of other types skipped by their length byte alone.
+                // Short frames of other types skipped by their length byte alone (no other check
+                // while the frame surely lies inside the payload).
+                while pos < roomy {
+                    let (code, len) = (payload[pos], payload[pos + 1]);
+                    if code == type_code::CLOCK_SYNC || len == 0xff {
+                        break;
+                    }
+                    pos += 2 + usize::from(len);
+                }
                 if let Some(&[code, len]) = payload.get(pos..pos + 2) {
                     if code != type_code::CLOCK_SYNC && len != 0xff && pos + 2 + usize::from(len) <= payload.len() {
                         pos += 2 + usize::from(len);

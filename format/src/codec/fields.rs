@@ -189,6 +189,12 @@ impl WindowReader<'_> {
     /// A varint: one byte inline, two and three bytes unrolled, longer ones out of line.
     #[inline(always)]
     pub(super) fn u(&mut self) -> u64 {
+        self.bounded::<64>()
+    }
+    /// A varint whose value must fit in `BITS` bits: excess bits go to `over`, tested only on the
+    /// paths whose bytes can hold more than `BITS` bits (a one-byte varint fits any field).
+    #[inline(always)]
+    fn bounded<const BITS: u32>(&mut self) -> u64 {
         let (buf, p) = (self.buf, self.pos);
         let b0 = buf[p & (WINDOW - 1)];
         if b0 < 0x80 {
@@ -199,41 +205,43 @@ impl WindowReader<'_> {
         let v = u64::from(b0 & 0x7f) | u64::from(b1 & 0x7f) << 7;
         if b1 < 0x80 {
             self.pos = p + 2;
+            if BITS < 14 {
+                self.over |= v >> BITS;
+            }
             return v;
         }
         let b2 = buf[(p + 2) & (WINDOW - 1)];
         if b2 < 0x80 {
             self.pos = p + 3;
-            return v | u64::from(b2) << 14;
+            let v = v | u64::from(b2) << 14;
+            if BITS < 21 {
+                self.over |= v >> BITS;
+            }
+            return v;
         }
         let (v, p) = long_varint(buf, p);
         self.pos = p;
+        if BITS < 64 {
+            self.over |= v >> (BITS % 64);
+        }
         v
     }
     #[inline(always)]
     pub(super) fn u32(&mut self) -> u32 {
-        let v = self.u();
-        self.over |= v >> 32;
-        v as u32
+        self.bounded::<32>() as u32
     }
     #[inline(always)]
     pub(super) fn u16(&mut self) -> u16 {
-        let v = self.u();
-        self.over |= v >> 16;
-        v as u16
+        self.bounded::<16>() as u16
     }
     #[inline(always)]
     pub(super) fn u8(&mut self) -> u8 {
-        let v = self.u();
-        self.over |= v >> 8;
-        v as u8
+        self.bounded::<8>() as u8
     }
     #[inline(always)]
     pub(super) fn i32(&mut self) -> i32 {
-        let v = crate::varint::unzigzag(self.u());
-        // Zero exactly for values in i32's range.
-        self.over |= (v.wrapping_add(1 << 31) as u64) >> 32;
-        v as i32
+        // Zigzag maps i32's range onto exactly the 32-bit values.
+        crate::varint::unzigzag(self.bounded::<32>()) as i32
     }
     #[inline(always)]
     pub(super) fn ts(&mut self, st: &mut DeltaState) -> u64 {
