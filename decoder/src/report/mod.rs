@@ -16,7 +16,9 @@ pub mod collect;
 pub mod flame;
 pub mod host;
 pub mod html;
+pub mod kernel_times;
 pub mod nccl_links;
+pub mod stacks;
 pub mod verdicts;
 
 use std::path::{Path, PathBuf};

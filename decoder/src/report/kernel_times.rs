@@ -1,0 +1,153 @@
+//! Kernel GPU time per (NVTX stack, kernel name) for the flame graph, and the kernels that wait
+//! for their range's stack to be named.
+//!
+//! Kernel names are numbered per process (by their interned pointer, the name kept so the pointer
+//! stays its own), so a kernel costs one pointer lookup and then plain integers: a waiting kernel is
+//! a vector entry, not a hash map entry, and the sums are keyed by two small integers.
+
+use super::stacks::name_key;
+use crate::intervals::FastMap;
+use crate::model::{Name, RangeId};
+
+/// Waiting kernels held before duplicates (same range and name) are merged.
+const MIN_COMPACT: usize = 1 << 16;
+
+/// A kernel waiting for the stack of its range: (range, name index, GPU ns).
+type Waiting = (RangeId, u32, u64);
+
+#[derive(Debug, Default)]
+pub struct KernelTimes {
+    /// Kernel names by index.
+    names: Vec<Name>,
+    /// Name pointer -> index in `names`.
+    index: FastMap<usize, u32>,
+    /// GPU ns per (stack id << 32 | name index).
+    sums: FastMap<u64, u64>,
+    /// Kernels whose range's stack is not named yet.
+    waiting: Vec<Waiting>,
+    /// `waiting` is compacted (duplicates merged) when it reaches this length, so it stays bounded
+    /// by distinct (range, name) pairs as the hash map it replaces was.
+    compact_at: usize,
+}
+
+impl KernelTimes {
+    /// The index of kernel name `n`.
+    #[inline]
+    pub fn name(&mut self, n: &Name) -> u32 {
+        let names = &mut self.names;
+        *self.index.entry(name_key(n)).or_insert_with(|| {
+            names.push(n.clone());
+            (names.len() - 1) as u32
+        })
+    }
+
+    /// `ns` more GPU time for kernel name `name` under stack `stack`.
+    #[inline]
+    pub fn add(&mut self, stack: u32, name: u32, ns: u64) {
+        *self.sums.entry(((stack as u64) << 32) | name as u64).or_default() += ns;
+    }
+
+    /// A kernel of range `r` whose stack is not known yet.
+    #[inline]
+    pub fn wait(&mut self, r: RangeId, name: u32, ns: u64) {
+        self.waiting.push((r, name, ns));
+        if self.waiting.len() >= self.compact_at.max(MIN_COMPACT) {
+            self.compact();
+        }
+    }
+
+    /// Kernels waiting.
+    pub fn waiting(&self) -> usize {
+        self.waiting.len()
+    }
+
+    /// Merges waiting entries of the same (range, name).
+    #[cold]
+    fn compact(&mut self) {
+        self.waiting.sort_unstable_by_key(|w| (w.0, w.1));
+        self.waiting.dedup_by(|later, kept| {
+            let same = later.0 == kept.0 && later.1 == kept.1;
+            if same {
+                kept.2 += later.2;
+            }
+            same
+        });
+        self.compact_at = 2 * self.waiting.len();
+    }
+
+    /// Adds every waiting kernel whose range `stack_of` names; the others keep waiting.
+    pub fn sweep(&mut self, mut stack_of: impl FnMut(RangeId) -> Option<u32>) {
+        let mut waiting = std::mem::take(&mut self.waiting);
+        // Kernels of one range arrive together: name each range once per run of its kernels.
+        let mut last: Option<(RangeId, Option<u32>)> = None;
+        waiting.retain(|&(r, name, ns)| {
+            let s = match last {
+                Some((lr, s)) if lr == r => s,
+                _ => {
+                    let s = stack_of(r);
+                    last = Some((r, s));
+                    s
+                }
+            };
+            match s {
+                Some(s) => {
+                    self.add(s, name, ns);
+                    false
+                }
+                None => true,
+            }
+        });
+        self.waiting = waiting;
+    }
+
+    /// The sums, consumed: (stack id, kernel name, GPU ns), in no particular order.
+    pub fn into_sums(self) -> impl Iterator<Item = (u32, Name, u64)> {
+        let names = self.names;
+        self.sums.into_iter().map(move |(k, ns)| ((k >> 32) as u32, names[k as u32 as usize].clone(), ns))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::xorshift::XorShift;
+    use std::collections::HashMap;
+
+    #[test]
+    fn sums_match_a_map_of_every_kernel() {
+        let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
+        let names: Vec<Name> = ["a", "b", "c", "d"].iter().map(|&n| n.into()).collect();
+        let mut t = KernelTimes::default();
+        // Ground truth: (stack, name) -> ns, ranges named by range id % 7 once "complete".
+        let mut want: HashMap<(u32, String), u64> = HashMap::new();
+        let stack_of = |r: RangeId| (r.0 % 7) as u32;
+        let mut complete_below = 0u64;
+        for i in 0..300_000u64 {
+            let n = &names[rng.below(4) as usize];
+            let ns = rng.below(1000);
+            let r = RangeId(i / 50 + rng.below(3));
+            *want.entry((stack_of(r), n.to_string())).or_default() += ns;
+            let idx = t.name(n);
+            if r.0 < complete_below {
+                t.add(stack_of(r), idx, ns);
+            } else {
+                t.wait(r, idx, ns);
+            }
+            if rng.below(5000) == 0 {
+                complete_below = i / 50;
+                t.sweep(|r| (r.0 < complete_below).then(|| stack_of(r)));
+                assert!(t.waiting.iter().all(|w| w.0 .0 >= complete_below));
+            }
+            assert!(t.waiting() < MIN_COMPACT.max(8 * (i as usize / 50 + 3)));
+        }
+        t.sweep(|r| Some(stack_of(r)));
+        assert_eq!(t.waiting(), 0);
+        let mut got: HashMap<(u32, String), u64> = HashMap::new();
+        for (s, n, ns) in t.into_sums() {
+            *got.entry((s, n.to_string())).or_default() += ns;
+        }
+        want.retain(|_, ns| *ns > 0);
+        got.retain(|_, ns| *ns > 0);
+        assert_eq!(got, want);
+    }
+}
