@@ -4,6 +4,7 @@
 //! the number of distinct (range, kernel) pairs, ranges and memory events, not by kernels.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
 
 use super::kernel_times::KernelTimes;
 use super::stacks::{name_key, RangeStacks};
@@ -55,12 +56,19 @@ pub struct ReportCollector {
     memory: HashMap<u32, Vec<(Ns, u64)>>,
     counters: CounterSet,
     host: crate::host::HostSeries,
+    /// Kernel frame names, shared by the collectors of one report.
+    frames: KernelFrames,
     pub result: Option<ProcReport>,
 }
 
 impl ReportCollector {
     pub fn new() -> ReportCollector {
         ReportCollector::default()
+    }
+
+    /// A collector sharing `frames` with others (their names are demangled once for all).
+    pub fn with_frames(frames: KernelFrames) -> ReportCollector {
+        ReportCollector { frames, ..ReportCollector::default() }
     }
 
     fn launch(&mut self, correlation: u64, range: Option<RangeId>) {
@@ -92,6 +100,23 @@ impl ReportCollector {
 /// A frame name safe in folded lines (no `;`, no newlines).
 pub fn frame_name(s: &str) -> String {
     s.chars().map(|c| if c == ';' || c == '\n' || c == '\r' { ':' } else { c }).collect()
+}
+
+/// Kernel frame names ([`kernel_frame`]) by kernel name, shared between threads.
+#[derive(Debug, Default, Clone)]
+pub struct KernelFrames(Arc<Mutex<HashMap<Box<str>, String>>>);
+
+impl KernelFrames {
+    /// [`kernel_frame`] of `name`, computed once.
+    pub fn get(&self, name: &str) -> String {
+        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(f) = m.get(name) {
+            return f.clone();
+        }
+        let f = kernel_frame(name);
+        m.insert(name.into(), f.clone());
+        f
+    }
 }
 
 /// A kernel's display name for the flame graph: demangled, without the parameter list.
@@ -133,17 +158,15 @@ impl TraceSink for ReportCollector {
             return;
         }
         // The stack of a range is named when a root range completes (its whole chain is known
-        // then) or at the end: until then, the kernel waits.
+        // then) or at the end: until the next of those, the kernel waits.
         let name = self.kernels.name(&k.name);
         match self.launch_range.get(k.correlation).copied() {
             None => {
                 let s = self.no_range_stack();
                 self.kernels.add(s, name, d);
             }
-            Some(r) => match self.stacks.known(r) {
-                Some(s) => self.kernels.add(s, name, d),
-                None => self.kernels.wait(r, name, d),
-            },
+            // Named at the next sweep (a lookup per run of its range's kernels there).
+            Some(r) => self.kernels.wait(r, name, d),
         }
     }
     fn handle_nvtx_range(&mut self, r: &NvtxRange) {
@@ -177,7 +200,7 @@ impl TraceSink for ReportCollector {
         let mut frames: FastMap<usize, String> = FastMap::default();
         let mut folded: HashMap<String, u64> = HashMap::new();
         for (stack, k, ns) in std::mem::take(&mut self.kernels).into_sums() {
-            let kf = frames.entry(name_key(&k)).or_insert_with(|| kernel_frame(&k));
+            let kf = frames.entry(name_key(&k)).or_insert_with(|| self.frames.get(&k));
             let line = format!("{};{kf}", self.stacks.line(stack));
             *folded.entry(line).or_default() += ns;
         }

@@ -34,11 +34,19 @@ impl KernelTimes {
     /// The index of kernel name `n`.
     #[inline]
     pub fn name(&mut self, n: &Name) -> u32 {
-        let names = &mut self.names;
-        *self.index.entry(name_key(n)).or_insert_with(|| {
-            names.push(n.clone());
-            (names.len() - 1) as u32
-        })
+        match self.index.get(&name_key(n)) {
+            Some(&i) => i,
+            None => self.new_name(n),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn new_name(&mut self, n: &Name) -> u32 {
+        let i = self.names.len() as u32;
+        self.names.push(n.clone());
+        self.index.insert(name_key(n), i);
+        i
     }
 
     /// `ns` more GPU time for kernel name `name` under stack `stack`.
