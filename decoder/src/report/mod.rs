@@ -16,7 +16,9 @@ pub mod collect;
 pub mod flame;
 pub mod host;
 pub mod html;
+pub mod kernel_times;
 pub mod nccl_links;
+pub mod stacks;
 pub mod verdicts;
 
 use std::path::{Path, PathBuf};
@@ -28,7 +30,7 @@ use crate::convert::ConvertOptions;
 use crate::input::Source;
 use crate::model::Tee;
 use crate::summary::{RankAnalysis, Summary};
-use collect::{ProcReport, ReportCollector};
+use collect::{KernelFrames, ProcReport, ReportCollector};
 use verdicts::DiagnosisView;
 
 /// Everything the page is drawn from.
@@ -51,9 +53,13 @@ pub fn gather(
     peak_busbw: Option<f64>,
     convert: &ConvertOptions,
 ) -> ReportData {
+    let frames = KernelFrames::default();
     let each = crate::convert::feed_each(
         sources,
-        || Tee(RankAnalysis::new(step_pattern), Tee(verdicts::collector(step_pattern), ReportCollector::new())),
+        || {
+            let report = ReportCollector::with_frames(frames.clone());
+            Tee(RankAnalysis::new(step_pattern), Tee(verdicts::collector(step_pattern), report))
+        },
         convert,
     );
     let mut notes: Vec<String> = each.notes.iter().map(|n| n.to_string()).collect();

@@ -1,0 +1,246 @@
+//! The names of NVTX range stacks ("outer;inner") for the flame graph: each completed range's
+//! name and parent, and a memoized stack id per range whose chain is known.
+
+use std::collections::HashMap;
+
+use super::collect::frame_name;
+use crate::intervals::{FastMap, SeqMap};
+use crate::model::{Name, RangeId};
+
+/// Most ranges walked up from a kernel's range to name its stack.
+const MAX_STACK_DEPTH: usize = 64;
+/// The parent "stack" of outermost ranges in [`RangeStacks::children`].
+const ROOT: u32 = u32::MAX;
+
+pub fn name_key(n: &Name) -> usize {
+    std::sync::Arc::as_ptr(n) as *const u8 as usize
+}
+
+/// Completed ranges and the stacks named from them.
+#[derive(Debug, Default)]
+pub struct RangeStacks {
+    ranges: SeqMap<RangeId, (Name, Option<RangeId>)>,
+    /// Stack id of a range whose chain is complete.
+    range_stack: SeqMap<RangeId, u32>,
+    /// Distinct stacks ("range;range"), by id, with their number of frames.
+    stacks: Vec<(String, usize)>,
+    stack_ids: HashMap<String, u32>,
+    /// The stack one range deeper: (stack id or [`ROOT`], range name pointer) -> (the name, stack id).
+    children: FastMap<(u32, usize), (Name, u32)>,
+    /// Scratch for [`RangeStacks::stack_of`]: the ranges walked up, innermost first.
+    walk: Vec<RangeId>,
+}
+
+impl RangeStacks {
+    /// A range completed: its name and enclosing range.
+    pub fn complete(&mut self, id: RangeId, name: &Name, parent: Option<RangeId>) {
+        self.ranges.insert(id, (name.clone(), parent));
+    }
+
+    /// The stack of range `r` when it is already known.
+    #[inline]
+    pub fn known(&self, r: RangeId) -> Option<u32> {
+        self.range_stack.get(&r).copied()
+    }
+
+    /// The text of stack `s` ("outer;inner").
+    pub fn line(&self, s: u32) -> &str {
+        &self.stacks[s as usize].0
+    }
+
+    /// The id of a stack of `frames` frames.
+    pub fn stack_id(&mut self, stack: String, frames: usize) -> u32 {
+        if let Some(&i) = self.stack_ids.get(&stack) {
+            return i;
+        }
+        let i = self.stacks.len() as u32;
+        self.stacks.push((stack.clone(), frames));
+        self.stack_ids.insert(stack, i);
+        i
+    }
+
+    /// The stack of a range named `name` inside stack `parent` (or outermost, [`ROOT`]).
+    fn child_stack(&mut self, parent: u32, name: &Name) -> u32 {
+        if let Some(&(_, s)) = self.children.get(&(parent, name_key(name))) {
+            return s;
+        }
+        let (line, frames) = match self.stacks.get(parent as usize) {
+            Some((p, n)) => (format!("{p};{}", frame_name(name)), n + 1),
+            None => (frame_name(name), 1),
+        };
+        let s = self.stack_id(line, frames);
+        self.children.insert((parent, name_key(name)), (name.clone(), s));
+        s
+    }
+
+    /// The stack of range `r` ("outer;inner"). With `complete_only`, None while a range of the
+    /// chain has not completed yet (its name and parent are still unknown); at the end, a missing
+    /// range ends the chain.
+    ///
+    /// Walks up only to the first range whose stack is known, then names each range on the way
+    /// down from its parent's stack (memoized per range); chains deeper than [`MAX_STACK_DEPTH`]
+    /// and ranges that never completed take [`RangeStacks::stack_by_walk`].
+    pub fn stack_of(&mut self, r: RangeId, complete_only: bool) -> Option<u32> {
+        if let Some(&s) = self.range_stack.get(&r) {
+            return Some(s);
+        }
+        let mut chain = std::mem::take(&mut self.walk);
+        chain.clear();
+        let s = self.stack_down(r, complete_only, &mut chain);
+        self.walk = chain;
+        s
+    }
+
+    /// [`RangeStacks::stack_of`] for a range without a known stack, `chain` empty.
+    fn stack_down(&mut self, r: RangeId, complete_only: bool, chain: &mut Vec<RangeId>) -> Option<u32> {
+        let mut id = r;
+        let base = loop {
+            if chain.len() == MAX_STACK_DEPTH {
+                return self.stack_by_walk(r, complete_only);
+            }
+            let Some((_, parent)) = self.ranges.get(&id) else {
+                if complete_only {
+                    return None;
+                }
+                if chain.is_empty() {
+                    return self.stack_by_walk(r, complete_only);
+                }
+                // At the end, a range that never completed ends the chain.
+                break ROOT;
+            };
+            if !chain.is_empty() {
+                if let Some(&s) = self.range_stack.get(&id) {
+                    break s;
+                }
+            }
+            chain.push(id);
+            match parent {
+                Some(p) => id = *p,
+                None => break ROOT,
+            }
+        };
+        let base_frames = self.stacks.get(base as usize).map_or(0, |s| s.1);
+        if base_frames + chain.len() > MAX_STACK_DEPTH {
+            return self.stack_by_walk(r, complete_only);
+        }
+        let mut s = base;
+        for id in chain.drain(..).rev() {
+            let name = self.ranges.get(&id).map(|r| r.0.clone()).unwrap_or_default();
+            s = self.child_stack(s, &name);
+            self.range_stack.insert(id, s);
+        }
+        Some(s)
+    }
+
+    /// [`RangeStacks::stack_of`] by walking the whole chain up from `r`.
+    fn stack_by_walk(&mut self, r: RangeId, complete_only: bool) -> Option<u32> {
+        if complete_only && !self.chain_complete(r) {
+            return None;
+        }
+        let mut id = r;
+        let mut names: Vec<String> = Vec::new();
+        let mut complete = false;
+        for _ in 0..MAX_STACK_DEPTH {
+            match self.ranges.get(&id) {
+                Some((n, parent)) => {
+                    names.push(frame_name(n));
+                    match parent {
+                        Some(p) => id = *p,
+                        None => {
+                            complete = true;
+                            break;
+                        }
+                    }
+                }
+                None => break,
+            }
+        }
+        if names.len() == MAX_STACK_DEPTH {
+            complete = true;
+        }
+        if complete_only && !complete {
+            return None;
+        }
+        if names.is_empty() {
+            names.push("(unfinished range)".into());
+        }
+        names.reverse();
+        let frames = names.len();
+        let s = self.stack_id(names.join(";"), frames);
+        self.range_stack.insert(r, s);
+        Some(s)
+    }
+
+    /// True when every range of `r`'s chain (up to [`MAX_STACK_DEPTH`]) has completed.
+    fn chain_complete(&self, r: RangeId) -> bool {
+        let mut id = r;
+        for _ in 0..MAX_STACK_DEPTH {
+            match self.ranges.get(&id) {
+                Some((_, Some(p))) => id = *p,
+                Some((_, None)) => return true,
+                None => return false,
+            }
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::xorshift::XorShift;
+
+    /// The stack of `r` by walking its whole chain, in stacks that know only the ranges.
+    fn walked(c: &RangeStacks, r: RangeId, complete_only: bool) -> Option<String> {
+        let mut fresh = RangeStacks { ranges: c.ranges.clone(), ..RangeStacks::default() };
+        fresh.stack_by_walk(r, complete_only).map(|s| fresh.stacks[s as usize].0.clone())
+    }
+
+    #[test]
+    fn memoized_stacks_name_ranges_as_the_whole_walk_does() {
+        let mut rng = XorShift(0x2545_f491_4f6c_dd1d);
+        let names: Vec<Name> =
+            ["step", "fwd", "layer;0", "attn", "mlp", "bwd", "x"].iter().map(|&n| n.into()).collect();
+        for round in 0..30 {
+            // A forest: each range opens inside a random open range (or none), some chains deeper
+            // than MAX_STACK_DEPTH; ranges complete innermost first, a few never.
+            let n = 300;
+            let mut parent: Vec<Option<usize>> = Vec::new();
+            let mut depth: Vec<usize> = Vec::new();
+            for i in 0..n {
+                // Every third round, long chains.
+                let deep = round % 3 == 0;
+                let p = match rng.below(100) {
+                    _ if i == 0 => None,
+                    0 => None,
+                    1..=9 if !deep => None,
+                    1..=90 if deep => Some(i - 1),
+                    _ => Some(rng.below(i as u64) as usize),
+                };
+                depth.push(p.map_or(0, |p| depth[p] + 1));
+                parent.push(p);
+            }
+            let mut order: Vec<usize> = (0..n).collect();
+            let jitter: Vec<u64> = (0..n).map(|_| rng.below(4)).collect();
+            order.sort_by_key(|&i| (std::cmp::Reverse(depth[i]), jitter[i]));
+            let mut c = RangeStacks::default();
+            for (k, &i) in order.iter().enumerate() {
+                if rng.below(40) == 0 {
+                    continue; // never completes
+                }
+                let name = names[rng.below(names.len() as u64) as usize].clone();
+                c.ranges.insert(RangeId(i as u64), (name, parent[i].map(|p| RangeId(p as u64))));
+                for _ in 0..3 {
+                    let r = RangeId(rng.below(n as u64));
+                    let got = c.stack_of(r, true).map(|s| c.stacks[s as usize].0.clone());
+                    assert_eq!(got, walked(&c, r, true), "round {round} step {k} range {r:?}");
+                }
+            }
+            for i in 0..n {
+                let r = RangeId(i as u64);
+                let got = c.stack_of(r, false).map(|s| c.stacks[s as usize].0.clone());
+                assert_eq!(got, walked(&c, r, false), "round {round} end, range {r:?}");
+            }
+        }
+    }
+}
