@@ -68,135 +68,131 @@ pub(super) struct Rec {
     pub seq: u64,
 }
 
-impl Rec {
-    fn u64s(&self) -> [u64; 11] {
-        [
-            self.start,
-            self.end,
-            self.correlation,
-            self.bytes,
-            self.comm,
-            self.seq_comm,
-            self.id,
-            self.parent,
-            self.range,
-            self.value.to_bits(),
-            self.seq,
-        ]
-    }
-    fn u32s(&self) -> [u32; 13] {
-        let (g, b) = (self.grid, self.block);
-        [
-            self.tid,
-            self.device,
-            self.context,
-            self.name,
-            self.shared_mem,
-            self.nranks,
-            self.depth,
-            g[0],
-            g[1],
-            g[2],
-            b[0],
-            b[1],
-            b[2],
-        ]
-    }
-}
-
-/// Writes `v` as a LEB128 varint (7 bits a byte, low first) at `out[*n..]` (room for 10 bytes).
-#[inline]
-fn put(out: &mut [u8], n: &mut usize, mut v: u64) {
-    while v >= 0x80 {
-        out[*n] = v as u8 | 0x80;
-        *n += 1;
-        v >>= 7;
-    }
-    out[*n] = v as u8;
-    *n += 1;
-}
-
-/// The varint at `at` (a damaged or short one reads as what its bytes hold).
-#[inline]
-fn get(b: &[u8], at: &mut usize) -> u64 {
-    // Most fields fit one byte.
-    match b.get(*at) {
-        Some(&c) if c < 0x80 => {
-            *at += 1;
-            c as u64
-        }
-        _ => get_long(b, at),
-    }
-}
-
-fn get_long(b: &[u8], at: &mut usize) -> u64 {
-    let mut v = 0u64;
-    let mut shift = 0;
-    while let Some(&c) = b.get(*at) {
-        *at += 1;
-        if shift < 64 {
-            v |= ((c & 0x7f) as u64) << shift;
-        }
-        shift += 7;
-        if c & 0x80 == 0 {
-            break;
-        }
-    }
-    v
-}
-
-/// Fields of a [`Rec`] past its three single bytes, as spilled.
+/// Fields of a [`Rec`] past its kind, flags and op, as spilled.
 const FIELDS: usize = 1 + 13 + 11;
 
-/// The fields as numbers that are small or zero for most kinds: the end as the duration,
-/// `parent` and `range` plus one (their [`NONE`] is then zero).
-fn fields(r: &Rec) -> [u64; FIELDS] {
-    let mut f = [0u64; FIELDS];
-    f[0] = r.registers as u64;
-    for (k, v) in r.u32s().into_iter().enumerate() {
-        f[1 + k] = v as u64;
-    }
-    let u = r.u64s();
-    f[14..].copy_from_slice(&u);
-    f[15] = u[1].wrapping_sub(u[0]);
-    f[21] = u[7].wrapping_add(1);
-    f[22] = u[8].wrapping_add(1);
-    f
+/// Zigzag: a signed difference as a small unsigned number (0, -1, 1, -2... -> 0, 1, 2, 3...).
+#[inline]
+fn zigzag(d: u64) -> u64 {
+    (d << 1) ^ ((d as i64) >> 63) as u64
 }
 
-/// A [`Rec`] for spilling: three bytes (kind, the two flags, op), a mask of the [`fields`] that
-/// are not zero (4 bytes), and those as varints. About 30 bytes where the fields take 146.
-fn encode(r: &Rec, out: &mut Vec<u8>) {
-    let f = fields(r);
-    let mut buf = [0u8; 7 + 10 * FIELDS];
-    buf[..3].copy_from_slice(&[r.kind as u8, r.flag as u8 | (r.has_ext as u8) << 1, r.op]);
+#[inline]
+fn unzigzag(z: u64) -> u64 {
+    (z >> 1) ^ (z & 1).wrapping_neg()
+}
+
+/// The fields as numbers that are small or zero for most kinds: the start and the sequence
+/// number as their differences from the previous record's (records are spilled in key order, so
+/// both move by little), the end as the duration, `parent` and `range` plus one (their [`NONE`]
+/// is then zero).
+#[inline]
+fn fields(r: &Rec, prev: &Rec) -> [u64; FIELDS] {
+    let (g, b) = (r.grid, r.block);
+    [
+        r.registers as u64,
+        r.tid as u64,
+        r.device as u64,
+        r.context as u64,
+        r.name as u64,
+        r.shared_mem as u64,
+        r.nranks as u64,
+        r.depth as u64,
+        g[0] as u64,
+        g[1] as u64,
+        g[2] as u64,
+        b[0] as u64,
+        b[1] as u64,
+        b[2] as u64,
+        zigzag(r.start.wrapping_sub(prev.start)),
+        r.end.wrapping_sub(r.start),
+        r.correlation,
+        r.bytes,
+        r.comm,
+        r.seq_comm,
+        r.id,
+        r.parent.wrapping_add(1),
+        r.range.wrapping_add(1),
+        r.value.to_bits(),
+        zigzag(r.seq.wrapping_sub(prev.seq)),
+    ]
+}
+
+/// Header bytes: kind and flags, op, the mask of the fields that are not zero.
+const HEAD: usize = 6;
+/// The most bytes [`encode`] writes: the header, a nibble and 8 bytes a field.
+const MAX_LEN: usize = HEAD + FIELDS.div_ceil(2) + 8 * FIELDS;
+
+/// A [`Rec`] for spilling after `prev` (the record spilled before it in the run, or the default
+/// one first): two bytes (kind and the two flags, op), a mask of the [`fields`] that are not zero
+/// (4 bytes), their lengths in bytes (1..=8, a nibble each), and their bytes, low first. About 30
+/// bytes where the fields take 146; fixed-width stores, no loop per byte.
+fn encode(r: &Rec, prev: &Rec, out: &mut Vec<u8>) {
+    let f = fields(r, prev);
     let mut mask = 0u32;
-    let mut n = 7;
     for (k, &v) in f.iter().enumerate() {
-        if v != 0 {
-            mask |= 1 << k;
-            put(&mut buf, &mut n, v);
+        mask |= ((v != 0) as u32) << k;
+    }
+    // Written in place (every field at 8 bytes fits), then cut to the length used.
+    let old = out.len();
+    out.resize(old + MAX_LEN, 0);
+    let w: &mut [u8; MAX_LEN] = (&mut out[old..]).try_into().expect("MAX_LEN bytes");
+    w[0] = r.kind as u8 | (r.flag as u8) << 3 | (r.has_ext as u8) << 4;
+    w[1] = r.op;
+    w[2..HEAD].copy_from_slice(&mask.to_le_bytes());
+    let mut at = HEAD + (mask.count_ones() as usize).div_ceil(2);
+    let (mut m, mut j) = (mask, 0);
+    while m != 0 {
+        let v = f[m.trailing_zeros() as usize];
+        m &= m - 1;
+        let len = 8 - (v.leading_zeros() / 8) as usize;
+        w[HEAD + (j / 2) % 16] |= ((len - 1) as u8) << (4 * (j % 2));
+        w[at..at + 8].copy_from_slice(&v.to_le_bytes());
+        at += len;
+        j += 1;
+    }
+    out.truncate(old + at);
+}
+
+/// `N` bytes of `b` from `at` as a little-endian number, the bytes past its end read as zeros.
+#[inline]
+fn load<const N: usize>(b: &[u8], at: usize) -> [u8; N] {
+    match b.get(at..at + N) {
+        Some(w) => w.try_into().expect("N bytes"),
+        None => {
+            let mut w = [0u8; N];
+            let tail = b.get(at..).unwrap_or(&[]);
+            w[..tail.len()].copy_from_slice(tail);
+            w
         }
     }
-    buf[3..7].copy_from_slice(&mask.to_le_bytes());
-    out.extend_from_slice(&buf[..n]);
 }
 
-fn decode(b: &[u8]) -> Rec {
-    let byte = |k: usize| b.get(k).copied().unwrap_or(0);
-    let mut mask = u32::from_le_bytes([byte(3), byte(4), byte(5), byte(6)]) & ((1 << FIELDS) - 1);
+/// Replaces `prev` by the record [`encode`] wrote after it at the start of `b` (which may hold
+/// more bytes after it; damaged or short bytes read as zeros).
+fn decode(b: &[u8], prev: &mut Rec) {
+    let head: [u8; HEAD] = load(b, 0);
+    let mut mask = u32::from_le_bytes([head[2], head[3], head[4], head[5]]) & ((1 << FIELDS) - 1);
+    let nibble_bytes = (mask.count_ones() as usize).div_ceil(2);
+    // The lengths, a nibble each (the bytes after them are read too, never used).
+    let mut lens = u128::from_le_bytes(load(b, HEAD));
     let mut f = [0u64; FIELDS];
-    let mut at = 7;
+    let mut at = HEAD + nibble_bytes;
     while mask != 0 {
-        f[mask.trailing_zeros() as usize] = get(b, &mut at);
+        let len = (lens & 7) as usize + 1;
+        lens >>= 4;
+        let word = u64::from_le_bytes(load(b, at));
+        f[mask.trailing_zeros() as usize] = word & (u64::MAX >> (64 - 8 * len));
         mask &= mask - 1;
+        at += len;
     }
     let w = |k: usize| f[1 + k] as u32;
-    Rec {
-        kind: Kind::from_u8(byte(0)),
-        flag: byte(1) & 1 != 0,
-        has_ext: byte(1) & 2 != 0,
-        op: byte(2),
+    let start = prev.start.wrapping_add(unzigzag(f[14]));
+    *prev = Rec {
+        kind: Kind::from_u8(head[0] & 7),
+        flag: head[0] & 8 != 0,
+        has_ext: head[0] & 16 != 0,
+        op: head[1],
         registers: f[0] as u16,
         tid: w(0),
         device: w(1),
@@ -207,8 +203,8 @@ fn decode(b: &[u8]) -> Rec {
         depth: w(6),
         grid: [w(7), w(8), w(9)],
         block: [w(10), w(11), w(12)],
-        start: f[14],
-        end: f[15].wrapping_add(f[14]),
+        start,
+        end: f[15].wrapping_add(start),
         correlation: f[16],
         bytes: f[17],
         comm: f[18],
@@ -217,13 +213,13 @@ fn decode(b: &[u8]) -> Rec {
         parent: f[21].wrapping_sub(1),
         range: f[22].wrapping_sub(1),
         value: f64::from_bits(f[23]),
-        seq: f[24],
-    }
+        seq: prev.seq.wrapping_add(unzigzag(f[24])),
+    };
 }
 
 /// Ranges, API calls and collectives in the order they are nested in: per thread by start, at
 /// equal starts calls first, then ranges longest first.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 pub(super) struct NestOrder(pub Rec);
 
 impl Record for NestOrder {
@@ -233,17 +229,17 @@ impl Record for NestOrder {
         let third = if r.kind == Kind::Range { u64::MAX - r.end.wrapping_sub(r.start) } else { 0 };
         (r.tid, r.start, third, r.seq)
     }
-    fn encode(&self, out: &mut Vec<u8>) {
-        encode(&self.0, out)
+    fn encode(&self, prev: &Self, out: &mut Vec<u8>) {
+        encode(&self.0, &prev.0, out)
     }
-    fn decode(b: &[u8]) -> Self {
-        NestOrder(decode(b))
+    fn decode(b: &[u8], prev: &mut Self) {
+        decode(b, &mut prev.0)
     }
 }
 
 /// Everything in delivery order: by time (ranges at their end, deeper first on ties, other
 /// events at their start), then creation order.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 pub(super) struct TimeOrder(pub Rec);
 
 impl Record for TimeOrder {
@@ -256,17 +252,23 @@ impl Record for TimeOrder {
             (r.start, 0, r.seq)
         }
     }
-    fn encode(&self, out: &mut Vec<u8>) {
-        encode(&self.0, out)
+    fn encode(&self, prev: &Self, out: &mut Vec<u8>) {
+        encode(&self.0, &prev.0, out)
     }
-    fn decode(b: &[u8]) -> Self {
-        TimeOrder(decode(b))
+    fn decode(b: &[u8], prev: &mut Self) {
+        decode(b, &mut prev.0)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn decoded(b: &[u8], prev: &Rec) -> Rec {
+        let mut r = *prev;
+        decode(b, &mut r);
+        r
+    }
 
     #[test]
     fn encoding_round_trips() {
@@ -297,9 +299,10 @@ mod tests {
             value: -1.5,
             seq: 23,
         };
+        let none = Rec::default();
         let mut b = Vec::new();
-        encode(&r, &mut b);
-        assert_eq!(decode(&b), r);
+        encode(&r, &none, &mut b);
+        assert_eq!(decoded(&b, &none), r);
         // Every field at its extremes, and a range whose end is before its start.
         let max = Rec {
             registers: u16::MAX,
@@ -314,28 +317,95 @@ mod tests {
             seq: u64::MAX,
             ..r
         };
-        b.clear();
-        encode(&max, &mut b);
-        let back = decode(&b);
-        assert_eq!(
-            (back.value.to_bits(), Rec { value: 0.0, ..back }),
-            (max.value.to_bits(), Rec { value: 0.0, ..max })
-        );
-        // A kernel's record is small: 3 bytes, the mask, and its tid, name, start, duration,
-        // correlation, parent and range (0 + 1: 1 byte each) and seq.
+        for prev in [none, r, max] {
+            b.clear();
+            encode(&max, &prev, &mut b);
+            let back = decoded(&b, &prev);
+            assert_eq!(
+                (back.value.to_bits(), Rec { value: 0.0, ..back }),
+                (max.value.to_bits(), Rec { value: 0.0, ..max })
+            );
+        }
+        // A kernel's record is small: 6 bytes of header, the lengths of its 6 fields (3 bytes),
+        // its tid, name, start (from the previous kernel's), duration, correlation and seq.
         let kernel = Rec {
             kind: Kind::Kernel,
             start: 5_000_000_010_125_000,
             end: 5_000_000_010_137_000,
-            correlation: 7,
+            correlation: 70_000,
             name: 3,
             tid: 7,
+            parent: NONE,
+            range: NONE,
             seq: 123_456,
             ..Rec::default()
         };
+        let before = Rec { start: kernel.start - 20_000, seq: kernel.seq - 1, ..kernel };
         b.clear();
-        encode(&kernel, &mut b);
-        assert_eq!(decode(&b), kernel);
-        assert_eq!(b.len(), 3 + 4 + 1 + 1 + 8 + 2 + 1 + 1 + 1 + 3, "{b:?}");
+        encode(&kernel, &before, &mut b);
+        assert_eq!(decoded(&b, &before), kernel);
+        assert_eq!(b.len(), 6 + 3 + 1 + 1 + 2 + 2 + 3 + 1, "{b:?}");
+    }
+
+    /// Random records of every kind, spilled one after the other and read back as a run is.
+    #[test]
+    fn random_runs_round_trip() {
+        let mut rng = crate::xorshift::XorShift(0x9e37_79b9_7f4a_7c15);
+        // A value of 0 to 64 bits, mostly small.
+        fn num(rng: &mut crate::xorshift::XorShift) -> u64 {
+            match [0u32, 1, 7, 8, 16, 33, 56, 63, 64][rng.index(9)] {
+                0 => 0,
+                bits => rng.next_u64() >> (64 - bits),
+            }
+        }
+        let mut recs = Vec::new();
+        for _ in 0..20_000 {
+            let mut n = || num(&mut rng);
+            let r = Rec {
+                kind: Kind::from_u8((n() % 7) as u8),
+                flag: n() & 1 != 0,
+                has_ext: n() & 1 != 0,
+                op: n() as u8,
+                registers: n() as u16,
+                tid: n() as u32,
+                device: n() as u32,
+                context: n() as u32,
+                name: n() as u32,
+                shared_mem: n() as u32,
+                nranks: n() as u32,
+                depth: n() as u32,
+                grid: [n() as u32, n() as u32, n() as u32],
+                block: [n() as u32, n() as u32, n() as u32],
+                start: n(),
+                end: n(),
+                correlation: n(),
+                bytes: n(),
+                comm: n(),
+                seq_comm: n(),
+                id: n(),
+                parent: n(),
+                range: n(),
+                value: f64::from_bits(n()),
+                seq: n(),
+            };
+            recs.push(r);
+        }
+        let mut b = Vec::new();
+        let mut ends = Vec::new();
+        let mut prev = Rec::default();
+        for r in &recs {
+            encode(r, &prev, &mut b);
+            ends.push(b.len());
+            prev = *r;
+        }
+        let mut prev = Rec::default();
+        let mut at = 0;
+        for (r, &end) in recs.iter().zip(&ends) {
+            let back = decoded(&b[at..end], &prev);
+            assert_eq!(back.value.to_bits(), r.value.to_bits());
+            assert_eq!(Rec { value: 0.0, ..back }, Rec { value: 0.0, ..*r });
+            prev = back;
+            at = end;
+        }
     }
 }

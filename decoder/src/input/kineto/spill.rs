@@ -8,12 +8,15 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 
 /// A record that sorts by `key` (ties keep insertion order: the key ends with a sequence
-/// number), spilled as the bytes `encode` appends (at most 65535) and read back by `decode`.
-pub(super) trait Record: Sized + Copy {
+/// number), spilled as the bytes `encode` appends (at most 65535) and read back by `decode`
+/// (given the bytes from the record's first on, perhaps with more after its last, and the record
+/// before it in the run, which it replaces); both are given the record before it in the run (the
+/// default one first), so that a record may be written as its difference from that one.
+pub(super) trait Record: Sized + Copy + Default {
     type Key: Ord + Copy;
     fn key(&self) -> Self::Key;
-    fn encode(&self, out: &mut Vec<u8>);
-    fn decode(b: &[u8]) -> Self;
+    fn encode(&self, prev: &Self, out: &mut Vec<u8>);
+    fn decode(b: &[u8], prev: &mut Self);
 }
 
 /// Buffered records and the runs already on disk.
@@ -52,11 +55,13 @@ impl<T: Record> Sorter<T> {
         let mut f = tempfile::tempfile()?;
         // Each record as its length (u16) and its bytes, written a block at a time.
         let mut out = Vec::with_capacity(WRITE_BLOCK + (1 << 16));
+        let mut prev = T::default();
         for k in 0..self.buf.len() {
             let r = &self.buf[order.as_ref().map_or(k, |o| o[k] as usize)];
             let at = out.len();
             out.extend_from_slice(&[0, 0]);
-            r.encode(&mut out);
+            r.encode(&prev, &mut out);
+            prev = *r;
             let len =
                 u16::try_from(out.len() - at - 2).map_err(|_| std::io::Error::other("record too long to spill"))?;
             out[at..at + 2].copy_from_slice(&len.to_le_bytes());
@@ -75,27 +80,24 @@ impl<T: Record> Sorter<T> {
     /// Every record pushed, in key order.
     pub fn into_sorted(mut self) -> std::io::Result<Merged<T>> {
         let order = key_order(&self.buf);
-        let last = Run::Memory { recs: std::mem::take(&mut self.buf), order, next: 0 };
+        let last = Run::Memory { recs: std::mem::take(&mut self.buf), order, at: 0 };
         if self.runs.is_empty() {
             // Nothing spilled: no merge.
             let only = last;
-            return Ok(Merged { runs: vec![only], heads: Vec::new(), heap: BinaryHeap::new(), single: true });
+            return Ok(Merged { runs: vec![only], heap: BinaryHeap::new(), single: true });
         }
         let mut runs: Vec<Run<T>> = Vec::with_capacity(self.runs.len() + 1);
         for f in self.runs.drain(..) {
-            runs.push(Run::Disk(DiskRun { file: f, buf: vec![0; READ_BLOCK], pos: 0, len: 0 }));
+            runs.push(Run::Disk(DiskRun { file: f, buf: vec![0; READ_BLOCK], pos: 0, len: 0, prev: T::default() }));
         }
         runs.push(last);
         let mut heap = BinaryHeap::with_capacity(runs.len());
-        let mut heads: Vec<Option<T>> = Vec::with_capacity(runs.len());
         for (i, run) in runs.iter_mut().enumerate() {
-            let head = run.next()?;
-            if let Some(h) = &head {
-                heap.push(Reverse((h.key(), i)));
+            if run.advance()? {
+                heap.push(Reverse((run.head().key(), i)));
             }
-            heads.push(head);
         }
-        Ok(Merged { runs, heads, heap, single: false })
+        Ok(Merged { runs, heap, single: false })
     }
 }
 
@@ -118,17 +120,19 @@ const WRITE_BLOCK: usize = 1 << 20;
 const READ_BLOCK: usize = 128 << 10;
 
 /// A run on disk, read a block at a time; records are decoded straight from the block.
-struct DiskRun {
+struct DiskRun<T> {
     file: File,
+    /// The record read last, the run's head (the default one before the first).
+    prev: T,
     buf: Vec<u8>,
     /// The next record's length is at `buf[pos]`; the bytes read end at `len`.
     pos: usize,
     len: usize,
 }
 
-impl DiskRun {
-    /// Where the next record's bytes are in `buf`: None at the end of the run.
-    fn next_bytes(&mut self) -> std::io::Result<Option<(usize, usize)>> {
+impl<T> DiskRun<T> {
+    /// Where the next record's bytes start in `buf` (all of them are there): None at the end of the run.
+    fn next_bytes(&mut self) -> std::io::Result<Option<usize>> {
         loop {
             let have = self.len - self.pos;
             if have >= 2 {
@@ -136,7 +140,7 @@ impl DiskRun {
                 if have >= 2 + n {
                     let start = self.pos + 2;
                     self.pos = start + n;
-                    return Ok(Some((start, start + n)));
+                    return Ok(Some(start));
                 }
             }
             self.buf.copy_within(self.pos..self.len, 0);
@@ -161,27 +165,45 @@ impl DiskRun {
 }
 
 enum Run<T> {
-    Disk(DiskRun),
-    /// The last buffer: its records and their key order ([`key_order`]); `next` counts those handed out.
+    Disk(DiskRun<T>),
+    /// The last buffer: its records and their key order ([`key_order`]); the head is the
+    /// `at`th in that order (counting from 1; 0 before the first).
     Memory {
         recs: Vec<T>,
         order: Option<Vec<u32>>,
-        next: usize,
+        at: usize,
     },
 }
 
 impl<T: Record> Run<T> {
-    fn next(&mut self) -> std::io::Result<Option<T>> {
+    /// Moves the head to the next record: false at the end of the run.
+    fn advance(&mut self) -> std::io::Result<bool> {
         match self {
-            Run::Memory { recs, order, next } => {
-                let k = *next;
-                if k >= recs.len() {
-                    return Ok(None);
+            Run::Memory { recs, at, .. } => {
+                if *at >= recs.len() {
+                    return Ok(false);
                 }
-                *next += 1;
-                Ok(Some(recs[order.as_ref().map_or(k, |o| o[k] as usize)]))
+                *at += 1;
+                Ok(true)
             }
-            Run::Disk(d) => Ok(d.next_bytes()?.map(|(s, e)| T::decode(&d.buf[s..e]))),
+            Run::Disk(d) => Ok(match d.next_bytes()? {
+                Some(s) => {
+                    T::decode(&d.buf[s..d.len], &mut d.prev);
+                    true
+                }
+                None => false,
+            }),
+        }
+    }
+
+    /// The record [`Run::advance`] moved to last.
+    fn head(&self) -> &T {
+        match self {
+            Run::Memory { recs, order, at } => {
+                let k = at.saturating_sub(1);
+                &recs[order.as_ref().map_or(k, |o| o[k] as usize)]
+            }
+            Run::Disk(d) => &d.prev,
         }
     }
 }
@@ -189,7 +211,7 @@ impl<T: Record> Run<T> {
 /// The merge of a sorter's runs.
 pub(super) struct Merged<T: Record> {
     runs: Vec<Run<T>>,
-    heads: Vec<Option<T>>,
+    /// The runs not at their end, by their heads' keys.
     heap: BinaryHeap<Reverse<(T::Key, usize)>>,
     /// One run only (in memory): read straight through.
     single: bool,
@@ -198,22 +220,20 @@ pub(super) struct Merged<T: Record> {
 impl<T: Record> Merged<T> {
     pub fn next(&mut self) -> std::io::Result<Option<T>> {
         if self.single {
-            return self.runs[0].next();
+            let run = &mut self.runs[0];
+            return Ok(if run.advance()? { Some(*run.head()) } else { None });
         }
         // The run with the least head gives it up; its next head takes its place in the heap
         // (one sift instead of a pop and a push).
         let Some(mut top) = self.heap.peek_mut() else { return Ok(None) };
-        let i = top.0 .1;
-        let out = self.heads[i].take();
-        let head = self.runs[i].next()?;
-        match &head {
-            Some(h) => top.0 .0 = h.key(),
-            None => {
-                std::collections::binary_heap::PeekMut::pop(top);
-            }
+        let run = &mut self.runs[top.0 .1];
+        let out = *run.head();
+        if run.advance()? {
+            top.0 .0 = run.head().key();
+        } else {
+            std::collections::binary_heap::PeekMut::pop(top);
         }
-        self.heads[i] = head;
-        Ok(out)
+        Ok(Some(out))
     }
 }
 
@@ -221,19 +241,20 @@ impl<T: Record> Merged<T> {
 mod tests {
     use super::*;
 
-    #[derive(Debug, Clone, Copy, PartialEq)]
+    #[derive(Debug, Clone, Copy, PartialEq, Default)]
     struct Pair(u32, u64);
     impl Record for Pair {
         type Key = (u32, u64);
         fn key(&self) -> (u32, u64) {
             (self.0, self.1)
         }
-        fn encode(&self, out: &mut Vec<u8>) {
+        fn encode(&self, _prev: &Self, out: &mut Vec<u8>) {
             out.extend_from_slice(&self.0.to_le_bytes());
             out.extend_from_slice(&self.1.to_le_bytes());
         }
-        fn decode(b: &[u8]) -> Pair {
-            Pair(u32::from_le_bytes(b[..4].try_into().unwrap()), u64::from_le_bytes(b[4..12].try_into().unwrap()))
+        fn decode(b: &[u8], prev: &mut Pair) {
+            *prev =
+                Pair(u32::from_le_bytes(b[..4].try_into().unwrap()), u64::from_le_bytes(b[4..12].try_into().unwrap()))
         }
     }
 
