@@ -4,9 +4,9 @@
 
 use super::facts::{Split, SyncCallStat};
 use super::gpu_steps::GpuSteps;
-use super::host_steps::{HostSteps, SyncSpan};
+use super::host_steps::{host_busy, HostSteps, SyncSpan};
 use super::spans::{observed_parts, ForwardMeasure};
-use super::timeline::{forward_partition, StepIndex};
+use super::timeline::{forward_partition, RawCall, StepIndex};
 use crate::intervals::{measure_in, FastMap};
 use crate::model::Ns;
 
@@ -50,11 +50,16 @@ struct GapClassifier<'a> {
 }
 
 impl<'a> GapClassifier<'a> {
-    fn new(gpu: &'a GpuSteps<'a>, index: &'a StepIndex, host: &'a HostSteps) -> GapClassifier<'a> {
+    fn new(
+        gpu: &'a GpuSteps<'a>,
+        index: &'a StepIndex,
+        host: &'a HostSteps,
+        host_busy: &'a [(Ns, Ns)],
+    ) -> GapClassifier<'a> {
         GapClassifier {
             gpu,
             index,
-            host: ForwardMeasure::new(&host.busy),
+            host: ForwardMeasure::new(host_busy),
             setup: ForwardMeasure::new(&host.setup),
             alloc: ForwardMeasure::new(&host.alloc),
             alloc_idle_ns: 0,
@@ -118,11 +123,13 @@ pub fn split_window(
     gpu: &GpuSteps<'_>,
     index: &StepIndex,
     host: &HostSteps,
+    calls: &[RawCall],
     (w0, w1): (Ns, Ns),
     holes: &[(Ns, Ns)],
     sync_stats: &mut FastMap<u32, SyncCallStat>,
 ) -> (Split, Vec<Split>, Ns) {
-    let mut gaps = GapClassifier::new(gpu, index, host);
+    let host_busy = host_busy(calls);
+    let mut gaps = GapClassifier::new(gpu, index, host, &host_busy);
     let mut step_split = vec![Split::default(); index.len()];
     let mut split = Split::default();
     // GPU idle time caused per sync call name (indexed by name), added to `sync_stats` at the end.

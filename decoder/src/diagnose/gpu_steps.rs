@@ -81,6 +81,9 @@ pub struct GpuSteps<'a> {
     pub first: Vec<Option<Ns>>,
     /// Latest end of any operation that belongs to a step.
     pub last: Ns,
+    /// Compute kernels per step position (the sizes of `kernels`' buckets).
+    compute_in_step: Vec<usize>,
+    /// Durations and gaps empty until [`GpuSteps::fill_kernel_buckets`].
     pub kernels: StepKernels,
 }
 
@@ -144,13 +147,40 @@ impl<'a> GpuSteps<'a> {
                 _ => {}
             }
         }
+        let optimizer_after_check = amp_check
+            .iter()
+            .zip(&optimizer_last)
+            .map(|(a, o)| matches!((a, o), (Some(a), Some(o)) if o >= a))
+            .collect();
+        GpuSteps {
+            ops,
+            op_step,
+            busy: Busy { compute: compute.finish(), cm: cm.finish(), all: all.finish() },
+            first,
+            last,
+            compute_in_step,
+            kernels: StepKernels {
+                durations: Buckets::default(),
+                gaps: Buckets::default(),
+                amp_check,
+                optimizer_after_check,
+                any_optimizer,
+            },
+        }
+    }
+
+    /// Puts each step's compute kernel durations and the gaps between them in `kernels`' buckets.
+    /// A second pass, run after the idle gaps are classified: its buckets (16 bytes per compute
+    /// kernel) then do not coexist with the host's busy union the classification builds.
+    pub fn fill_kernel_buckets(&mut self) {
+        let (ops, op_step, compute_in_step) = (self.ops, &self.op_step, &self.compute_in_step);
         let (mut durations, next_d) = Buckets::with_sizes(compute_in_step.iter().copied());
         let (mut gaps, next_g) = Buckets::with_sizes(compute_in_step.iter().map(|&n| n.saturating_sub(1)));
         // Per step position: the next free slots of its buckets, and the end of its last compute
         // kernel so far (the operations are in (start, end) order).
         let mut fill: Vec<(usize, usize, Option<Ns>)> =
             next_d.into_iter().zip(next_g).map(|(d, g)| (d, g, None)).collect();
-        for (o, &p) in ops.iter().zip(&op_step) {
+        for (o, &p) in ops.iter().zip(op_step) {
             if p == NO_STEP || o.kind != OpKind::Compute {
                 continue;
             }
@@ -163,19 +193,7 @@ impl<'a> GpuSteps<'a> {
             }
             f.2 = Some(o.end);
         }
-        let optimizer_after_check = amp_check
-            .iter()
-            .zip(&optimizer_last)
-            .map(|(a, o)| matches!((a, o), (Some(a), Some(o)) if o >= a))
-            .collect();
-        GpuSteps {
-            ops,
-            op_step,
-            busy: Busy { compute: compute.finish(), cm: cm.finish(), all: all.finish() },
-            first,
-            last,
-            kernels: StepKernels { durations, gaps, amp_check, optimizer_after_check, any_optimizer },
-        }
+        (self.kernels.durations, self.kernels.gaps) = (durations, gaps);
     }
 
     /// The step position of operation `op` (None past the end).

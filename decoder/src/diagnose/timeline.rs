@@ -221,8 +221,10 @@ pub fn analyse(mut inp: Input) -> Timeline {
     let window = analysed_window(&index, &gpu, skip, inp.span);
     let holes = holes_to_next_step(std::mem::take(&mut inp.unobserved), &index);
     let mut sync_stats = std::mem::take(&mut host.sync_stats);
-    let (split, step_split, alloc_idle_ns) = split_window(&gpu, &index, &host, window, &holes, &mut sync_stats);
+    let (split, step_split, alloc_idle_ns) =
+        split_window(&gpu, &index, &host, &inp.calls, window, &holes, &mut sync_stats);
     let gpu_end = gpu_step_ends(&gpu.first, &holes, window.1);
+    gpu.fill_kernel_buckets();
     let steps = step_facts(&index, skip, &mut gpu, &host, &step_split, &gpu_end);
     let amp = amp_facts(&index, &gpu.kernels, &steps);
     Timeline {
