@@ -109,8 +109,7 @@ impl KernelTimes {
         self.waiting = waiting;
     }
 
-    /// The sums, consumed: (stack id, kernel name, GPU ns), in no particular order.
-    /// A (stack, name) pair may come twice (see [`Sums`]): its time is the sum of the two.
+    /// The sums, consumed: (stack id, kernel name, GPU ns), each pair once, in no particular order.
     pub fn into_sums(self) -> impl Iterator<Item = (u32, Name, u64)> {
         let names = self.names;
         self.sums.into_iter().map(move |(s, n, ns)| (s, names[n as usize].clone(), ns))
@@ -123,8 +122,8 @@ const TABLE_SLACK: usize = 1 << 16;
 /// GPU ns per (stack id, name index), both small dense integers: a row per stack indexed by name,
 /// so an addition is two bounds checks, not a hash. Rows grow while the table stays proportionate
 /// to the pairs held (at most four slots per pair plus [`TABLE_SLACK`]); a pair beyond that goes to
-/// a hash map, so memory follows the pairs held. A pair spilled there may later land in its grown
-/// row too: [`Sums::into_iter`] then yields it twice, the two parts summing to its time.
+/// a hash map, so memory follows the pairs held. A pair spilled there moves into its row when the
+/// row has grown to reach it, so every pair is held in one place.
 #[derive(Debug, Default)]
 struct Sums {
     /// Per stack: ns per name index (0 = none yet).
@@ -167,14 +166,16 @@ impl Sums {
             self.rows[s].resize(n + 1, 0);
             self.slots += n + 1 - row_len;
         }
+        let key = ((stack as u64) << 32) | name as u64;
+        let spilled = if self.spill.is_empty() { 0 } else { self.spill.remove(&key).unwrap_or(0) };
         let slot = &mut self.rows[s][n];
         if *slot == 0 {
             self.filled += 1;
         }
-        *slot += ns;
+        *slot += ns + spilled;
     }
 
-    /// (stack, name index, ns) for every pair held, in no particular order.
+    /// (stack, name index, ns) for every pair held, each once, in no particular order.
     fn into_iter(self) -> impl Iterator<Item = (u32, u32, u64)> {
         let rows = self.rows.into_iter().enumerate().flat_map(|(s, row)| {
             row.into_iter().enumerate().filter(|&(_, ns)| ns != 0).map(move |(n, ns)| (s as u32, n as u32, ns))
@@ -230,6 +231,22 @@ mod tests {
     }
 
     #[test]
+    fn a_spilled_pair_moves_into_its_grown_row() {
+        let mut sums = Sums::default();
+        // Too far for an empty table: spilled.
+        sums.add(0, 100_000, 5);
+        assert_eq!(sums.spill.len(), 1);
+        // Enough pairs held that row 0 may now reach name 100 000.
+        for n in 0..12_000 {
+            sums.add(1, n, 1);
+        }
+        sums.add(0, 100_000, 7);
+        assert!(sums.spill.is_empty(), "the spilled part moved into the row");
+        let got: Vec<(u32, u32, u64)> = sums.into_iter().filter(|p| p.0 == 0).collect();
+        assert_eq!(got, [(0, 100_000, 12)]);
+    }
+
+    #[test]
     fn sums_table_matches_a_hash_map() {
         let mut rng = XorShift(0x0123_4567_89ab_cdef);
         for round in 0..20 {
@@ -252,7 +269,7 @@ mod tests {
             assert!(sums.slots <= 4 * (sums.filled + 1) + TABLE_SLACK);
             let mut got: HashMap<(u32, u32), u64> = HashMap::new();
             for (s, n, ns) in sums.into_iter() {
-                *got.entry((s, n)).or_default() += ns;
+                assert!(got.insert((s, n), ns).is_none(), "round {round}: ({s}, {n}) held twice");
             }
             assert_eq!(got, want, "round {round}");
         }
