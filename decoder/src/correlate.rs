@@ -335,8 +335,10 @@ pub(crate) struct Generations<V> {
 }
 
 impl<V> Default for Generations<V> {
+    /// Each generation's vector makes room for a whole generation when it first takes an entry
+    /// (not copied as it doubles; pages are made resident only as entries are written).
     fn default() -> Self {
-        Generations { young: CorrSlots::default(), old: CorrSlots::default() }
+        Generations { young: CorrSlots::with_first_room(GENERATION), old: CorrSlots::with_first_room(GENERATION) }
     }
 }
 
@@ -388,7 +390,8 @@ impl<V> Generations<V> {
     pub(crate) fn insert_evicting(&mut self, k: u64, v: V) -> Option<CorrSlots<V>> {
         let mut evicted = None;
         if self.young.len() >= GENERATION {
-            evicted = Some(std::mem::replace(&mut self.old, std::mem::take(&mut self.young)));
+            let young = std::mem::replace(&mut self.young, CorrSlots::with_first_room(GENERATION));
+            evicted = Some(std::mem::replace(&mut self.old, young));
         }
         self.young.insert(k, v);
         evicted
@@ -426,6 +429,20 @@ fn dense_range_index(ranges: &[RangeEntry]) -> Option<(u64, Vec<u32>)> {
         at[(e.id - first) as usize] = i as u32;
     }
     Some((first, at))
+}
+
+/// `t` to each distinct name of a chain: `up` yields the names from a range up to its root (the
+/// first 10,001 count), None past the root or a range not delivered.
+#[inline(always)]
+fn add_up_chain(gpu_of: &mut [Option<Ns>], seen: &mut Vec<u32>, t: Ns, mut up: impl FnMut() -> Option<u32>) {
+    seen.clear();
+    for _ in 0..=10_000 {
+        let Some(name) = up() else { break };
+        if !seen.contains(&name) {
+            seen.push(name);
+            *gpu_of[name as usize].get_or_insert(0) += t;
+        }
+    }
 }
 
 /// Projects GPU work onto the ranges it was launched in.
@@ -554,6 +571,9 @@ impl RangeProjection {
 
     /// End of the process: roll direct GPU time up the range tree (each name counted once per chain).
     pub fn finish(&mut self) -> Vec<RangeStat> {
+        // No launch waits any more: their memory goes before the tables below are made.
+        self.launches = Generations::default();
+        self.early_gpu = Generations::default();
         // Names are told apart by their text: names interned apart with one text are one name,
         // known by the first index with that text.
         let mut first: FastMap<&str, u32> = FastMap::with_capacity_and_hasher(self.names.len(), Default::default());
@@ -561,45 +581,53 @@ impl RangeProjection {
         drop(first);
         let mut gpu_of: Vec<Option<Ns>> = vec![None; self.names.len()];
         let mut seen: Vec<u32> = Vec::new();
-        self.sum_direct();
         // By id, the last delivered of equal ids kept (as a map's insert would): through an index
-        // by id when the ids are dense (as a ring's are), else sorted.
+        // by id when the ids are dense (as a ring's are), else sorted. Each range's direct time
+        // goes to each distinct name of its chain (up to 10,001 ranges).
         let mut ranges = std::mem::take(&mut self.ranges);
-        let by_id = dense_range_index(&ranges);
-        if by_id.is_none() {
-            ranges.sort_by_key(|e| e.id);
-            ranges.dedup_by(|later, earlier| {
-                let same = later.id == earlier.id;
-                if same {
-                    *earlier = *later;
+        match dense_range_index(&ranges) {
+            Some((first, at)) => {
+                // Direct time per range (by its index), added up in place of sorting `direct`; a
+                // range with none (or none that took time) adds nothing to any name.
+                let index = |id: u64| match id.checked_sub(first).and_then(|d| at.get(usize::try_from(d).ok()?)) {
+                    Some(&i) if i != NO_RANGE => Some(i as usize),
+                    _ => None,
+                };
+                let mut per_range: Vec<Ns> = vec![0; ranges.len()];
+                for &(rid, t) in &self.direct {
+                    if let Some(i) = index(rid) {
+                        per_range[i] += t;
+                    }
                 }
-                same
-            });
-        }
-        let lookup = |id: RangeId| -> Option<(u32, Option<RangeId>)> {
-            let e = match &by_id {
-                Some((first, at)) => match *at.get(usize::try_from(id.0.checked_sub(*first)?).ok()?)? {
-                    NO_RANGE => return None,
-                    i => &ranges[i as usize],
-                },
-                None => &ranges[ranges.binary_search_by_key(&id.0, |e| e.id).ok()?],
-            };
-            Some((same[e.name as usize], e.has_parent.then_some(RangeId(e.parent))))
-        };
-        for &(rid, t) in &self.direct {
-            seen.clear();
-            let mut cur = Some(RangeId(rid));
-            let mut hops = 0;
-            while let Some(id) = cur {
-                let Some((name, parent)) = lookup(id) else { break };
-                if !seen.contains(&name) {
-                    seen.push(name);
-                    *gpu_of[name as usize].get_or_insert(0) += t;
+                self.direct = Vec::new();
+                for (start, &t) in per_range.iter().enumerate() {
+                    if t > 0 {
+                        let mut next = Some(start);
+                        add_up_chain(&mut gpu_of, &mut seen, t, || {
+                            let e = &ranges[next?];
+                            next = if e.has_parent { index(e.parent) } else { None };
+                            Some(same[e.name as usize])
+                        });
+                    }
                 }
-                cur = parent;
-                hops += 1;
-                if hops > 10_000 {
-                    break;
+            }
+            None => {
+                ranges.sort_by_key(|e| e.id);
+                ranges.dedup_by(|later, earlier| {
+                    let same = later.id == earlier.id;
+                    if same {
+                        *earlier = *later;
+                    }
+                    same
+                });
+                self.sum_direct();
+                for &(rid, t) in &std::mem::take(&mut self.direct) {
+                    let mut next = Some(rid);
+                    add_up_chain(&mut gpu_of, &mut seen, t, || {
+                        let e = &ranges[ranges.binary_search_by_key(&next?, |e| e.id).ok()?];
+                        next = e.has_parent.then_some(e.parent);
+                        Some(same[e.name as usize])
+                    });
                 }
             }
         }
@@ -625,8 +653,6 @@ impl RangeProjection {
             })
             .collect();
         out.sort_by(|a, b| b.gpu_ns.cmp(&a.gpu_ns).then(b.range_ns.cmp(&a.range_ns)).then(a.name.cmp(&b.name)));
-        self.launches = Generations::default();
-        self.early_gpu = Generations::default();
         self.names = Vec::new();
         self.name_index = FastMap::default();
         self.direct = Vec::new();
@@ -732,6 +758,12 @@ mod tests {
             for i in 0..3000u64 {
                 p.gpu(i + 1, 10 + i % 7);
             }
+            // More work of the same launches, out of range order, some taking no time; and work
+            // whose launch never came.
+            for i in (0..3000u64).rev().step_by(7) {
+                p.gpu(i + 1, i % 2);
+            }
+            p.gpu(1 << 40, 1000);
             assert_eq!(dense_range_index(&p.ranges).is_some(), scale == 1);
             p.finish()
         };
@@ -740,7 +772,8 @@ mod tests {
         let get = |n: &str| dense.iter().find(|s| s.name == n).unwrap().clone();
         assert_eq!((get("outer").count, get("a").count + get("b").count), (301, 2700));
         // Every chain ends in an "outer" range.
-        assert_eq!(get("outer").gpu_ns, (0..3000u64).map(|i| 10 + i % 7).sum::<u64>());
+        let more: u64 = (0..3000u64).rev().step_by(7).map(|i| i % 2).sum();
+        assert_eq!(get("outer").gpu_ns, (0..3000u64).map(|i| 10 + i % 7).sum::<u64>() + more);
         let entries = |n: u64, scale: u64| -> Vec<RangeEntry> {
             (0..n).map(|i| RangeEntry { id: i * scale, parent: 0, name: 0, has_parent: false }).collect()
         };

@@ -188,26 +188,13 @@ impl StreamingUnion {
             }
             if m <= 2 {
                 // One or two runs (one stream, or two, of this kind): merged two-way to the end.
-                let (p, q) = (run(live[0]), if m == 2 { run(live[1]) } else { &[][..] });
-                let (mut i, mut j) = (at[live[0]], if m == 2 { at[live[1]] } else { 0 });
-                // Merged while both have intervals, then the rest of the one left.
-                while left > 0 && i < p.len() && j < q.len() {
-                    let (a, b) = (p[i], q[j]);
-                    let take_p = a.0 <= b.0;
-                    let iv = if take_p { a } else { b };
-                    i += usize::from(take_p);
-                    j += usize::from(!take_p);
-                    left -= 1;
-                    extend_tail(&mut self.tail, &mut self.out, iv);
-                }
-                let (rest, k) = if i < p.len() { (p, &mut i) } else { (q, &mut j) };
-                for &iv in rest.get(*k..).unwrap_or(&[]).iter().take(left) {
-                    extend_tail(&mut self.tail, &mut self.out, iv);
-                    *k += 1;
-                }
-                at[live[0]] = i;
+                let p = &run(live[0])[at[live[0]]..];
+                let q = if m == 2 { &run(live[1])[at[live[1]]..] } else { &[][..] };
+                let x = merged_from_first(p, q, left);
+                self.out.extend_union(&mut self.tail, &mut Merge2 { p: &p[..x], q: &q[..left - x] });
+                at[live[0]] += x;
                 if m == 2 {
-                    at[live[1]] = j;
+                    at[live[1]] += left - x;
                 }
                 break;
             }
@@ -262,6 +249,46 @@ impl StreamingUnion {
         self.out.shrink();
         self.out
     }
+}
+
+/// Two runs sorted by start, merged in start order (of equal starts, `p`'s first).
+struct Merge2<'a> {
+    p: &'a [(Ns, Ns)],
+    q: &'a [(Ns, Ns)],
+}
+
+impl Iterator for Merge2<'_> {
+    type Item = (Ns, Ns);
+    #[inline(always)]
+    fn next(&mut self) -> Option<(Ns, Ns)> {
+        let take_p = match (self.p.first(), self.q.first()) {
+            (Some(a), Some(b)) => a.0 <= b.0,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => return None,
+        };
+        let run = if take_p { &mut self.p } else { &mut self.q };
+        let (&iv, rest) = run.split_first()?;
+        *run = rest;
+        Some(iv)
+    }
+}
+
+/// How many of the first `n` intervals of [`Merge2`] of `p` and `q` come from `p` (`n` at most
+/// both lengths together): the least `x` whose next, `p[x]`, does not come before `q[n - x - 1]`.
+fn merged_from_first(p: &[(Ns, Ns)], q: &[(Ns, Ns)], n: usize) -> usize {
+    let mut hi = n.min(p.len());
+    let mut lo = n.saturating_sub(q.len()).min(hi);
+    while lo < hi {
+        // lo <= x < hi: p[x] exists and q takes n - x >= 1.
+        let x = (lo + hi) / 2;
+        if p[x].0 <= q[n - x - 1].0 {
+            lo = x + 1;
+        } else {
+            hi = x;
+        }
+    }
+    lo
 }
 
 /// The next committed interval `(s, e)` (in start order): it extends `tail` when they touch,
@@ -331,6 +358,49 @@ impl CompactIntervals {
         }
         self.prev_end = e;
         self.len += 1;
+    }
+
+    /// Extends `tail` (the last interval of the union, not pushed yet) by `ivs`, in start order and
+    /// none starting before `tail`: each that touches `tail` extends it, else `tail` is pushed and
+    /// the interval becomes it. Equal to [`extend_tail`] of each in turn; the encoder's state is
+    /// kept in locals while the intervals and the room last.
+    #[inline(always)]
+    fn extend_union(&mut self, tail: &mut Option<(Ns, Ns)>, ivs: &mut impl Iterator<Item = (Ns, Ns)>) {
+        let Some((mut ts, mut te)) = tail.take().or_else(|| ivs.next()) else { return };
+        loop {
+            let (mut used, mut prev_end, mut len) = (self.used, self.prev_end, self.len);
+            // Room for a word at `used` while `used + 16 <= room`.
+            let room = self.bytes.len();
+            let bytes = &mut self.bytes[..];
+            let mut stopped = None;
+            for (s, e) in ivs.by_ref() {
+                if s <= te {
+                    te = te.max(e);
+                    continue;
+                }
+                let (gap, l) = (ts - prev_end, te - ts);
+                if gap >= 1 << 28 || l >= 1 << 28 || used + 16 > room {
+                    stopped = Some((s, e));
+                    break;
+                }
+                let (a, n) = prefix_word(gap);
+                let (b, m) = prefix_word(l);
+                bytes[used..used + 8].copy_from_slice(&(a | b << (8 * n)).to_le_bytes());
+                used += (n + m) as usize;
+                prev_end = te;
+                len += 1;
+                (ts, te) = (s, e);
+            }
+            (self.used, self.prev_end, self.len) = (used, prev_end, len);
+            match stopped {
+                Some(iv) => {
+                    self.push((ts, te));
+                    (ts, te) = iv;
+                }
+                None => break,
+            }
+        }
+        *tail = Some((ts, te));
     }
 
     /// [`CompactIntervals::push`] of a long gap or length, or with no room left for a word.
@@ -413,6 +483,21 @@ impl Iterator for CompactIter<'_> {
     fn next(&mut self) -> Option<(Ns, Ns)> {
         if self.pos >= self.end {
             return None;
+        }
+        // Mostly both values lie in the word at `pos` (as `CompactIntervals::push` wrote them).
+        let w = self.word(self.pos);
+        let n = w.trailing_zeros() + 1;
+        if n < 8 {
+            let rest = w >> (8 * n);
+            let m = rest.trailing_zeros() + 1;
+            if n + m <= 8 {
+                let gap = w >> n & ((1 << (7 * n)) - 1);
+                let len = rest >> m & ((1 << (7 * m)) - 1);
+                self.pos += (n + m) as usize;
+                let s = self.prev_end + gap;
+                self.prev_end = s + len;
+                return Some((s, s + len));
+            }
         }
         let s = self.prev_end + self.value();
         let e = s + self.value();
@@ -566,10 +651,6 @@ pub fn measure_by_cover<const K: usize, const M: usize>(
     // part is the difference (one comparison per stretch of cover instead of a window walk).
     let mut bounds = CoverBounds::<M>::new(windows);
     let mut total = [0 as Ns; M];
-    let mut add = |s: Ns, e: Ns, mask: usize| {
-        bounds.pass(&total, s, e, mask);
-        total[mask] += e - s;
-    };
     let mut cur: [Option<(Ns, Ns)>; K] = std::array::from_fn(|k| lists[k].next());
     if let Some(mut t) = cur.iter().flatten().map(|iv| iv.0).min() {
         loop {
@@ -590,7 +671,8 @@ pub fn measure_by_cover<const K: usize, const M: usize>(
                 break;
             }
             if mask != 0 {
-                add(t, next, mask);
+                bounds.pass(&total, t, next, mask);
+                total[mask] += next - t;
             }
             t = next;
             if mask.is_power_of_two() && cur[mask.trailing_zeros() as usize].is_some_and(|(_, e)| e == next) {
@@ -599,18 +681,9 @@ pub fn measure_by_cover<const K: usize, const M: usize>(
                 let k = mask.trailing_zeros() as usize;
                 let others = cur.iter().enumerate().filter(|&(j, _)| j != k);
                 let bound = others.filter_map(|(_, iv)| iv.map(|(s, _)| s)).min().unwrap_or(Ns::MAX);
-                loop {
-                    match lists[k].next() {
-                        Some((s, e)) if e <= bound => {
-                            add(s, e, mask);
-                            t = e;
-                        }
-                        iv => {
-                            cur[k] = iv;
-                            break;
-                        }
-                    }
-                }
+                let (iv, last_end) = add_alone(&mut lists[k], bound, mask, &mut total, &mut bounds);
+                cur[k] = iv;
+                t = last_end.unwrap_or(t);
                 continue;
             }
             for (k, iv) in cur.iter_mut().enumerate() {
@@ -621,6 +694,40 @@ pub fn measure_by_cover<const K: usize, const M: usize>(
         }
     }
     (total, bounds.finish(&total, windows))
+}
+
+/// [`measure_by_cover`]'s run of the intervals of one list `it` that `mask` (that list alone)
+/// covers: those that end by `bound` are added (as the walk would, one by one); returns the first
+/// that does not (None at the end of the list) and the last end added. The list's state stays in
+/// registers while the run lasts, and `total[mask]` is kept in one between window bounds.
+#[inline(never)]
+fn add_alone<const M: usize>(
+    it: &mut impl Iterator<Item = (Ns, Ns)>,
+    bound: Ns,
+    mask: usize,
+    total: &mut [Ns; M],
+    bounds: &mut CoverBounds<M>,
+) -> (Option<(Ns, Ns)>, Option<Ns>) {
+    let mut last_end = None;
+    let mut next_bound = bounds.next_time();
+    let mut sum = total[mask];
+    loop {
+        match it.next() {
+            Some((s, e)) if e <= bound => {
+                if next_bound < e {
+                    total[mask] = sum;
+                    bounds.pass(total, s, e, mask);
+                    next_bound = bounds.next_time();
+                }
+                sum += e - s;
+                last_end = Some(e);
+            }
+            iv => {
+                total[mask] = sum;
+                return (iv, last_end);
+            }
+        }
+    }
 }
 
 /// The windows' starts and ends in time order, each with the time every mask had covered before it
@@ -643,6 +750,12 @@ impl<const M: usize> CoverBounds<M> {
         }
         order.sort_unstable();
         CoverBounds { order, next: 0, before: vec![[0; M]; 2 * windows.len()] }
+    }
+
+    /// The time of the next bound not passed yet (`Ns::MAX` when none is left).
+    #[inline(always)]
+    fn next_time(&self) -> Ns {
+        self.order.get(self.next).map_or(Ns::MAX, |o| o.0)
     }
 
     /// `[s, e)` is covered by `mask` next (in time order, after the cover `total` holds): the
@@ -790,6 +903,42 @@ mod tests {
         assert_eq!(c.iter().collect::<Vec<_>>(), ivs);
         c.shrink();
         assert_eq!(c.iter().collect::<Vec<_>>(), ivs);
+    }
+
+    /// The split of a merge's first `n` intervals between two runs (with ties, runs of any lengths)
+    /// is the one a merge taken one interval at a time makes.
+    #[test]
+    fn merged_prefix_splits_as_a_step_by_step_merge() {
+        let mut x = 4242u64;
+        let mut rnd = |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        for _ in 0..300 {
+            let mut run = || -> Vec<(Ns, Ns)> {
+                let len = rnd(30);
+                let mut v: Vec<(Ns, Ns)> = (0..len).map(|_| (rnd(40), 0)).collect();
+                v.sort_unstable();
+                v
+            };
+            let (p, q) = (run(), run());
+            for n in 0..=p.len() + q.len() {
+                let (mut i, mut j) = (0, 0);
+                for _ in 0..n {
+                    if j == q.len() || (i < p.len() && p[i].0 <= q[j].0) {
+                        i += 1;
+                    } else {
+                        j += 1;
+                    }
+                }
+                assert_eq!(merged_from_first(&p, &q, n), i, "{p:?} {q:?} {n}");
+                let merged: Vec<(Ns, Ns)> = Merge2 { p: &p[..i], q: &q[..j] }.collect();
+                assert_eq!(merged.len(), n);
+                assert!(merged.windows(2).all(|w| w[0].0 <= w[1].0));
+            }
+        }
     }
 
     #[test]
