@@ -42,6 +42,12 @@ impl<V> CorrSlots<V> {
         (i < self.dense.len() as u64).then_some(i as usize)
     }
 
+    /// [`CorrSlots::get`] of an id whose entry is in the vector (None for any other).
+    #[inline(always)]
+    pub fn get_in_vector(&self, k: u64) -> Option<&V> {
+        self.index(k).and_then(|i| self.dense[i].as_ref())
+    }
+
     #[inline]
     pub fn get(&self, k: u64) -> Option<&V> {
         match self.index(k).and_then(|i| self.dense[i].as_ref()) {
@@ -196,6 +202,9 @@ mod tests {
         assert_eq!(slots.len(), map.len());
         for k in (0..50_000).chain([1 << 40, u64::MAX]) {
             assert_eq!(slots.get(k), map.get(&k), "{k}");
+            if let Some(v) = slots.get_in_vector(k) {
+                assert_eq!(Some(v), map.get(&k), "{k}");
+            }
         }
         let mut values: Vec<usize> = slots.values().copied().collect();
         values.sort_unstable();

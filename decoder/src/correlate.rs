@@ -500,8 +500,24 @@ impl RangeProjection {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn gpu(&mut self, correlation: u64, dur: Ns) {
+        // The usual case, inline: launched lately (in the young generation's vector), in the range
+        // of the last GPU work.
+        if let (Some(r), Some(last), true) =
+            (self.launches.young.get_in_vector(correlation), self.direct.last_mut(), correlation != 0)
+        {
+            if last.0 == r.0 {
+                last.1 += dur;
+                return;
+            }
+        }
+        self.gpu_any(correlation, dur);
+    }
+
+    /// [`RangeProjection::gpu`] of any GPU work.
+    #[inline(never)]
+    fn gpu_any(&mut self, correlation: u64, dur: Ns) {
         if correlation == 0 {
             return;
         }

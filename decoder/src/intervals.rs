@@ -88,8 +88,33 @@ pub struct StreamingUnion {
 }
 
 impl StreamingUnion {
-    #[inline]
+    #[inline(always)]
     pub fn push(&mut self, s: Ns, e: Ns) {
+        // The usual case, inline: in time order on the top lane's stream, behind the committed
+        // part, with room in the lane and in the pending window (which a push fills to
+        // `PENDING_MAX` only to commit at once, so it holds fewer between pushes).
+        if s < e && !self.tail.is_some_and(|t| s < t.0) {
+            let top = &mut self.lanes[self.top];
+            if let Some(l) = top.last_mut() {
+                if l.0 <= s {
+                    if s <= l.1 {
+                        l.1 = l.1.max(e);
+                        return;
+                    }
+                    if top.len() < top.capacity() && self.pending + 1 < PENDING_MAX {
+                        top.push((s, e));
+                        self.pending += 1;
+                        return;
+                    }
+                }
+            }
+        }
+        self.push_any(s, e);
+    }
+
+    /// [`StreamingUnion::push`] of any interval.
+    #[inline(never)]
+    fn push_any(&mut self, s: Ns, e: Ns) {
         if e <= s {
             return;
         }
@@ -261,16 +286,27 @@ impl Iterator for Merge2<'_> {
     type Item = (Ns, Ns);
     #[inline(always)]
     fn next(&mut self) -> Option<(Ns, Ns)> {
-        let take_p = match (self.p.first(), self.q.first()) {
-            (Some(a), Some(b)) => a.0 <= b.0,
-            (Some(_), None) => true,
-            (None, Some(_)) => false,
-            (None, None) => return None,
-        };
-        let run = if take_p { &mut self.p } else { &mut self.q };
-        let (&iv, rest) = run.split_first()?;
-        *run = rest;
-        Some(iv)
+        // The runs are advanced by value (no reference to either taken: both stay in registers).
+        match (self.p.split_first(), self.q.split_first()) {
+            (Some((&a, p)), Some((&b, q))) => {
+                if a.0 <= b.0 {
+                    self.p = p;
+                    Some(a)
+                } else {
+                    self.q = q;
+                    Some(b)
+                }
+            }
+            (Some((&a, p)), None) => {
+                self.p = p;
+                Some(a)
+            }
+            (None, Some((&b, q))) => {
+                self.q = q;
+                Some(b)
+            }
+            (None, None) => None,
+        }
     }
 }
 
@@ -322,9 +358,17 @@ pub struct CompactIntervals {
 /// zeros say how many bytes follow it).
 #[inline(always)]
 fn prefix_word(v: u64) -> (u64, u32) {
-    let bits = 64 - (v | 1).leading_zeros();
-    // bits.div_ceil(7) for 1..=64 bits, as one multiply and shift.
-    let n = ((bits + 6) * 37) >> 8;
+    // The bytes a value of `ilog2 + 1` bits takes: (ilog2 + 1).div_ceil(7).
+    const BYTES: [u8; 64] = {
+        let mut t = [0u8; 64];
+        let mut i = 0;
+        while i < 64 {
+            t[i] = (i as u8 + 7) / 7;
+            i += 1;
+        }
+        t
+    };
+    let n = BYTES[(v | 1).ilog2() as usize] as u32;
     (v << n | 1 << (n - 1), n)
 }
 
@@ -379,13 +423,13 @@ impl CompactIntervals {
                     continue;
                 }
                 let (gap, l) = (ts - prev_end, te - ts);
-                if gap >= 1 << 28 || l >= 1 << 28 || used + 16 > room {
+                if gap >= 1 << 28 || l >= 1 << 28 || used > room.saturating_sub(16) {
                     stopped = Some((s, e));
                     break;
                 }
                 let (a, n) = prefix_word(gap);
                 let (b, m) = prefix_word(l);
-                bytes[used..used + 8].copy_from_slice(&(a | b << (8 * n)).to_le_bytes());
+                bytes[used..][..8].copy_from_slice(&(a | b << (8 * n)).to_le_bytes());
                 used += (n + m) as usize;
                 prev_end = te;
                 len += 1;
