@@ -423,7 +423,7 @@ impl CompactIntervals {
                     continue;
                 }
                 let (gap, l) = (ts - prev_end, te - ts);
-                if gap >= 1 << 28 || l >= 1 << 28 || used > room.saturating_sub(16) {
+                if gap >= 1 << 28 || l >= 1 << 28 || used + 16 > room {
                     stopped = Some((s, e));
                     break;
                 }
