@@ -16,25 +16,15 @@ pub struct CorrSlots<V> {
     /// Entries in `dense`.
     dense_filled: usize,
     sparse: SeqMap<u64, V>,
-    /// Slots the vector makes room for at once when it first takes an entry (see
-    /// [`CorrSlots::with_first_room`]).
-    first_room: usize,
 }
 
 impl<V> Default for CorrSlots<V> {
     fn default() -> Self {
-        CorrSlots { base: 0, dense: Vec::new(), dense_filled: 0, sparse: SeqMap::default(), first_room: 0 }
+        CorrSlots { base: 0, dense: Vec::new(), dense_filled: 0, sparse: SeqMap::default() }
     }
 }
 
 impl<V> CorrSlots<V> {
-    /// Empty; when the vector first takes an entry it makes room for `n` at once (address space:
-    /// pages are made resident only as slots are written), so a map that will hold about `n` is not
-    /// copied over and over as it doubles.
-    pub fn with_first_room(n: usize) -> Self {
-        CorrSlots { first_room: n, ..CorrSlots::default() }
-    }
-
     /// Index of `k` in the vector, when it is inside.
     #[inline]
     fn index(&self, k: u64) -> Option<usize> {
@@ -100,9 +90,6 @@ impl<V> CorrSlots<V> {
     fn insert_any(&mut self, k: u64, v: V) {
         if self.dense.is_empty() {
             self.base = k;
-            if self.dense.capacity() < self.first_room {
-                self.dense.reserve_exact(self.first_room);
-            }
         }
         if !self.sparse.is_empty() {
             self.sparse.remove(&k);
@@ -135,12 +122,6 @@ impl<V> CorrSlots<V> {
         self.dense.clear();
         self.dense_filled = 0;
         self.sparse = SeqMap::default();
-    }
-
-    /// Slots the vector has room for.
-    #[cfg(test)]
-    pub(crate) fn capacity(&self) -> usize {
-        self.dense.capacity()
     }
 
     /// Entries held.
@@ -216,24 +197,6 @@ mod tests {
         expected_values.sort_unstable();
         assert_eq!(entries, expected);
         assert_eq!(values, expected_values);
-    }
-
-    #[test]
-    fn first_room_is_made_once_and_kept() {
-        let mut slots = CorrSlots::with_first_room(1000);
-        assert_eq!(slots.capacity(), 0);
-        let mut map = HashMap::new();
-        for k in 50..900u64 {
-            slots.insert(k, k);
-            map.insert(k, k);
-        }
-        assert!(slots.capacity() >= 1000 && slots.capacity() < 2000, "{}", slots.capacity());
-        for k in 0..1000u64 {
-            assert_eq!(slots.get(k), map.get(&k));
-        }
-        slots.clear();
-        slots.insert(7, 7);
-        assert!(slots.capacity() >= 1000 && slots.get(7) == Some(&7));
     }
 
     #[test]

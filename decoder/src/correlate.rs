@@ -335,10 +335,8 @@ pub(crate) struct Generations<V> {
 }
 
 impl<V> Default for Generations<V> {
-    /// Each generation's vector makes room for a whole generation when it first takes an entry
-    /// (not copied as it doubles; pages are made resident only as entries are written).
     fn default() -> Self {
-        Generations { young: CorrSlots::with_first_room(GENERATION), old: CorrSlots::with_first_room(GENERATION) }
+        Generations { young: CorrSlots::default(), old: CorrSlots::default() }
     }
 }
 
@@ -390,8 +388,7 @@ impl<V> Generations<V> {
     pub(crate) fn insert_evicting(&mut self, k: u64, v: V) -> Option<CorrSlots<V>> {
         let mut evicted = None;
         if self.young.len() >= GENERATION {
-            let young = std::mem::replace(&mut self.young, CorrSlots::with_first_room(GENERATION));
-            evicted = Some(std::mem::replace(&mut self.old, young));
+            evicted = Some(std::mem::replace(&mut self.old, std::mem::take(&mut self.young)));
         }
         self.young.insert(k, v);
         evicted

@@ -93,7 +93,7 @@ impl StreamingUnion {
         // The usual case, inline: in time order on the top lane's stream, behind the committed
         // part, with room in the lane and in the pending window (which a push fills to
         // `PENDING_MAX` only to commit at once, so it holds fewer between pushes).
-        if s < e && !self.tail.is_some_and(|t| s < t.0) {
+        if s < e && self.tail.is_none_or(|t| s >= t.0) {
             let top = &mut self.lanes[self.top];
             if let Some(l) = top.last_mut() {
                 if l.0 <= s {
