@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use regex_lite::Regex;
 
+use super::corr_ids::CorrIds;
 use super::facts::*;
 use super::runs::Runs;
 use super::timeline::{self, CallClass, OpKind, RawCall, RawOp};
@@ -68,6 +69,8 @@ pub struct FactCollector {
     /// GPU operations and host calls, in the sorted runs they arrive in (per stream, per thread).
     ops: Runs<RawOp>,
     calls: Runs<RawCall>,
+    /// Correlation ids as the records above, the pageable copies and small copies keep them.
+    corr_ids: CorrIds,
     /// Interned call names, indexed by `RawCall::name`.
     names: Vec<Name>,
     name_ids: HashMap<Name, u32>,
@@ -86,11 +89,12 @@ pub struct FactCollector {
     /// Call names of collectives, per op.
     coll_names: FastMap<u8, Name>,
     /// Correlations of copies touching pageable memory, with their bytes and GPU time.
-    pageable: SeqMap<u64, (u64, Ns, Ns)>,
+    pageable: SeqMap<u32, (u64, Ns, Ns)>,
     /// Correlations of small device-to-host copies.
-    small_d2h: Vec<u64>,
+    small_d2h: Vec<u32>,
     colls: Vec<Collective>,
-    /// Communication kernels by correlation (with imported collective info).
+    /// Communication kernels by correlation (with imported collective info; the correlation
+    /// compact, as `corr_ids` gives it).
     comm_kernels: Vec<Kernel>,
     syncs: Vec<SyncEvent>,
     /// Per family, indexed by `Family as usize` (None until its first kernel).
@@ -123,6 +127,7 @@ impl FactCollector {
             span: (u64::MAX, 0),
             ops: Runs::default(),
             calls: Runs::default(),
+            corr_ids: CorrIds::default(),
             names: Vec::new(),
             name_ids: HashMap::new(),
             call_names: FastMap::default(),
@@ -162,9 +167,11 @@ impl FactCollector {
     }
 
     /// A copy or memset: GPU memory work.
-    fn memory_op(&mut self, start: Ns, end: Ns, corr: u64) {
+    fn memory_op(&mut self, start: Ns, end: Ns, corr: u64) -> u32 {
         self.seen(start, end);
+        let corr = self.corr_ids.compact(corr);
         self.ops.push(RawOp { start, end, corr, kind: OpKind::Memory, family: Family::Other });
+        corr
     }
 
     fn name_id(&mut self, n: &Name) -> u32 {
@@ -198,7 +205,8 @@ impl FactCollector {
 
     fn call(&mut self, name: &Name, start: Ns, end: Ns, corr: u64, class: Option<CallClass>) {
         let (id, class) = self.call_name(name, class);
-        self.calls.push(RawCall { start, end, corr, class, name: id });
+        let corr = self.corr_ids.compact(corr);
+        self.calls.push(RawCall::new(start, end, corr, class, id));
         if self.last_call.is_none_or(|l| start >= l.1) {
             self.last_call = Some((id, start));
         }
@@ -283,7 +291,8 @@ impl TraceSink for FactCollector {
             // The clock sink ignores non-communication kernels (the same test as the family's).
             self.clock.handle_kernel(k);
         }
-        self.ops.push(RawOp { start: k.start, end: k.end, corr: k.correlation, kind, family });
+        let corr = self.corr_ids.compact(k.correlation);
+        self.ops.push(RawOp { start: k.start, end: k.end, corr, kind, family });
         let f = self.families[family as usize].get_or_insert_with(|| (0, 0, HashMap::new()));
         f.0 += 1;
         f.1 += k.duration();
@@ -291,7 +300,7 @@ impl TraceSink for FactCollector {
             self.family_names[i as usize].1 += k.duration();
         }
         if kind == OpKind::Comm {
-            self.comm_kernels.push(k.clone());
+            self.comm_kernels.push(Kernel { correlation: corr.into(), ..k.clone() });
         }
         if self.last_kernel.as_ref().is_none_or(|l| k.start >= l.1) {
             self.last_kernel = Some((id, k.start, k.end));
@@ -299,15 +308,15 @@ impl TraceSink for FactCollector {
     }
 
     fn handle_memcpy(&mut self, m: &Memcpy) {
-        self.memory_op(m.start, m.end, m.correlation);
+        let corr = self.memory_op(m.start, m.end, m.correlation);
         if m.src_kind == MemoryKind::Pageable || m.dst_kind == MemoryKind::Pageable {
-            let e = self.pageable.entry(m.correlation).or_default();
+            let e = self.pageable.entry(corr).or_default();
             e.0 += m.bytes;
             e.1 = m.start;
             e.2 = m.end;
         }
         if m.kind == CopyKind::DtoH && m.bytes <= 1024 {
-            self.small_d2h.push(m.correlation);
+            self.small_d2h.push(corr);
         }
     }
 

@@ -121,7 +121,7 @@ impl<'a> GpuSteps<'a> {
                 OpKind::Memory => {}
             }
             all.push(s, e);
-            let step = match (o.corr != 0).then(|| corr_step.get(o.corr)).flatten() {
+            let step = match (o.corr != 0).then(|| corr_step.get(o.corr.into())).flatten() {
                 Some(&p) => Some(p as usize),
                 None => index.pos_forward(s, &mut cursor),
             };

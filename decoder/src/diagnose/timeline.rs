@@ -26,12 +26,12 @@ pub enum OpKind {
     Memory,
 }
 
-/// A GPU operation, compact.
+/// A GPU operation, compact (24 bytes; `corr` as [`super::corr_ids::CorrIds`] gives it).
 #[derive(Debug, Clone, Copy)]
 pub struct RawOp {
     pub start: Ns,
     pub end: Ns,
-    pub corr: u64,
+    pub corr: u32,
     pub kind: OpKind,
     pub family: Family,
 }
@@ -46,6 +46,7 @@ impl Keyed for RawOp {
 
 /// What a host call does to the GPU pipeline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(u8)]
 pub enum CallClass {
     Launch,
     /// Blocks the host until GPU work is done.
@@ -59,14 +60,46 @@ pub enum CallClass {
     Other,
 }
 
-/// A host call, compact (`name` indexes the collector's name table).
+/// A host call, compact (24 bytes): `corr` as [`super::corr_ids::CorrIds`] gives it; its name
+/// (an index in the collector's name table) and class share one word.
 #[derive(Debug, Clone, Copy)]
 pub struct RawCall {
     pub start: Ns,
     pub end: Ns,
-    pub corr: u64,
-    pub class: CallClass,
-    pub name: u32,
+    pub corr: u32,
+    /// The name in the low [`NAME_BITS`] bits, the class above them.
+    name_class: u32,
+}
+
+/// Bits of a name index in [`RawCall`].
+const NAME_BITS: u32 = 29;
+
+impl CallClass {
+    const ALL: [CallClass; 6] =
+        [CallClass::Launch, CallClass::Sync, CallClass::Copy, CallClass::Alloc, CallClass::Setup, CallClass::Other];
+}
+
+impl RawCall {
+    /// `name` below 2^29 (names are distinct call names: far fewer).
+    #[inline]
+    pub fn new(start: Ns, end: Ns, corr: u32, class: CallClass, name: u32) -> RawCall {
+        assert!(name >> NAME_BITS == 0, "call name index {name} out of range");
+        RawCall { start, end, corr, name_class: name | (class as u32) << NAME_BITS }
+    }
+
+    #[inline]
+    pub fn name(&self) -> u32 {
+        self.name_class & ((1 << NAME_BITS) - 1)
+    }
+
+    #[inline]
+    pub fn class(&self) -> CallClass {
+        CallClass::ALL[(self.name_class >> NAME_BITS) as usize]
+    }
+
+    pub fn set_class(&mut self, class: CallClass) {
+        *self = RawCall::new(self.start, self.end, self.corr, class, self.name());
+    }
 }
 
 impl Keyed for RawCall {
@@ -168,8 +201,8 @@ pub struct Input {
     pub names: Vec<Name>,
     pub syncs: Vec<SyncEvent>,
     /// Pageable copies: correlation -> (bytes, start, end).
-    pub pageable: SeqMap<u64, (u64, Ns, Ns)>,
-    pub small_d2h: Vec<u64>,
+    pub pageable: SeqMap<u32, (u64, Ns, Ns)>,
+    pub small_d2h: Vec<u32>,
     pub colls: Vec<Collective>,
     pub comm_kernels: Vec<Kernel>,
     pub mem_samples: Vec<(Ns, u64)>,
@@ -233,7 +266,7 @@ pub fn analyse(mut inp: Input) -> Timeline {
         split,
         colls: pair_collectives(&inp.colls, &inp.comm_kernels, &gpu.busy.compute, &index, gpu_corr_step),
         syncs: ranked_syncs(sync_stats),
-        small_d2h: inp.small_d2h.iter().filter(|&&c| host.corr_step.get(c).is_some()).count() as u64,
+        small_d2h: inp.small_d2h.iter().filter(|&&c| host.corr_step.get(c.into()).is_some()).count() as u64,
         pageable: pageable_stat(&inp, &host.pageable_calls, &gpu.busy.cm),
         amp,
         reserved_by_step: reserved_by_step(&mut inp.mem_samples, &index),
@@ -360,10 +393,10 @@ fn ranked_syncs(stats: FastMap<u32, SyncCallStat>) -> Vec<SyncCallStat> {
 /// Pageable copies: how many, their bytes and GPU time, the part not hidden behind kernels, and
 /// the calls that issued them (`calls`: (correlation, name) of the calls with a pageable copy's
 /// correlation, in time order).
-fn pageable_stat(inp: &Input, calls: &[(u64, u32)], cm: &[(Ns, Ns)]) -> PageableStat {
+fn pageable_stat(inp: &Input, calls: &[(u32, u32)], cm: &[(Ns, Ns)]) -> PageableStat {
     let mut pg = PageableStat::default();
     let mut call_names: Vec<String> = Vec::new();
-    let corr_name: HashMap<u64, u32> = calls.iter().copied().collect();
+    let corr_name: HashMap<u32, u32> = calls.iter().copied().collect();
     for (corr, &(bytes, s, e)) in &inp.pageable {
         pg.copies += 1;
         pg.bytes += bytes;
@@ -399,11 +432,11 @@ fn reserved_by_step(samples: &mut [(Ns, u64)], index: &StepIndex) -> Vec<(u64, u
 mod tests {
     use super::*;
 
-    fn op(start: Ns, end: Ns, corr: u64, kind: OpKind) -> RawOp {
+    fn op(start: Ns, end: Ns, corr: u32, kind: OpKind) -> RawOp {
         RawOp { start, end, corr, kind, family: Family::Gemm }
     }
-    fn call(start: Ns, end: Ns, corr: u64, class: CallClass) -> RawCall {
-        RawCall { start, end, corr, class, name: 0 }
+    fn call(start: Ns, end: Ns, corr: u32, class: CallClass) -> RawCall {
+        RawCall::new(start, end, corr, class, 0)
     }
 
     #[test]
