@@ -13,15 +13,15 @@ use crate::model::*;
 /// in when no sync call was recorded, merged into the calls (in start order; of equal starts, the
 /// calls first, as a stable sort of the calls followed by the stand-ins would put them).
 pub fn prepare_calls(inp: &mut Input) {
-    let mut any_sync = false;
-    for c in &mut inp.calls {
-        if c.class() == CallClass::Copy && c.corr != 0 && inp.pageable.contains_key(&c.corr) {
-            c.set_class(CallClass::Sync);
+    if !inp.pageable.is_empty() {
+        for c in &mut inp.calls {
+            if c.class() == CallClass::Copy && c.corr != 0 && inp.pageable.contains_key(&c.corr) {
+                c.set_class(CallClass::Sync);
+            }
         }
-        any_sync |= c.class() == CallClass::Sync;
     }
     debug_assert!(inp.calls.is_sorted_by_key(|c| c.start), "calls in start order");
-    if any_sync || inp.syncs.is_empty() {
+    if inp.syncs.is_empty() || inp.calls.iter().any(|c| c.class() == CallClass::Sync) {
         return;
     }
     let mut stand_ins = Vec::with_capacity(inp.syncs.len());

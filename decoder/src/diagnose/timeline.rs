@@ -75,8 +75,18 @@ pub struct RawCall {
 const NAME_BITS: u32 = 29;
 
 impl CallClass {
-    const ALL: [CallClass; 6] =
-        [CallClass::Launch, CallClass::Sync, CallClass::Copy, CallClass::Alloc, CallClass::Setup, CallClass::Other];
+    /// By discriminant, padded to the 8 values of the 3 bits above [`NAME_BITS`] (so that reading
+    /// one needs no bounds check; the last two are never stored).
+    const BY_BITS: [CallClass; 8] = [
+        CallClass::Launch,
+        CallClass::Sync,
+        CallClass::Copy,
+        CallClass::Alloc,
+        CallClass::Setup,
+        CallClass::Other,
+        CallClass::Other,
+        CallClass::Other,
+    ];
 }
 
 impl RawCall {
@@ -94,7 +104,7 @@ impl RawCall {
 
     #[inline]
     pub fn class(&self) -> CallClass {
-        CallClass::ALL[(self.name_class >> NAME_BITS) as usize]
+        CallClass::BY_BITS[(self.name_class >> NAME_BITS) as usize]
     }
 
     pub fn set_class(&mut self, class: CallClass) {
@@ -463,7 +473,7 @@ mod tests {
             })
             .collect();
         let input = |windows_in_gpu_time| Input {
-            ops: (0..3).map(|i| op((100 + 1000 * i) * K, (900 + 1000 * i) * K, i + 1, OpKind::Comm)).collect(),
+            ops: (0..3).map(|i| op((100 + 1000 * i) * K, (900 + 1000 * i) * K, i as u32 + 1, OpKind::Comm)).collect(),
             calls: [95, 105, 110]
                 .iter()
                 .zip(1..)
@@ -495,8 +505,8 @@ mod tests {
             StepWindow { index: 0, name: "s".into(), start: 0, end: 999 * K },
             StepWindow { index: 1, name: "s".into(), start: 1000 * K, end: 2000 * K },
         ];
-        let o = |s: Ns, e: Ns, c: u64| op(s * K, e * K, c, OpKind::Compute);
-        let c = |s: Ns, e: Ns, corr: u64, class: CallClass| call(s * K, e * K, corr, class);
+        let o = |s: Ns, e: Ns, c: u32| op(s * K, e * K, c, OpKind::Compute);
+        let c = |s: Ns, e: Ns, corr: u32, class: CallClass| call(s * K, e * K, corr, class);
         let inp = Input {
             ops: vec![o(310, 600, 1), o(720, 800, 3), o(1010, 1500, 4), o(1520, 1600, 5)],
             calls: vec![
