@@ -93,8 +93,7 @@ pub struct FactCollector {
     /// Correlations of small device-to-host copies.
     small_d2h: Vec<u32>,
     colls: Vec<Collective>,
-    /// Communication kernels by correlation (with imported collective info; the correlation
-    /// compact, as `corr_ids` gives it).
+    /// Communication kernels by correlation (with imported collective info).
     comm_kernels: Vec<Kernel>,
     syncs: Vec<SyncEvent>,
     /// Per family, indexed by `Family as usize` (None until its first kernel).
@@ -300,7 +299,7 @@ impl TraceSink for FactCollector {
             self.family_names[i as usize].1 += k.duration();
         }
         if kind == OpKind::Comm {
-            self.comm_kernels.push(Kernel { correlation: corr.into(), ..k.clone() });
+            self.comm_kernels.push(k.clone());
         }
         if self.last_kernel.as_ref().is_none_or(|l| k.start >= l.1) {
             self.last_kernel = Some((id, k.start, k.end));
@@ -451,6 +450,7 @@ impl TraceSink for FactCollector {
             small_d2h: std::mem::take(&mut self.small_d2h),
             colls: std::mem::take(&mut self.colls),
             comm_kernels: std::mem::take(&mut self.comm_kernels),
+            corr_ids: std::mem::take(&mut self.corr_ids),
             mem_samples: std::mem::take(&mut self.mem_samples),
             windows,
             windows_in_gpu_time: source == crate::steps::StepSource::Periodic,

@@ -24,6 +24,15 @@ impl CorrIds {
         }
     }
 
+    /// The compact id `corr` was given (None for a wide one never compacted).
+    pub fn get(&self, corr: u64) -> Option<u32> {
+        if corr < WIDE {
+            Some(corr as u32)
+        } else {
+            self.wide.get(&corr).copied()
+        }
+    }
+
     #[inline(never)]
     fn compact_wide(&mut self, corr: u64) -> u32 {
         let next = WIDE + self.wide.len() as u64;
@@ -55,6 +64,7 @@ mod tests {
             assert_eq!(*seen.entry(corr).or_insert(c), c, "{corr} compacts the same each time");
             assert_eq!(*back.entry(c).or_insert(corr), corr, "{corr} and another share {c}");
             assert_eq!(corr == 0, c == 0);
+            assert_eq!(ids.get(corr), Some(c));
         }
     }
 }

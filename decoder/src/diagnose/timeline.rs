@@ -215,6 +215,8 @@ pub struct Input {
     pub small_d2h: Vec<u32>,
     pub colls: Vec<Collective>,
     pub comm_kernels: Vec<Kernel>,
+    /// The compact ids of the correlations above (`colls` and `comm_kernels` keep theirs whole).
+    pub corr_ids: super::corr_ids::CorrIds,
     pub mem_samples: Vec<(Ns, u64)>,
     pub windows: Vec<StepWindow>,
     /// The windows were cut from the kernel stream (`StepSource::Periodic`): they are GPU time, so
@@ -274,7 +276,7 @@ pub fn analyse(mut inp: Input) -> Timeline {
         gpu_ops: inp.ops.len(),
         window,
         split,
-        colls: pair_collectives(&inp.colls, &inp.comm_kernels, &gpu.busy.compute, &index, gpu_corr_step),
+        colls: pair_collectives(&inp.colls, &inp.comm_kernels, &gpu.busy.compute, &index, gpu_corr_step, &inp.corr_ids),
         syncs: ranked_syncs(sync_stats),
         small_d2h: inp.small_d2h.iter().filter(|&&c| host.corr_step.get(c.into()).is_some()).count() as u64,
         pageable: pageable_stat(&inp, &host.pageable_calls, &gpu.busy.cm),
