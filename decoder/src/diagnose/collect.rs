@@ -84,8 +84,8 @@ pub struct FactCollector {
     /// Kernel names with their family and slot in the family's by-name times (decided on the
     /// first kernel without imported collective info).
     kernel_names: Vec<(Name, Option<FamilySlot>)>,
-    /// Recent entries of `kernel_ids` (pointer, index), by pointer bits.
-    kernel_cache: NameCache<()>,
+    /// Recent entries of `kernel_ids` (pointer, index, family and slot), by pointer bits.
+    kernel_cache: NameCache<Option<FamilySlot>>,
     /// Call names of collectives, per op.
     coll_names: FastMap<u8, Name>,
     /// Correlations of copies touching pageable memory, with their bytes and GPU time.
@@ -229,19 +229,32 @@ impl FactCollector {
         (family, slot)
     }
 
-    /// The index of a kernel name in `kernel_names`, added on first sight.
-    fn kernel_id(&mut self, name: &Name) -> u32 {
-        let key = std::sync::Arc::as_ptr(name) as *const u8 as usize;
-        if let Some((id, ())) = self.kernel_cache.get(key) {
-            return id;
+    /// The index of a kernel's name in `kernel_names` (added on first sight), its family and its
+    /// slot in the family's by-name times: from the cache for a name seen before (without imported
+    /// collective info, which makes a kernel communication whatever its name).
+    #[inline]
+    fn kernel_id(&mut self, k: &Kernel) -> (u32, FamilySlot) {
+        let key = std::sync::Arc::as_ptr(&k.name) as *const u8 as usize;
+        if k.collective.is_none() {
+            if let Some((id, Some(c))) = self.kernel_cache.get(key) {
+                return (id, c);
+            }
         }
+        self.kernel_id_slow(k, key)
+    }
+
+    #[inline(never)]
+    fn kernel_id_slow(&mut self, k: &Kernel, key: usize) -> (u32, FamilySlot) {
         let next = self.kernel_names.len() as u32;
         let id = *self.kernel_ids.entry(key).or_insert(next);
         if id == next {
-            self.kernel_names.push((name.clone(), None));
+            self.kernel_names.push((k.name.clone(), None));
         }
-        self.kernel_cache.put(key, id, ());
-        id
+        let c = self.kernel_family(k, id);
+        if k.collective.is_none() {
+            self.kernel_cache.put(key, id, Some(c));
+        }
+        (id, c)
     }
 
     /// Counts a kernel on `device`.
@@ -283,8 +296,7 @@ impl TraceSink for FactCollector {
             s.kernel(k);
         }
         self.count_device(k.device);
-        let id = self.kernel_id(&k.name);
-        let (family, slot) = self.kernel_family(k, id);
+        let (id, (family, slot)) = self.kernel_id(k);
         let kind = if family == Family::Communication { OpKind::Comm } else { OpKind::Compute };
         if kind == OpKind::Comm {
             // The clock sink ignores non-communication kernels (the same test as the family's).
