@@ -25,7 +25,7 @@ type FamilySlot = (Family, Option<u32>);
 type FamilyTotals = (u64, Ns, HashMap<Name, u32>);
 
 /// Slots of a [`NameCache`].
-const NAME_CACHE_SLOTS: usize = 512;
+const NAME_CACHE_SLOTS: usize = 4096;
 
 /// A direct-mapped cache in front of a map keyed by name pointer: (pointer, id, value) by pointer
 /// bits. Only for pointers the map itself keeps alive (a cached pointer is never reused).
