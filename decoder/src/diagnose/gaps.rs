@@ -6,7 +6,7 @@ use super::facts::{Split, SyncCallStat};
 use super::gpu_steps::GpuSteps;
 use super::host_steps::{HostBusy, HostSteps, SyncSpan};
 use super::spans::{observed_parts, ForwardMeasure};
-use super::timeline::{forward_partition, RawCall, StepIndex};
+use super::timeline::{forward_partition, RawCall, StepCursor, StepIndex};
 use crate::intervals::{measure_in, FastMap};
 use crate::model::Ns;
 
@@ -46,7 +46,7 @@ struct GapClassifier<'a> {
     syncs: &'a [SyncSpan],
     sync_cursor: usize,
     op_cursor: usize,
-    step_cursor: usize,
+    step_cursor: StepCursor,
 }
 
 impl<'a> GapClassifier<'a> {
@@ -66,7 +66,7 @@ impl<'a> GapClassifier<'a> {
             syncs: &host.syncs,
             sync_cursor: 0,
             op_cursor: 0,
-            step_cursor: 0,
+            step_cursor: StepCursor::default(),
         }
     }
 

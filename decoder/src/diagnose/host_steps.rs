@@ -3,7 +3,7 @@
 //! time the gap classification measures, and the synchronizing calls it searches.
 
 use super::spans::StartOrderUnion;
-use super::timeline::{CallClass, Input, RawCall, StepIndex};
+use super::timeline::{CallClass, Input, RawCall, StepCursor, StepIndex};
 use crate::corr_slots::CorrSlots;
 use crate::diagnose::facts::SyncCallStat;
 use crate::intervals::FastMap;
@@ -121,7 +121,7 @@ impl HostSteps {
         };
         let (mut setup, mut alloc) = (StartOrderUnion::default(), StartOrderUnion::default());
         let any_pageable = !inp.pageable.is_empty();
-        let mut cursor = 0;
+        let mut cursor = StepCursor::default();
         for c in &inp.calls {
             let (class, name) = (c.class(), c.name());
             match class {

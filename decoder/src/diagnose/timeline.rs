@@ -179,16 +179,32 @@ impl StepIndex {
         (t <= w.end).then_some(i - 1)
     }
     /// [`StepIndex::pos`] for times that never decrease from one call to the next: `cursor`
-    /// (start at 0) moves forward instead of a binary search per call. Same results.
-    pub fn pos_forward(&self, t: Ns, cursor: &mut usize) -> Option<usize> {
-        let i = forward_partition(&self.windows, cursor, |w| w.start <= t);
-        let w = self.windows.get(i.checked_sub(1)?)?;
-        (t <= w.end).then_some(i - 1)
+    /// (start at its default) moves forward instead of a binary search per call, and holds where
+    /// the next window starts, so that a time before that needs no search at all. Same results.
+    #[inline]
+    pub fn pos_forward(&self, t: Ns, cursor: &mut StepCursor) -> Option<usize> {
+        let c = cursor;
+        if t >= c.upto {
+            let i = forward_partition(&self.windows, &mut c.next, |w| w.start <= t);
+            c.upto = self.windows.get(i).map_or(Ns::MAX, |w| w.start);
+            c.end = i.checked_sub(1).map_or(0, |p| self.windows[p].end);
+        }
+        (c.next > 0 && t <= c.end).then(|| c.next - 1)
     }
     /// Index of the step whose host window holds `t`.
     pub fn at(&self, t: Ns) -> Option<u64> {
         self.pos(t).map(|p| self.windows[p].index)
     }
+}
+
+/// A position in a [`StepIndex`] for [`StepIndex::pos_forward`]: the windows before `next` start
+/// at or before the last time asked about; `upto` is where window `next` starts, `end` where
+/// window `next - 1` ends.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct StepCursor {
+    next: usize,
+    upto: Ns,
+    end: Ns,
 }
 
 /// `v.partition_point(pred)` for a predicate that only ever gets more inclusive from one call to
@@ -449,6 +465,29 @@ mod tests {
     }
     fn call(start: Ns, end: Ns, corr: u32, class: CallClass) -> RawCall {
         RawCall::new(start, end, corr, class, 0)
+    }
+
+    #[test]
+    fn pos_forward_matches_pos() {
+        let mut rng = crate::xorshift::XorShift(0x5171_e9c0_11ec_7ab1);
+        for _ in 0..100 {
+            let mut t = 0;
+            let windows: Vec<StepWindow> = (0..rng.below(8))
+                .map(|i| {
+                    t += rng.below(20);
+                    let start = t;
+                    t += rng.below(20);
+                    StepWindow { index: i, name: String::new(), start, end: t }
+                })
+                .collect();
+            let index = StepIndex::new(windows);
+            let mut cursor = StepCursor::default();
+            let mut q = 0;
+            for _ in 0..100 {
+                q += rng.below(4);
+                assert_eq!(index.pos_forward(q, &mut cursor), index.pos(q), "{q} in {:?}", index.windows);
+            }
+        }
     }
 
     #[test]
