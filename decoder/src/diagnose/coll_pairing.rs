@@ -34,6 +34,7 @@ pub fn pair_collectives(
     compute: &[(Ns, Ns)],
     index: &StepIndex,
     corr_step: &CorrSlots<u32>,
+    corr_ids: &super::corr_ids::CorrIds,
 ) -> Vec<CollFact> {
     let exposed = |s: Ns, e: Ns| (e - s) - intersect_in(&[(s, e)], compute, s, e);
     let mut matcher: CollectiveMatcher<PairedCall> = CollectiveMatcher::default();
@@ -96,7 +97,11 @@ pub fn pair_collectives(
             host: None,
             gpu: Some((k.start, k.end)),
             exposed_ns: exposed(k.start, k.end),
-            step: corr_step.get(k.correlation).map(|&p| index.windows[p as usize].index).or_else(|| index.at(k.start)),
+            step: corr_ids
+                .get(k.correlation)
+                .and_then(|c| corr_step.get(c.into()))
+                .map(|&p| index.windows[p as usize].index)
+                .or_else(|| index.at(k.start)),
             device: k.device,
             stream: k.stream as u64,
             comm_rank: 0,

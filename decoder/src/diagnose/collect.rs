@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use regex_lite::Regex;
 
+use super::corr_ids::CorrIds;
 use super::facts::*;
 use super::runs::Runs;
 use super::timeline::{self, CallClass, OpKind, RawCall, RawOp};
@@ -24,7 +25,7 @@ type FamilySlot = (Family, Option<u32>);
 type FamilyTotals = (u64, Ns, HashMap<Name, u32>);
 
 /// Slots of a [`NameCache`].
-const NAME_CACHE_SLOTS: usize = 512;
+const NAME_CACHE_SLOTS: usize = 4096;
 
 /// A direct-mapped cache in front of a map keyed by name pointer: (pointer, id, value) by pointer
 /// bits. Only for pointers the map itself keeps alive (a cached pointer is never reused).
@@ -68,6 +69,8 @@ pub struct FactCollector {
     /// GPU operations and host calls, in the sorted runs they arrive in (per stream, per thread).
     ops: Runs<RawOp>,
     calls: Runs<RawCall>,
+    /// Correlation ids as the records above, the pageable copies and small copies keep them.
+    corr_ids: CorrIds,
     /// Interned call names, indexed by `RawCall::name`.
     names: Vec<Name>,
     name_ids: HashMap<Name, u32>,
@@ -81,14 +84,14 @@ pub struct FactCollector {
     /// Kernel names with their family and slot in the family's by-name times (decided on the
     /// first kernel without imported collective info).
     kernel_names: Vec<(Name, Option<FamilySlot>)>,
-    /// Recent entries of `kernel_ids` (pointer, index), by pointer bits.
-    kernel_cache: NameCache<()>,
+    /// Recent entries of `kernel_ids` (pointer, index, family and slot), by pointer bits.
+    kernel_cache: NameCache<Option<FamilySlot>>,
     /// Call names of collectives, per op.
     coll_names: FastMap<u8, Name>,
     /// Correlations of copies touching pageable memory, with their bytes and GPU time.
-    pageable: SeqMap<u64, (u64, Ns, Ns)>,
+    pageable: SeqMap<u32, (u64, Ns, Ns)>,
     /// Correlations of small device-to-host copies.
-    small_d2h: Vec<u64>,
+    small_d2h: Vec<u32>,
     colls: Vec<Collective>,
     /// Communication kernels by correlation (with imported collective info).
     comm_kernels: Vec<Kernel>,
@@ -123,6 +126,7 @@ impl FactCollector {
             span: (u64::MAX, 0),
             ops: Runs::default(),
             calls: Runs::default(),
+            corr_ids: CorrIds::default(),
             names: Vec::new(),
             name_ids: HashMap::new(),
             call_names: FastMap::default(),
@@ -162,9 +166,11 @@ impl FactCollector {
     }
 
     /// A copy or memset: GPU memory work.
-    fn memory_op(&mut self, start: Ns, end: Ns, corr: u64) {
+    fn memory_op(&mut self, start: Ns, end: Ns, corr: u64) -> u32 {
         self.seen(start, end);
+        let corr = self.corr_ids.compact(corr);
         self.ops.push(RawOp { start, end, corr, kind: OpKind::Memory, family: Family::Other });
+        corr
     }
 
     fn name_id(&mut self, n: &Name) -> u32 {
@@ -198,7 +204,8 @@ impl FactCollector {
 
     fn call(&mut self, name: &Name, start: Ns, end: Ns, corr: u64, class: Option<CallClass>) {
         let (id, class) = self.call_name(name, class);
-        self.calls.push(RawCall { start, end, corr, class, name: id });
+        let corr = self.corr_ids.compact(corr);
+        self.calls.push(RawCall::new(start, end, corr, class, id));
         if self.last_call.is_none_or(|l| start >= l.1) {
             self.last_call = Some((id, start));
         }
@@ -222,19 +229,32 @@ impl FactCollector {
         (family, slot)
     }
 
-    /// The index of a kernel name in `kernel_names`, added on first sight.
-    fn kernel_id(&mut self, name: &Name) -> u32 {
-        let key = std::sync::Arc::as_ptr(name) as *const u8 as usize;
-        if let Some((id, ())) = self.kernel_cache.get(key) {
-            return id;
+    /// The index of a kernel's name in `kernel_names` (added on first sight), its family and its
+    /// slot in the family's by-name times: from the cache for a name seen before (without imported
+    /// collective info, which makes a kernel communication whatever its name).
+    #[inline]
+    fn kernel_id(&mut self, k: &Kernel) -> (u32, FamilySlot) {
+        let key = std::sync::Arc::as_ptr(&k.name) as *const u8 as usize;
+        if k.collective.is_none() {
+            if let Some((id, Some(c))) = self.kernel_cache.get(key) {
+                return (id, c);
+            }
         }
+        self.kernel_id_slow(k, key)
+    }
+
+    #[inline(never)]
+    fn kernel_id_slow(&mut self, k: &Kernel, key: usize) -> (u32, FamilySlot) {
         let next = self.kernel_names.len() as u32;
         let id = *self.kernel_ids.entry(key).or_insert(next);
         if id == next {
-            self.kernel_names.push((name.clone(), None));
+            self.kernel_names.push((k.name.clone(), None));
         }
-        self.kernel_cache.put(key, id, ());
-        id
+        let c = self.kernel_family(k, id);
+        if k.collective.is_none() {
+            self.kernel_cache.put(key, id, Some(c));
+        }
+        (id, c)
     }
 
     /// Counts a kernel on `device`.
@@ -276,14 +296,14 @@ impl TraceSink for FactCollector {
             s.kernel(k);
         }
         self.count_device(k.device);
-        let id = self.kernel_id(&k.name);
-        let (family, slot) = self.kernel_family(k, id);
+        let (id, (family, slot)) = self.kernel_id(k);
         let kind = if family == Family::Communication { OpKind::Comm } else { OpKind::Compute };
         if kind == OpKind::Comm {
             // The clock sink ignores non-communication kernels (the same test as the family's).
             self.clock.handle_kernel(k);
         }
-        self.ops.push(RawOp { start: k.start, end: k.end, corr: k.correlation, kind, family });
+        let corr = self.corr_ids.compact(k.correlation);
+        self.ops.push(RawOp { start: k.start, end: k.end, corr, kind, family });
         let f = self.families[family as usize].get_or_insert_with(|| (0, 0, HashMap::new()));
         f.0 += 1;
         f.1 += k.duration();
@@ -299,15 +319,15 @@ impl TraceSink for FactCollector {
     }
 
     fn handle_memcpy(&mut self, m: &Memcpy) {
-        self.memory_op(m.start, m.end, m.correlation);
+        let corr = self.memory_op(m.start, m.end, m.correlation);
         if m.src_kind == MemoryKind::Pageable || m.dst_kind == MemoryKind::Pageable {
-            let e = self.pageable.entry(m.correlation).or_default();
+            let e = self.pageable.entry(corr).or_default();
             e.0 += m.bytes;
             e.1 = m.start;
             e.2 = m.end;
         }
         if m.kind == CopyKind::DtoH && m.bytes <= 1024 {
-            self.small_d2h.push(m.correlation);
+            self.small_d2h.push(corr);
         }
     }
 
@@ -442,6 +462,7 @@ impl TraceSink for FactCollector {
             small_d2h: std::mem::take(&mut self.small_d2h),
             colls: std::mem::take(&mut self.colls),
             comm_kernels: std::mem::take(&mut self.comm_kernels),
+            corr_ids: std::mem::take(&mut self.corr_ids),
             mem_samples: std::mem::take(&mut self.mem_samples),
             windows,
             windows_in_gpu_time: source == crate::steps::StepSource::Periodic,

@@ -4,9 +4,9 @@
 
 use super::facts::{Split, SyncCallStat};
 use super::gpu_steps::GpuSteps;
-use super::host_steps::{host_busy, HostSteps, SyncSpan};
+use super::host_steps::{HostBusy, HostSteps, SyncSpan};
 use super::spans::{observed_parts, ForwardMeasure};
-use super::timeline::{forward_partition, RawCall, StepIndex};
+use super::timeline::{forward_partition, RawCall, StepCursor, StepIndex};
 use crate::intervals::{measure_in, FastMap};
 use crate::model::Ns;
 
@@ -38,7 +38,7 @@ impl GapPart {
 struct GapClassifier<'a> {
     gpu: &'a GpuSteps<'a>,
     index: &'a StepIndex,
-    host: ForwardMeasure<'a>,
+    host: HostBusy<'a>,
     setup: ForwardMeasure<'a>,
     alloc: ForwardMeasure<'a>,
     /// The GPU idle time inside steps that allocation calls cover.
@@ -46,7 +46,7 @@ struct GapClassifier<'a> {
     syncs: &'a [SyncSpan],
     sync_cursor: usize,
     op_cursor: usize,
-    step_cursor: usize,
+    step_cursor: StepCursor,
 }
 
 impl<'a> GapClassifier<'a> {
@@ -54,19 +54,19 @@ impl<'a> GapClassifier<'a> {
         gpu: &'a GpuSteps<'a>,
         index: &'a StepIndex,
         host: &'a HostSteps,
-        host_busy: &'a [(Ns, Ns)],
+        calls: &'a [RawCall],
     ) -> GapClassifier<'a> {
         GapClassifier {
             gpu,
             index,
-            host: ForwardMeasure::new(host_busy),
+            host: HostBusy::new(calls),
             setup: ForwardMeasure::new(&host.setup),
             alloc: ForwardMeasure::new(&host.alloc),
             alloc_idle_ns: 0,
             syncs: &host.syncs,
             sync_cursor: 0,
             op_cursor: 0,
-            step_cursor: 0,
+            step_cursor: StepCursor::default(),
         }
     }
 
@@ -128,8 +128,7 @@ pub fn split_window(
     holes: &[(Ns, Ns)],
     sync_stats: &mut FastMap<u32, SyncCallStat>,
 ) -> (Split, Vec<Split>, Ns) {
-    let host_busy = host_busy(calls);
-    let mut gaps = GapClassifier::new(gpu, index, host, &host_busy);
+    let mut gaps = GapClassifier::new(gpu, index, host, calls);
     let mut step_split = vec![Split::default(); index.len()];
     let mut split = Split::default();
     // GPU idle time caused per sync call name (indexed by name), added to `sync_stats` at the end.

@@ -4,7 +4,7 @@
 //! compute kernels to put their durations and gaps in per-step buckets of one flat list each.
 
 use super::spans::StartOrderUnion;
-use super::timeline::{OpKind, RawOp, StepIndex};
+use super::timeline::{OpKind, RawOp, StepCursor, StepIndex};
 use crate::corr_slots::CorrSlots;
 use crate::diagnose::facts::Family;
 use crate::model::Ns;
@@ -109,7 +109,7 @@ impl<'a> GpuSteps<'a> {
         // The latest start of an optimizer kernel per step position.
         let mut optimizer_last: Vec<Option<Ns>> = vec![None; nsteps];
         let mut any_optimizer = false;
-        let mut cursor = 0;
+        let mut cursor = StepCursor::default();
         for o in ops {
             let (s, e) = (o.start, o.end);
             match o.kind {
@@ -121,7 +121,7 @@ impl<'a> GpuSteps<'a> {
                 OpKind::Memory => {}
             }
             all.push(s, e);
-            let step = match (o.corr != 0).then(|| corr_step.get(o.corr)).flatten() {
+            let step = match (o.corr != 0).then(|| corr_step.get(o.corr.into())).flatten() {
                 Some(&p) => Some(p as usize),
                 None => index.pos_forward(s, &mut cursor),
             };

@@ -3,7 +3,7 @@
 //! time the gap classification measures, and the synchronizing calls it searches.
 
 use super::spans::StartOrderUnion;
-use super::timeline::{CallClass, Input, RawCall, StepIndex};
+use super::timeline::{CallClass, Input, RawCall, StepCursor, StepIndex};
 use crate::corr_slots::CorrSlots;
 use crate::diagnose::facts::SyncCallStat;
 use crate::intervals::FastMap;
@@ -13,15 +13,15 @@ use crate::model::*;
 /// in when no sync call was recorded, merged into the calls (in start order; of equal starts, the
 /// calls first, as a stable sort of the calls followed by the stand-ins would put them).
 pub fn prepare_calls(inp: &mut Input) {
-    let mut any_sync = false;
-    for c in &mut inp.calls {
-        if c.class == CallClass::Copy && c.corr != 0 && inp.pageable.contains_key(&c.corr) {
-            c.class = CallClass::Sync;
+    if !inp.pageable.is_empty() {
+        for c in &mut inp.calls {
+            if c.class() == CallClass::Copy && c.corr != 0 && inp.pageable.contains_key(&c.corr) {
+                c.set_class(CallClass::Sync);
+            }
         }
-        any_sync |= c.class == CallClass::Sync;
     }
     debug_assert!(inp.calls.is_sorted_by_key(|c| c.start), "calls in start order");
-    if any_sync || inp.syncs.is_empty() {
+    if inp.syncs.is_empty() || inp.calls.iter().any(|c| c.class() == CallClass::Sync) {
         return;
     }
     let mut stand_ins = Vec::with_capacity(inp.syncs.len());
@@ -43,7 +43,7 @@ pub fn prepare_calls(inp: &mut Input) {
                 id
             }
         };
-        stand_ins.push(RawCall { start: s.start, end: s.end, corr: 0, class: CallClass::Sync, name: id });
+        stand_ins.push(RawCall::new(s.start, s.end, 0, CallClass::Sync, id));
     }
     if !stand_ins.is_sorted_by_key(|c| c.start) {
         stand_ins.sort_by_key(|c| c.start);
@@ -99,7 +99,7 @@ pub struct HostSteps {
     /// Synchronizing calls by start (all of them, in steps or not).
     pub syncs: Vec<SyncSpan>,
     /// Calls whose correlation is a pageable copy's: (correlation, name).
-    pub pageable_calls: Vec<(u64, u32)>,
+    pub pageable_calls: Vec<(u32, u32)>,
 }
 
 impl HostSteps {
@@ -121,32 +121,33 @@ impl HostSteps {
         };
         let (mut setup, mut alloc) = (StartOrderUnion::default(), StartOrderUnion::default());
         let any_pageable = !inp.pageable.is_empty();
-        let mut cursor = 0;
+        let mut cursor = StepCursor::default();
         for c in &inp.calls {
-            match c.class {
+            let (class, name) = (c.class(), c.name());
+            match class {
                 CallClass::Setup => setup.push(c.start, c.end),
                 CallClass::Alloc => alloc.push(c.start, c.end),
                 CallClass::Sync => {
                     let ends_by = h.syncs.last().map_or(c.end, |l| l.ends_by.max(c.end));
-                    h.syncs.push(SyncSpan { start: c.start, end: c.end, ends_by, name: c.name });
+                    h.syncs.push(SyncSpan { start: c.start, end: c.end, ends_by, name });
                 }
                 _ => {}
             }
             if any_pageable && c.corr != 0 && inp.pageable.contains_key(&c.corr) {
-                h.pageable_calls.push((c.corr, c.name));
+                h.pageable_calls.push((c.corr, name));
             }
             let Some(p) = index.pos_forward(c.start, &mut cursor) else { continue };
             if c.corr != 0 {
-                h.corr_step.insert(c.corr, p as u32);
+                h.corr_step.insert(c.corr.into(), p as u32);
             }
-            match c.class {
+            match class {
                 CallClass::Launch => h.launches[p] += 1,
                 CallClass::Sync => {
                     h.sync_calls[p] += 1;
                     let d = c.end.saturating_sub(c.start);
                     h.sync_blocked[p] += d;
-                    let s = h.sync_stats.entry(c.name).or_insert_with(|| SyncCallStat {
-                        name: inp.names.get(c.name as usize).map(|n| n.to_string()).unwrap_or_default(),
+                    let s = h.sync_stats.entry(name).or_insert_with(|| SyncCallStat {
+                        name: inp.names.get(name as usize).map(|n| n.to_string()).unwrap_or_default(),
                         ..SyncCallStat::default()
                     });
                     s.calls += 1;
@@ -164,21 +165,87 @@ impl HostSteps {
     }
 }
 
-/// The union of the host calls other than set-up (`calls` in start order): when the host was busy.
-/// Built only while the GPU's idle gaps are classified, so that it does not coexist with the GPU
-/// pass's buffers (16 bytes per call: ~80 MB at 5 M calls).
-pub fn host_busy(calls: &[RawCall]) -> Vec<(Ns, Ns)> {
-    let mut busy = StartOrderUnion::with_capacity(calls.len());
-    for c in calls.iter().filter(|c| c.class != CallClass::Setup) {
-        busy.push(c.start, c.end);
+/// How long the host was busy in calls other than set-up inside query windows whose starts never
+/// decrease from one call to the next (`calls` in start order): the measure of the calls' union,
+/// as `intervals::measure_in` on it would give, found with a cursor that only moves forward and the
+/// latest end of the calls behind it, so the union itself is never built (16 bytes per call).
+#[derive(Debug)]
+pub struct HostBusy<'a> {
+    calls: &'a [RawCall],
+    /// Calls before this one start before the last query's start.
+    at: usize,
+    /// The latest end of the calls before `at` (other than set-up).
+    reach: Ns,
+}
+
+impl<'a> HostBusy<'a> {
+    pub fn new(calls: &'a [RawCall]) -> HostBusy<'a> {
+        HostBusy { calls, at: 0, reach: 0 }
     }
-    busy.finish()
+
+    /// Length of the calls' union inside `[lo, hi)` (`lo` at or after the previous call's).
+    #[inline]
+    pub fn measure(&mut self, lo: Ns, hi: Ns) -> Ns {
+        let calls = self.calls;
+        while let Some(c) = calls.get(self.at).filter(|c| c.start < lo) {
+            if c.class() != CallClass::Setup {
+                self.reach = self.reach.max(c.end);
+            }
+            self.at += 1;
+        }
+        if hi <= lo {
+            return 0;
+        }
+        // Covered from `lo` up to `to` so far: the calls that started before `lo` reach this far.
+        let mut to = self.reach.clamp(lo, hi);
+        let mut total = to - lo;
+        for c in calls[self.at..].iter().take_while(|c| c.start < hi) {
+            let (s, e) = (c.start.max(to), c.end.min(hi));
+            if e > s && c.class() != CallClass::Setup {
+                total += e - s;
+                to = e;
+            }
+        }
+        total
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::intervals::measure_in;
     use crate::xorshift::XorShift;
+
+    #[test]
+    fn host_busy_measures_the_union_of_the_calls() {
+        let mut rng = XorShift(0x1234_5678_9abc_def1);
+        for round in 0..100u64 {
+            let mut calls = Vec::new();
+            let mut t = rng.below(5);
+            for i in 0..rng.below(100) as u32 {
+                t += rng.below(12);
+                let class = if rng.below(5) == 0 { CallClass::Setup } else { CallClass::Other };
+                // Some empty and backwards calls too.
+                let end = (t + rng.below(40)).saturating_sub(rng.below(4));
+                calls.push(RawCall::new(t, end, i, class, 0));
+            }
+            let mut union = StartOrderUnion::default();
+            for c in calls.iter().filter(|c| c.class() != CallClass::Setup) {
+                union.push(c.start, c.end);
+            }
+            let union = union.finish();
+            let mut busy = HostBusy::new(&calls);
+            let mut lo = 0;
+            for _ in 0..200 {
+                lo += rng.below(6 + round % 20);
+                let hi = lo + rng.below(50);
+                assert_eq!(busy.measure(lo, hi), measure_in(&union, lo, hi), "[{lo}, {hi}) in {calls:?}");
+                if rng.below(3) == 0 {
+                    assert_eq!(busy.measure(lo, hi + 7), measure_in(&union, lo, hi + 7));
+                }
+            }
+        }
+    }
 
     #[test]
     fn merge_by_start_is_a_stable_sort_of_both() {
@@ -186,7 +253,7 @@ mod tests {
         for n in [0u64, 1, 5, 50, 500] {
             let list = |rng: &mut XorShift, tag: u32| {
                 let mut v: Vec<RawCall> = (0..rng.below(n + 1))
-                    .map(|i| RawCall { start: rng.below(n + 3), end: 0, corr: i, class: CallClass::Other, name: tag })
+                    .map(|i| RawCall::new(rng.below(n + 3), 0, i as u32, CallClass::Other, tag))
                     .collect();
                 v.sort_by_key(|c| c.start);
                 v
@@ -195,7 +262,7 @@ mod tests {
             let mut want: Vec<RawCall> = a.iter().chain(&b).copied().collect();
             want.sort_by_key(|c| c.start);
             let got = merge_by_start(a, b);
-            let key = |v: &[RawCall]| v.iter().map(|c| (c.start, c.name, c.corr)).collect::<Vec<_>>();
+            let key = |v: &[RawCall]| v.iter().map(|c| (c.start, c.name(), c.corr)).collect::<Vec<_>>();
             assert_eq!(key(&got), key(&want));
         }
     }

@@ -18,6 +18,7 @@ pub mod runs;
 pub mod timeline;
 
 mod coll_pairing;
+mod corr_ids;
 mod gaps;
 mod gpu_steps;
 mod host_steps;

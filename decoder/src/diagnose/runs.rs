@@ -36,6 +36,17 @@ impl<T: Keyed> Default for Runs<T> {
     }
 }
 
+/// Pushes onto a run, a full run growing to four times its length (not twice): a run grows by
+/// copying what it holds (below the allocator's mmap threshold), a third as much in all this way.
+/// The room not yet used is not touched, so it takes no memory.
+#[inline(always)]
+fn push_grow<T>(run: &mut Vec<T>, x: T) {
+    if run.len() == run.capacity() {
+        run.reserve(3 * run.len());
+    }
+    run.push(x);
+}
+
 /// The last key of a run (runs are never empty).
 fn last_key<T: Keyed>(run: &[T]) -> Option<T::Key> {
     run.last().map(Keyed::key)
@@ -57,7 +68,7 @@ impl<T: Keyed> Runs<T> {
         // taking turns): that run when it is still the first whose last key is at or below `k`.
         for r in [self.recent, self.before] {
             if self.is_first_fit(r, k) {
-                self.runs[r].push(x);
+                push_grow(&mut self.runs[r], x);
                 if r != self.recent {
                     (self.recent, self.before) = (r, self.recent);
                 }
@@ -79,7 +90,7 @@ impl<T: Keyed> Runs<T> {
     fn push_slow(&mut self, x: T, k: T::Key) {
         let r = match self.runs.iter().position(|run| last_key(run).is_some_and(|l| l <= k)) {
             Some(r) => {
-                self.runs[r].push(x);
+                push_grow(&mut self.runs[r], x);
                 r
             }
             None if self.runs.len() < MAX_RUNS => {

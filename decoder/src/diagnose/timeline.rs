@@ -26,12 +26,12 @@ pub enum OpKind {
     Memory,
 }
 
-/// A GPU operation, compact.
+/// A GPU operation, compact (24 bytes; `corr` as [`super::corr_ids::CorrIds`] gives it).
 #[derive(Debug, Clone, Copy)]
 pub struct RawOp {
     pub start: Ns,
     pub end: Ns,
-    pub corr: u64,
+    pub corr: u32,
     pub kind: OpKind,
     pub family: Family,
 }
@@ -46,6 +46,7 @@ impl Keyed for RawOp {
 
 /// What a host call does to the GPU pipeline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(u8)]
 pub enum CallClass {
     Launch,
     /// Blocks the host until GPU work is done.
@@ -59,14 +60,56 @@ pub enum CallClass {
     Other,
 }
 
-/// A host call, compact (`name` indexes the collector's name table).
+/// A host call, compact (24 bytes): `corr` as [`super::corr_ids::CorrIds`] gives it; its name
+/// (an index in the collector's name table) and class share one word.
 #[derive(Debug, Clone, Copy)]
 pub struct RawCall {
     pub start: Ns,
     pub end: Ns,
-    pub corr: u64,
-    pub class: CallClass,
-    pub name: u32,
+    pub corr: u32,
+    /// The name in the low [`NAME_BITS`] bits, the class above them.
+    name_class: u32,
+}
+
+/// Bits of a name index in [`RawCall`].
+const NAME_BITS: u32 = 29;
+
+impl CallClass {
+    /// By discriminant, padded to the 8 values of the 3 bits above [`NAME_BITS`] (so that reading
+    /// one needs no bounds check; the last two are never stored).
+    const BY_BITS: [CallClass; 8] = [
+        CallClass::Launch,
+        CallClass::Sync,
+        CallClass::Copy,
+        CallClass::Alloc,
+        CallClass::Setup,
+        CallClass::Other,
+        CallClass::Other,
+        CallClass::Other,
+    ];
+}
+
+impl RawCall {
+    /// `name` below 2^29 (names are distinct call names: far fewer).
+    #[inline]
+    pub fn new(start: Ns, end: Ns, corr: u32, class: CallClass, name: u32) -> RawCall {
+        assert!(name >> NAME_BITS == 0, "call name index {name} out of range");
+        RawCall { start, end, corr, name_class: name | (class as u32) << NAME_BITS }
+    }
+
+    #[inline]
+    pub fn name(&self) -> u32 {
+        self.name_class & ((1 << NAME_BITS) - 1)
+    }
+
+    #[inline]
+    pub fn class(&self) -> CallClass {
+        CallClass::BY_BITS[(self.name_class >> NAME_BITS) as usize]
+    }
+
+    pub fn set_class(&mut self, class: CallClass) {
+        *self = RawCall::new(self.start, self.end, self.corr, class, self.name());
+    }
 }
 
 impl Keyed for RawCall {
@@ -136,16 +179,32 @@ impl StepIndex {
         (t <= w.end).then_some(i - 1)
     }
     /// [`StepIndex::pos`] for times that never decrease from one call to the next: `cursor`
-    /// (start at 0) moves forward instead of a binary search per call. Same results.
-    pub fn pos_forward(&self, t: Ns, cursor: &mut usize) -> Option<usize> {
-        let i = forward_partition(&self.windows, cursor, |w| w.start <= t);
-        let w = self.windows.get(i.checked_sub(1)?)?;
-        (t <= w.end).then_some(i - 1)
+    /// (start at its default) moves forward instead of a binary search per call, and holds where
+    /// the next window starts, so that a time before that needs no search at all. Same results.
+    #[inline]
+    pub fn pos_forward(&self, t: Ns, cursor: &mut StepCursor) -> Option<usize> {
+        let c = cursor;
+        if t >= c.upto {
+            let i = forward_partition(&self.windows, &mut c.next, |w| w.start <= t);
+            c.upto = self.windows.get(i).map_or(Ns::MAX, |w| w.start);
+            c.end = i.checked_sub(1).map_or(0, |p| self.windows[p].end);
+        }
+        (c.next > 0 && t <= c.end).then(|| c.next - 1)
     }
     /// Index of the step whose host window holds `t`.
     pub fn at(&self, t: Ns) -> Option<u64> {
         self.pos(t).map(|p| self.windows[p].index)
     }
+}
+
+/// A position in a [`StepIndex`] for [`StepIndex::pos_forward`]: the windows before `next` start
+/// at or before the last time asked about; `upto` is where window `next` starts, `end` where
+/// window `next - 1` ends.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct StepCursor {
+    next: usize,
+    upto: Ns,
+    end: Ns,
 }
 
 /// `v.partition_point(pred)` for a predicate that only ever gets more inclusive from one call to
@@ -168,10 +227,12 @@ pub struct Input {
     pub names: Vec<Name>,
     pub syncs: Vec<SyncEvent>,
     /// Pageable copies: correlation -> (bytes, start, end).
-    pub pageable: SeqMap<u64, (u64, Ns, Ns)>,
-    pub small_d2h: Vec<u64>,
+    pub pageable: SeqMap<u32, (u64, Ns, Ns)>,
+    pub small_d2h: Vec<u32>,
     pub colls: Vec<Collective>,
     pub comm_kernels: Vec<Kernel>,
+    /// The compact ids of the correlations above (`colls` and `comm_kernels` keep theirs whole).
+    pub corr_ids: super::corr_ids::CorrIds,
     pub mem_samples: Vec<(Ns, u64)>,
     pub windows: Vec<StepWindow>,
     /// The windows were cut from the kernel stream (`StepSource::Periodic`): they are GPU time, so
@@ -231,9 +292,9 @@ pub fn analyse(mut inp: Input) -> Timeline {
         gpu_ops: inp.ops.len(),
         window,
         split,
-        colls: pair_collectives(&inp.colls, &inp.comm_kernels, &gpu.busy.compute, &index, gpu_corr_step),
+        colls: pair_collectives(&inp.colls, &inp.comm_kernels, &gpu.busy.compute, &index, gpu_corr_step, &inp.corr_ids),
         syncs: ranked_syncs(sync_stats),
-        small_d2h: inp.small_d2h.iter().filter(|&&c| host.corr_step.get(c).is_some()).count() as u64,
+        small_d2h: inp.small_d2h.iter().filter(|&&c| host.corr_step.get(c.into()).is_some()).count() as u64,
         pageable: pageable_stat(&inp, &host.pageable_calls, &gpu.busy.cm),
         amp,
         reserved_by_step: reserved_by_step(&mut inp.mem_samples, &index),
@@ -360,10 +421,10 @@ fn ranked_syncs(stats: FastMap<u32, SyncCallStat>) -> Vec<SyncCallStat> {
 /// Pageable copies: how many, their bytes and GPU time, the part not hidden behind kernels, and
 /// the calls that issued them (`calls`: (correlation, name) of the calls with a pageable copy's
 /// correlation, in time order).
-fn pageable_stat(inp: &Input, calls: &[(u64, u32)], cm: &[(Ns, Ns)]) -> PageableStat {
+fn pageable_stat(inp: &Input, calls: &[(u32, u32)], cm: &[(Ns, Ns)]) -> PageableStat {
     let mut pg = PageableStat::default();
     let mut call_names: Vec<String> = Vec::new();
-    let corr_name: HashMap<u64, u32> = calls.iter().copied().collect();
+    let corr_name: HashMap<u32, u32> = calls.iter().copied().collect();
     for (corr, &(bytes, s, e)) in &inp.pageable {
         pg.copies += 1;
         pg.bytes += bytes;
@@ -399,11 +460,34 @@ fn reserved_by_step(samples: &mut [(Ns, u64)], index: &StepIndex) -> Vec<(u64, u
 mod tests {
     use super::*;
 
-    fn op(start: Ns, end: Ns, corr: u64, kind: OpKind) -> RawOp {
+    fn op(start: Ns, end: Ns, corr: u32, kind: OpKind) -> RawOp {
         RawOp { start, end, corr, kind, family: Family::Gemm }
     }
-    fn call(start: Ns, end: Ns, corr: u64, class: CallClass) -> RawCall {
-        RawCall { start, end, corr, class, name: 0 }
+    fn call(start: Ns, end: Ns, corr: u32, class: CallClass) -> RawCall {
+        RawCall::new(start, end, corr, class, 0)
+    }
+
+    #[test]
+    fn pos_forward_matches_pos() {
+        let mut rng = crate::xorshift::XorShift(0x5171_e9c0_11ec_7ab1);
+        for _ in 0..100 {
+            let mut t = 0;
+            let windows: Vec<StepWindow> = (0..rng.below(8))
+                .map(|i| {
+                    t += rng.below(20);
+                    let start = t;
+                    t += rng.below(20);
+                    StepWindow { index: i, name: String::new(), start, end: t }
+                })
+                .collect();
+            let index = StepIndex::new(windows);
+            let mut cursor = StepCursor::default();
+            let mut q = 0;
+            for _ in 0..100 {
+                q += rng.below(4);
+                assert_eq!(index.pos_forward(q, &mut cursor), index.pos(q), "{q} in {:?}", index.windows);
+            }
+        }
     }
 
     #[test]
@@ -430,7 +514,7 @@ mod tests {
             })
             .collect();
         let input = |windows_in_gpu_time| Input {
-            ops: (0..3).map(|i| op((100 + 1000 * i) * K, (900 + 1000 * i) * K, i + 1, OpKind::Comm)).collect(),
+            ops: (0..3).map(|i| op((100 + 1000 * i) * K, (900 + 1000 * i) * K, i as u32 + 1, OpKind::Comm)).collect(),
             calls: [95, 105, 110]
                 .iter()
                 .zip(1..)
@@ -462,8 +546,8 @@ mod tests {
             StepWindow { index: 0, name: "s".into(), start: 0, end: 999 * K },
             StepWindow { index: 1, name: "s".into(), start: 1000 * K, end: 2000 * K },
         ];
-        let o = |s: Ns, e: Ns, c: u64| op(s * K, e * K, c, OpKind::Compute);
-        let c = |s: Ns, e: Ns, corr: u64, class: CallClass| call(s * K, e * K, corr, class);
+        let o = |s: Ns, e: Ns, c: u32| op(s * K, e * K, c, OpKind::Compute);
+        let c = |s: Ns, e: Ns, corr: u32, class: CallClass| call(s * K, e * K, corr, class);
         let inp = Input {
             ops: vec![o(310, 600, 1), o(720, 800, 3), o(1010, 1500, 4), o(1520, 1600, 5)],
             calls: vec![
