@@ -1,12 +1,14 @@
-//! Correlation ids in 32 bits, for the compact records the fact collector keeps: ids below 2^31
-//! (all of them, in practice: CUPTI counts from 1 per process) stand for themselves; larger ones
-//! are numbered from 2^31 up in order of first sight. Distinct ids stay distinct, 0 stays 0 (no
-//! correlation), so any lookup by the compact id finds what a lookup by the full id would.
+//! Correlation ids in 32 bits, for the compact records the fact collector keeps. Ids below
+//! `0xF000_0000` stand for themselves: CUPTI's (counted from 1 per process, below 2^31) and the
+//! shim's own (`0x8000_0000 | n`, see the shim's `record/correlation.rs`) both do. The rest, ids
+//! that do not fit in 32 bits and the top of the 32-bit range, are numbered from `0xF000_0000` up in
+//! order of first sight. Distinct ids stay distinct, 0 stays 0 (no correlation), so any lookup by the
+//! compact id finds what a lookup by the full id would.
 
 use crate::intervals::FastMap;
 
-/// The first compact id of the ids that do not fit.
-const WIDE: u64 = 1 << 31;
+/// The first compact id of the ids that are numbered (a shim id reaches it only after 1.8 G launches).
+const WIDE: u64 = 0xF000_0000;
 
 #[derive(Debug, Default)]
 pub struct CorrIds {
@@ -36,8 +38,8 @@ impl CorrIds {
     #[inline(never)]
     fn compact_wide(&mut self, corr: u64) -> u32 {
         let next = WIDE + self.wide.len() as u64;
-        // 2^31 distinct ids of 2^31 or more would take far more memory than the process has.
-        let next = u32::try_from(next).expect("fewer than 2^31 distinct wide correlation ids");
+        // 2^28 distinct numbered ids would take gigabytes of this map before the numbers ran out.
+        let next = u32::try_from(next).expect("fewer than 2^28 distinct wide correlation ids");
         *self.wide.entry(corr).or_insert(next)
     }
 }
@@ -66,5 +68,16 @@ mod tests {
             assert_eq!(corr == 0, c == 0);
             assert_eq!(ids.get(corr), Some(c));
         }
+    }
+
+    #[test]
+    fn cupti_and_shim_ids_stand_for_themselves_without_a_map_entry() {
+        let mut ids = CorrIds::default();
+        for corr in [1u64, 77, (1 << 31) - 1, 0x8000_0000, 0x8000_0000 | 123_456, 0xEFFF_FFFF] {
+            assert_eq!(ids.compact(corr), corr as u32);
+        }
+        assert!(ids.wide.is_empty(), "no id below 0xF000_0000 takes room in the map");
+        assert_eq!(ids.compact(1 << 40), WIDE as u32);
+        assert_eq!(ids.compact(0xF000_0000), WIDE as u32 + 1, "the top of the 32-bit range is numbered too");
     }
 }
