@@ -222,7 +222,7 @@ mod tests {
                     }
                 }
                 assert_eq!(w.len(), map.len());
-                assert!(w.slots.front().map_or(true, |s| s.is_some()), "the window starts with an entry");
+                assert!(w.slots.front().is_none_or(|s| s.is_some()), "the window starts with an entry");
             }
             for k in 0..next + 200_000 {
                 assert_eq!(w.get(k), map.get(&k), "round {round} get {k}");

@@ -124,6 +124,7 @@ mod tests {
     #[test]
     fn keeps_what_a_map_and_a_queue_keep() {
         let mut rng = XorShift(0x2c1b_3c6d_5e7f_8a9b);
+        let mut queued = 0;
         for round in 0..40 {
             let cap = 50 + rng.below(2000) as usize;
             let mut l = LaunchRanges::with_cap(cap);
@@ -157,6 +158,8 @@ mod tests {
             if round % 3 == 0 {
                 assert!(l.arrivals.is_none(), "round {round}: increasing ids keep no queue");
             }
+            queued += usize::from(l.arrivals.is_some());
         }
+        assert!(queued >= 15, "ids turning back start the queue ({queued} rounds)");
     }
 }
