@@ -1,14 +1,15 @@
 //! A map keyed by integer ids that arrive close together (NVTX range ids, correlation ids): a
 //! window of slots indexed by (id - the window's first id), growing at either end while it stays
-//! proportionate to the entries held, so a lookup is a subtraction and a bounds check. Ids too
-//! far from the window go to a hash map, so memory follows the entries held, not the spread of
-//! the ids. Behaves as the hash map alone would (same entries, same lookups).
+//! proportionate to the entries held (at most `spread` slots per entry, plus [`SLACK`]), so a
+//! lookup is a subtraction and a bounds check. Ids too far from the window go to a hash map, so
+//! memory follows the entries held, not the spread of the ids. Behaves as the hash map alone would
+//! (same entries, same lookups).
 
 use std::collections::VecDeque;
 
 use crate::intervals::SeqMap;
 
-/// Slots the window may grow by beyond twice the entries held.
+/// Slots the window may hold beyond `spread` per entry.
 const SLACK: u64 = 4096;
 /// Empty slots [`IdWindow::push_after`] leaves before the id it pushes.
 const PUSH_GAP: u64 = 64;
@@ -22,15 +23,28 @@ pub struct IdWindow<V> {
     in_slots: usize,
     /// Entries whose id was too far from the window when inserted.
     far: SeqMap<u64, V>,
+    /// Slots the window may hold per entry.
+    spread: u64,
 }
 
 impl<V> Default for IdWindow<V> {
     fn default() -> Self {
-        IdWindow { first: 0, slots: VecDeque::new(), in_slots: 0, far: SeqMap::default() }
+        IdWindow::with_spread(2)
     }
 }
 
 impl<V> IdWindow<V> {
+    /// A window of at most `spread` slots per entry held (plus [`SLACK`]).
+    pub fn with_spread(spread: u64) -> Self {
+        IdWindow { first: 0, slots: VecDeque::new(), in_slots: 0, far: SeqMap::default(), spread }
+    }
+
+    /// Whether the window may grow to `slots` slots.
+    #[inline]
+    fn may_hold(&self, slots: u64) -> bool {
+        slots <= self.spread * (self.len() as u64 + 1) + SLACK
+    }
+
     /// Index of `id` in the window, when it is inside.
     #[inline]
     fn index(&self, id: u64) -> Option<usize> {
@@ -96,7 +110,9 @@ impl<V> IdWindow<V> {
     #[inline(always)]
     pub fn push_after(&mut self, id: u64, v: V) -> bool {
         let gap = id.wrapping_sub(self.first).wrapping_sub(self.slots.len() as u64);
-        if gap > PUSH_GAP || self.in_slots == 0 || !self.far.is_empty() {
+        // One more slot with one more entry keeps the window within its spread.
+        let spreads = gap > 0 && !self.may_hold(self.slots.len() as u64 + gap + 1);
+        if gap > PUSH_GAP || self.in_slots == 0 || !self.far.is_empty() || spreads {
             return false;
         }
         for _ in 0..gap {
@@ -117,18 +133,17 @@ impl<V> IdWindow<V> {
             }
             return slot.replace(v).or(old);
         }
-        let reach = 2 * self.len() as u64 + SLACK;
         let end = self.first.wrapping_add(self.slots.len() as u64);
         if self.in_slots == 0 {
             // An empty window starts again at `id`.
             self.slots.clear();
             self.first = id;
             self.slots.push_back(Some(v));
-        } else if id >= end && id - end <= reach {
+        } else if id >= end && self.may_hold(id.wrapping_sub(self.first).saturating_add(1)) {
             let gap = (id - end) as usize;
             self.slots.resize_with(self.slots.len() + gap, || None);
             self.slots.push_back(Some(v));
-        } else if id < self.first && self.first - id <= reach {
+        } else if id < self.first && self.may_hold(end.wrapping_sub(id)) {
             for _ in 1..self.first - id {
                 self.slots.push_front(None);
             }

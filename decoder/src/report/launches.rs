@@ -13,6 +13,8 @@ use crate::model::RangeId;
 
 /// Launch correlations remembered while waiting for their GPU records (FIFO beyond this).
 pub const MAX_PENDING_LAUNCHES: usize = 1 << 20;
+/// Correlation ids per launch held in the window at most (other API calls take ids too).
+const SPREAD: u64 = 4;
 
 #[derive(Debug)]
 pub struct LaunchRanges {
@@ -33,7 +35,7 @@ impl Default for LaunchRanges {
 
 impl LaunchRanges {
     fn with_cap(cap: usize) -> Self {
-        LaunchRanges { ranges: IdWindow::default(), arrivals: None, last: 0, cap }
+        LaunchRanges { ranges: IdWindow::with_spread(SPREAD), arrivals: None, last: 0, cap }
     }
 
     /// Launch `correlation` (not 0) happened inside range `r`.
