@@ -3,18 +3,16 @@
 //! time, and the counter series. Everything is aggregated per process; memory stays bounded by
 //! the number of distinct (range, kernel) pairs, ranges and memory events, not by kernels.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use super::kernel_times::KernelTimes;
+use super::launches::LaunchRanges;
 use super::stacks::{name_key, RangeStacks};
-use crate::corr_slots::CorrSlots;
 use crate::gpu_counters::CounterSet;
 use crate::intervals::FastMap;
 use crate::model::*;
 
-/// Launch correlations remembered while waiting for their GPU records (FIFO beyond this).
-const MAX_PENDING_LAUNCHES: usize = 1 << 20;
 /// The stack of kernels launched outside any NVTX range.
 const NO_RANGE: &str = "(no NVTX range)";
 
@@ -42,8 +40,7 @@ pub struct ProcReport {
 #[derive(Debug, Default)]
 pub struct ReportCollector {
     info: Option<ProcessInfo>,
-    launch_range: CorrSlots<RangeId>,
-    launch_order: VecDeque<u64>,
+    launch_range: LaunchRanges,
     stacks: RangeStacks,
     /// The stack id of [`NO_RANGE`], once named.
     no_range: Option<u32>,
@@ -71,21 +68,13 @@ impl ReportCollector {
         ReportCollector { frames, ..ReportCollector::default() }
     }
 
+    #[inline]
     fn launch(&mut self, correlation: u64, range: Option<RangeId>) {
         let Some(r) = range else { return };
         if correlation == 0 {
             return;
         }
-        let fresh = self.launch_range.get(correlation).is_none();
-        self.launch_range.insert(correlation, r);
-        if fresh {
-            self.launch_order.push_back(correlation);
-            if self.launch_order.len() > MAX_PENDING_LAUNCHES {
-                if let Some(old) = self.launch_order.pop_front() {
-                    self.launch_range.remove(old);
-                }
-            }
-        }
+        self.launch_range.launch(correlation, r);
     }
 
     /// The stack of kernels launched outside any range.
@@ -142,6 +131,7 @@ impl TraceSink for ReportCollector {
     fn handle_process(&mut self, info: &ProcessInfo) {
         self.info = Some(info.clone());
     }
+    #[inline]
     fn handle_api(&mut self, a: &Api) {
         let launch = a.detail.is_some()
             || self.is_launch.entry(name_key(&a.name)).or_insert_with(|| (a.name.clone(), a.name.contains("Launch"))).1;
@@ -152,6 +142,7 @@ impl TraceSink for ReportCollector {
     fn handle_collective(&mut self, c: &Collective) {
         self.launch(c.correlation, c.range);
     }
+    #[inline]
     fn handle_kernel(&mut self, k: &Kernel) {
         let d = k.duration();
         if d == 0 {
@@ -160,7 +151,7 @@ impl TraceSink for ReportCollector {
         // The stack of a range is named when a root range completes (its whole chain is known
         // then) or at the end: until the next of those, the kernel waits.
         let name = self.kernels.name(&k.name);
-        match self.launch_range.get(k.correlation).copied() {
+        match self.launch_range.get(k.correlation) {
             None => {
                 let s = self.no_range_stack();
                 self.kernels.add(s, name, d);
@@ -169,6 +160,7 @@ impl TraceSink for ReportCollector {
             Some(r) => self.kernels.wait(r, name, d),
         }
     }
+    #[inline]
     fn handle_nvtx_range(&mut self, r: &NvtxRange) {
         self.stacks.complete(r.id, &r.name, r.parent);
         // A root range completes after everything inside it: fold what waited for it.
@@ -211,8 +203,7 @@ impl TraceSink for ReportCollector {
         memory.sort_by_key(|m| m.0);
         let mut counters = std::mem::take(&mut self.counters);
         counters.sort();
-        self.launch_range = CorrSlots::default();
-        self.launch_order = VecDeque::new();
+        self.launch_range = LaunchRanges::default();
         self.stacks = RangeStacks::default();
         self.no_range = None;
         self.is_launch = FastMap::default();

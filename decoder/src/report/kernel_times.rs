@@ -13,6 +13,15 @@ use crate::model::{Name, RangeId};
 /// Waiting kernels held before duplicates (same range and name) are merged.
 const MIN_COMPACT: usize = 1 << 16;
 
+/// Slots of [`KernelTimes::recent`] (a power of two).
+const RECENT: usize = 1024;
+
+/// The slot of name pointer `key` in [`KernelTimes::recent`].
+#[inline]
+fn recent_slot(key: usize) -> usize {
+    ((key as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - RECENT.trailing_zeros())) as usize
+}
+
 /// A kernel waiting for the stack of its range: (range, name index, GPU ns).
 type Waiting = (RangeId, u32, u64);
 
@@ -22,6 +31,8 @@ pub struct KernelTimes {
     names: Vec<Name>,
     /// Name pointer -> index in `names`.
     index: FastMap<usize, u32>,
+    /// A direct-mapped cache of `index`: (name pointer, index) by a hash of the pointer.
+    recent: Vec<(usize, u32)>,
     /// GPU ns per (stack id, name index).
     sums: Sums,
     /// Kernels whose range's stack is not named yet.
@@ -35,18 +46,30 @@ impl KernelTimes {
     /// The index of kernel name `n`.
     #[inline]
     pub fn name(&mut self, n: &Name) -> u32 {
-        match self.index.get(&name_key(n)) {
-            Some(&i) => i,
-            None => self.new_name(n),
+        let key = name_key(n);
+        match self.recent.get(recent_slot(key)) {
+            Some(&(k, i)) if k == key => i,
+            _ => self.name_any(n),
         }
     }
 
-    #[cold]
+    /// [`KernelTimes::name`] past the cache.
     #[inline(never)]
-    fn new_name(&mut self, n: &Name) -> u32 {
-        let i = self.names.len() as u32;
-        self.names.push(n.clone());
-        self.index.insert(name_key(n), i);
+    fn name_any(&mut self, n: &Name) -> u32 {
+        let key = name_key(n);
+        let i = match self.index.get(&key) {
+            Some(&i) => i,
+            None => {
+                let i = self.names.len() as u32;
+                self.names.push(n.clone());
+                self.index.insert(key, i);
+                i
+            }
+        };
+        if self.recent.is_empty() {
+            self.recent = vec![(0, 0); RECENT];
+        }
+        self.recent[recent_slot(key)] = (key, i);
         i
     }
 
@@ -86,27 +109,27 @@ impl KernelTimes {
 
     /// Adds every waiting kernel whose range `stack_of` names; the others keep waiting.
     pub fn sweep(&mut self, mut stack_of: impl FnMut(RangeId) -> Option<u32>) {
-        let mut waiting = std::mem::take(&mut self.waiting);
+        let waiting = &mut self.waiting;
+        let mut kept = 0;
+        let mut i = 0;
         // Kernels of one range arrive together: name each range once per run of its kernels.
-        let mut last: Option<(RangeId, Option<u32>)> = None;
-        waiting.retain(|&(r, name, ns)| {
-            let s = match last {
-                Some((lr, s)) if lr == r => s,
-                _ => {
-                    let s = stack_of(r);
-                    last = Some((r, s));
-                    s
-                }
-            };
-            match s {
+        while i < waiting.len() {
+            let r = waiting[i].0;
+            let run = i + waiting[i..].iter().position(|w| w.0 != r).unwrap_or(waiting.len() - i);
+            match stack_of(r) {
                 Some(s) => {
-                    self.add(s, name, ns);
-                    false
+                    for &(_, name, ns) in &waiting[i..run] {
+                        self.sums.add(s, name, ns);
+                    }
                 }
-                None => true,
+                None => {
+                    waiting.copy_within(i..run, kept);
+                    kept += run - i;
+                }
             }
-        });
-        self.waiting = waiting;
+            i = run;
+        }
+        waiting.truncate(kept);
     }
 
     /// The sums, consumed: (stack id, kernel name, GPU ns), each pair once, in no particular order.

@@ -4,52 +4,53 @@
 use std::collections::HashMap;
 
 use super::collect::frame_name;
-use crate::intervals::{FastMap, SeqMap};
+use super::id_window::IdWindow;
+use crate::intervals::FastMap;
 use crate::model::{Name, RangeId};
 
 /// Most ranges walked up from a kernel's range to name its stack.
 const MAX_STACK_DEPTH: usize = 64;
-/// The parent "stack" of outermost ranges in [`RangeStacks::children`].
+/// The parent "stack" of outermost ranges in [`StackNames::children`].
 const ROOT: u32 = u32::MAX;
+/// [`RangeEntry::stack`] of a range whose stack is not named yet.
+const UNNAMED: u32 = u32::MAX;
 
 pub fn name_key(n: &Name) -> usize {
     std::sync::Arc::as_ptr(n) as *const u8 as usize
 }
 
+/// What is known of one range.
+#[derive(Debug, Clone)]
+struct RangeEntry {
+    /// Its name, once it completed (None: only its stack is known, named at the end).
+    name: Option<Name>,
+    parent: Option<RangeId>,
+    /// Its stack id, once its chain is known, else [`UNNAMED`].
+    stack: u32,
+}
+
 /// Completed ranges and the stacks named from them.
 #[derive(Debug, Default)]
 pub struct RangeStacks {
-    ranges: SeqMap<RangeId, (Name, Option<RangeId>)>,
-    /// Stack id of a range whose chain is complete.
-    range_stack: SeqMap<RangeId, u32>,
+    ranges: IdWindow<RangeEntry>,
+    names: StackNames,
+    /// Scratch for [`RangeStacks::stack_of`]: the ranges walked up, innermost first.
+    walk: Vec<RangeId>,
+}
+
+/// The distinct stacks, by id.
+#[derive(Debug, Default)]
+struct StackNames {
     /// Distinct stacks ("range;range"), by id, with their number of frames.
     stacks: Vec<(String, usize)>,
     stack_ids: HashMap<String, u32>,
     /// The stack one range deeper: (stack id or [`ROOT`], range name pointer) -> (the name, stack id).
     children: FastMap<(u32, usize), (Name, u32)>,
-    /// Scratch for [`RangeStacks::stack_of`]: the ranges walked up, innermost first.
-    walk: Vec<RangeId>,
 }
 
-impl RangeStacks {
-    /// A range completed: its name and enclosing range.
-    pub fn complete(&mut self, id: RangeId, name: &Name, parent: Option<RangeId>) {
-        self.ranges.insert(id, (name.clone(), parent));
-    }
-
-    /// The stack of range `r` when it is already known.
-    #[inline]
-    pub fn known(&self, r: RangeId) -> Option<u32> {
-        self.range_stack.get(&r).copied()
-    }
-
-    /// The text of stack `s` ("outer;inner").
-    pub fn line(&self, s: u32) -> &str {
-        &self.stacks[s as usize].0
-    }
-
+impl StackNames {
     /// The id of a stack of `frames` frames.
-    pub fn stack_id(&mut self, stack: String, frames: usize) -> u32 {
+    fn stack_id(&mut self, stack: String, frames: usize) -> u32 {
         if let Some(&i) = self.stack_ids.get(&stack) {
             return i;
         }
@@ -60,10 +61,17 @@ impl RangeStacks {
     }
 
     /// The stack of a range named `name` inside stack `parent` (or outermost, [`ROOT`]).
+    #[inline]
     fn child_stack(&mut self, parent: u32, name: &Name) -> u32 {
-        if let Some(&(_, s)) = self.children.get(&(parent, name_key(name))) {
-            return s;
+        match self.children.get(&(parent, name_key(name))) {
+            Some(&(_, s)) => s,
+            None => self.new_child_stack(parent, name),
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn new_child_stack(&mut self, parent: u32, name: &Name) -> u32 {
         let (line, frames) = match self.stacks.get(parent as usize) {
             Some((p, n)) => (format!("{p};{}", frame_name(name)), n + 1),
             None => (frame_name(name), 1),
@@ -73,6 +81,53 @@ impl RangeStacks {
         s
     }
 
+    /// Frames of stack `s` (0 for [`ROOT`]).
+    fn frames(&self, s: u32) -> usize {
+        self.stacks.get(s as usize).map_or(0, |s| s.1)
+    }
+}
+
+impl RangeStacks {
+    /// A range completed: its name and enclosing range.
+    #[inline]
+    pub fn complete(&mut self, id: RangeId, name: &Name, parent: Option<RangeId>) {
+        match self.ranges.get_mut(id.0) {
+            Some(e) => {
+                e.name = Some(name.clone());
+                e.parent = parent;
+            }
+            None => {
+                self.ranges.insert(id.0, RangeEntry { name: Some(name.clone()), parent, stack: UNNAMED });
+            }
+        }
+    }
+
+    /// The completed range `id`: (its entry's name, parent, stack).
+    #[inline]
+    fn completed(&self, id: RangeId) -> Option<&RangeEntry> {
+        self.ranges.get(id.0).filter(|e| e.name.is_some())
+    }
+
+    /// The text of stack `s` ("outer;inner").
+    pub fn line(&self, s: u32) -> &str {
+        &self.names.stacks[s as usize].0
+    }
+
+    /// The id of a stack of `frames` frames.
+    pub fn stack_id(&mut self, stack: String, frames: usize) -> u32 {
+        self.names.stack_id(stack, frames)
+    }
+
+    /// Remembers `s` as the stack of range `r`.
+    fn memo(&mut self, r: RangeId, s: u32) {
+        match self.ranges.get_mut(r.0) {
+            Some(e) => e.stack = s,
+            None => {
+                self.ranges.insert(r.0, RangeEntry { name: None, parent: None, stack: s });
+            }
+        }
+    }
+
     /// The stack of range `r` ("outer;inner"). With `complete_only`, None while a range of the
     /// chain has not completed yet (its name and parent are still unknown); at the end, a missing
     /// range ends the chain.
@@ -80,25 +135,32 @@ impl RangeStacks {
     /// Walks up only to the first range whose stack is known, then names each range on the way
     /// down from its parent's stack (memoized per range); chains deeper than [`MAX_STACK_DEPTH`]
     /// and ranges that never completed take [`RangeStacks::stack_by_walk`].
+    #[inline]
     pub fn stack_of(&mut self, r: RangeId, complete_only: bool) -> Option<u32> {
-        if let Some(&s) = self.range_stack.get(&r) {
-            return Some(s);
+        match self.ranges.get(r.0) {
+            Some(e) if e.stack != UNNAMED => Some(e.stack),
+            _ => self.stack_down(r, complete_only),
         }
+    }
+
+    /// [`RangeStacks::stack_of`] for a range without a known stack.
+    #[inline(never)]
+    fn stack_down(&mut self, r: RangeId, complete_only: bool) -> Option<u32> {
         let mut chain = std::mem::take(&mut self.walk);
         chain.clear();
-        let s = self.stack_down(r, complete_only, &mut chain);
+        let s = self.stack_down_with(r, complete_only, &mut chain);
         self.walk = chain;
         s
     }
 
-    /// [`RangeStacks::stack_of`] for a range without a known stack, `chain` empty.
-    fn stack_down(&mut self, r: RangeId, complete_only: bool, chain: &mut Vec<RangeId>) -> Option<u32> {
+    /// [`RangeStacks::stack_down`], `chain` empty.
+    fn stack_down_with(&mut self, r: RangeId, complete_only: bool, chain: &mut Vec<RangeId>) -> Option<u32> {
         let mut id = r;
         let base = loop {
             if chain.len() == MAX_STACK_DEPTH {
                 return self.stack_by_walk(r, complete_only);
             }
-            let Some((_, parent)) = self.ranges.get(&id) else {
+            let Some(e) = self.completed(id) else {
                 if complete_only {
                     return None;
                 }
@@ -108,26 +170,25 @@ impl RangeStacks {
                 // At the end, a range that never completed ends the chain.
                 break ROOT;
             };
-            if !chain.is_empty() {
-                if let Some(&s) = self.range_stack.get(&id) {
-                    break s;
-                }
+            if !chain.is_empty() && e.stack != UNNAMED {
+                break e.stack;
             }
             chain.push(id);
-            match parent {
-                Some(p) => id = *p,
+            match e.parent {
+                Some(p) => id = p,
                 None => break ROOT,
             }
         };
-        let base_frames = self.stacks.get(base as usize).map_or(0, |s| s.1);
-        if base_frames + chain.len() > MAX_STACK_DEPTH {
+        if self.names.frames(base) + chain.len() > MAX_STACK_DEPTH {
             return self.stack_by_walk(r, complete_only);
         }
         let mut s = base;
         for id in chain.drain(..).rev() {
-            let name = self.ranges.get(&id).map(|r| r.0.clone()).unwrap_or_default();
-            s = self.child_stack(s, &name);
-            self.range_stack.insert(id, s);
+            // Every range of the chain completed.
+            if let Some(RangeEntry { name: Some(name), stack, .. }) = self.ranges.get_mut(id.0) {
+                s = self.names.child_stack(s, name);
+                *stack = s;
+            }
         }
         Some(s)
     }
@@ -141,11 +202,11 @@ impl RangeStacks {
         let mut names: Vec<String> = Vec::new();
         let mut complete = false;
         for _ in 0..MAX_STACK_DEPTH {
-            match self.ranges.get(&id) {
-                Some((n, parent)) => {
-                    names.push(frame_name(n));
-                    match parent {
-                        Some(p) => id = *p,
+            match self.completed(id) {
+                Some(e) => {
+                    names.push(frame_name(e.name.as_deref().unwrap_or_default()));
+                    match e.parent {
+                        Some(p) => id = p,
                         None => {
                             complete = true;
                             break;
@@ -166,8 +227,8 @@ impl RangeStacks {
         }
         names.reverse();
         let frames = names.len();
-        let s = self.stack_id(names.join(";"), frames);
-        self.range_stack.insert(r, s);
+        let s = self.names.stack_id(names.join(";"), frames);
+        self.memo(r, s);
         Some(s)
     }
 
@@ -175,9 +236,9 @@ impl RangeStacks {
     fn chain_complete(&self, r: RangeId) -> bool {
         let mut id = r;
         for _ in 0..MAX_STACK_DEPTH {
-            match self.ranges.get(&id) {
-                Some((_, Some(p))) => id = *p,
-                Some((_, None)) => return true,
+            match self.completed(id) {
+                Some(RangeEntry { parent: Some(p), .. }) => id = *p,
+                Some(_) => return true,
                 None => return false,
             }
         }
@@ -190,10 +251,15 @@ mod tests {
     use super::*;
     use crate::xorshift::XorShift;
 
+    type Completed = std::collections::HashMap<RangeId, (Name, Option<RangeId>)>;
+
     /// The stack of `r` by walking its whole chain, in stacks that know only the ranges.
-    fn walked(c: &RangeStacks, r: RangeId, complete_only: bool) -> Option<String> {
-        let mut fresh = RangeStacks { ranges: c.ranges.clone(), ..RangeStacks::default() };
-        fresh.stack_by_walk(r, complete_only).map(|s| fresh.stacks[s as usize].0.clone())
+    fn walked(completed: &Completed, r: RangeId, complete_only: bool) -> Option<String> {
+        let mut fresh = RangeStacks::default();
+        for (&id, (name, parent)) in completed {
+            fresh.complete(id, name, *parent);
+        }
+        fresh.stack_by_walk(r, complete_only).map(|s| fresh.line(s).to_string())
     }
 
     #[test]
@@ -224,22 +290,25 @@ mod tests {
             let jitter: Vec<u64> = (0..n).map(|_| rng.below(4)).collect();
             order.sort_by_key(|&i| (std::cmp::Reverse(depth[i]), jitter[i]));
             let mut c = RangeStacks::default();
+            let mut completed = Completed::new();
             for (k, &i) in order.iter().enumerate() {
                 if rng.below(40) == 0 {
                     continue; // never completes
                 }
                 let name = names[rng.below(names.len() as u64) as usize].clone();
-                c.ranges.insert(RangeId(i as u64), (name, parent[i].map(|p| RangeId(p as u64))));
+                let p = parent[i].map(|p| RangeId(p as u64));
+                c.complete(RangeId(i as u64), &name, p);
+                completed.insert(RangeId(i as u64), (name, p));
                 for _ in 0..3 {
                     let r = RangeId(rng.below(n as u64));
-                    let got = c.stack_of(r, true).map(|s| c.stacks[s as usize].0.clone());
-                    assert_eq!(got, walked(&c, r, true), "round {round} step {k} range {r:?}");
+                    let got = c.stack_of(r, true).map(|s| c.line(s).to_string());
+                    assert_eq!(got, walked(&completed, r, true), "round {round} step {k} range {r:?}");
                 }
             }
             for i in 0..n {
                 let r = RangeId(i as u64);
-                let got = c.stack_of(r, false).map(|s| c.stacks[s as usize].0.clone());
-                assert_eq!(got, walked(&c, r, false), "round {round} end, range {r:?}");
+                let got = c.stack_of(r, false).map(|s| c.line(s).to_string());
+                assert_eq!(got, walked(&completed, r, false), "round {round} end, range {r:?}");
             }
         }
     }
