@@ -5,6 +5,7 @@
 //! every chunk slot. Everything intact is decoded; everything damaged is reported as a [`Damage`] with
 //! its byte offset. Reading never panics on any input.
 
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
@@ -15,6 +16,7 @@ use crate::codec::{decode_one, decode_one_with, peek_frame, CodecError, Decoded,
 use crate::error::{FileError, FormatError};
 use crate::header::{FileHeader, LiveStats, HEADER_BYTES};
 use crate::header_recovery::{self, ScannedChunk};
+use crate::pages::{Behind, Bytes};
 use crate::record::{type_code, Record, StrId};
 use crate::strings::StringTable;
 
@@ -41,20 +43,6 @@ pub struct ChunkRef {
     pub base_ticks: u64,
     /// Committed payload bytes.
     pub len: u32,
-}
-
-enum Bytes {
-    Mapped(Mmap),
-    Owned(Vec<u8>),
-}
-
-impl Bytes {
-    fn as_slice(&self) -> &[u8] {
-        match self {
-            Bytes::Mapped(m) => m,
-            Bytes::Owned(v) => v,
-        }
-    }
 }
 
 /// An open ring file.
@@ -129,11 +117,22 @@ impl RingReader {
                 ),
             });
         }
-        let mut strings = StringTable::default();
-        read_dictionary(data, &header, &mut strings, &mut damage);
-        let (chunks, empty_slots) = match scanned {
-            None => scan_chunks(data, &header, &mut damage),
-            Some(found) => (scanned_chunks(&header, &found, &mut damage), 0),
+        // The dictionary and the chunks are read once here: their pages are released behind the scan.
+        let (strings, chunks, empty_slots) = {
+            let mut behind = Behind::new(&bytes);
+            let mut strings = StringTable::default();
+            read_dictionary(data, &header, &mut strings, &mut damage);
+            let dict_end = header.dict_offset.saturating_add(header.dict_bytes).min(file_len) as usize;
+            behind.done((header.dict_offset.min(file_len) as usize)..dict_end);
+            let (chunks, empty_slots) = match scanned {
+                None => scan_chunks(data, &header, &mut damage, &mut behind),
+                Some(found) => {
+                    // The recovery scan read the whole file.
+                    behind.done(dict_end..data.len());
+                    (scanned_chunks(&header, &found, &mut damage), 0)
+                }
+            };
+            (strings, chunks, empty_slots)
         };
         Ok(RingReader { path, bytes, header, stats, damage, chunks, strings, empty_slots })
     }
@@ -166,6 +165,7 @@ impl RingReader {
     /// Dictionary strings plus every inline string definition in the ring (one pass over the chunks).
     pub fn all_strings(&self) -> StringTable {
         let mut table = self.strings.clone();
+        let mut behind = Behind::new(&self.bytes);
         for chunk in &self.chunks {
             let mut pos = 0usize;
             let payload = self.payload(chunk);
@@ -179,6 +179,7 @@ impl RingReader {
                 }
                 pos += size;
             }
+            behind.done(self.slot_range(chunk));
         }
         table
     }
@@ -198,6 +199,14 @@ impl RingReader {
         &self.bytes.as_slice()[start..start + c.len as usize]
     }
 
+    /// The bytes of a chunk's slot (header, payload and the unused rest), which a pass is done with
+    /// once it has read the chunk.
+    fn slot_range(&self, c: &ChunkRef) -> Range<usize> {
+        let slot = u64::from(self.header.chunk_bytes).max(CHUNK_HEADER_BYTES as u64 + u64::from(c.len));
+        let len = self.bytes.as_slice().len();
+        c.offset as usize..(c.offset.saturating_add(slot) as usize).min(len)
+    }
+
     /// Decodes one chunk.
     pub fn chunk_records(&self, chunk: &ChunkRef) -> ChunkRecords<'_> {
         ChunkRecords {
@@ -209,15 +218,24 @@ impl RingReader {
         }
     }
 
+    /// Every chunk with its items, in sequence order, in one pass that releases each chunk's pages
+    /// from the process's resident set once the walk has moved past it (see [`crate::pages`]): a
+    /// whole ring is never resident at once. Items of a chunk passed may still be read: its pages
+    /// fault in again.
+    pub fn chunk_pass(&self) -> ChunkPass<'_> {
+        ChunkPass { reader: self, chunks: self.chunks.iter(), behind: Behind::new(&self.bytes), current: None }
+    }
+
     /// Every item in commit order. Decoding damage inside a chunk yields one `Err(Damage)` and skips the
-    /// rest of that chunk; the next chunk decodes normally.
+    /// rest of that chunk; the next chunk decodes normally. One [`RingReader::chunk_pass`].
     pub fn records(&self) -> impl Iterator<Item = Result<Decoded<'_>, Damage>> + '_ {
-        self.chunks.iter().flat_map(move |c| self.chunk_records(c))
+        self.chunk_pass().flat_map(|(_, items)| items)
     }
 
     /// Every `ClockSync` pair in the file (cheap: other records are skipped by their frame length).
     pub fn clock_syncs(&self) -> Vec<(u64, u64, u64)> {
         let mut out = Vec::new();
+        let mut behind = Behind::new(&self.bytes);
         for chunk in &self.chunks {
             let payload = self.payload(chunk);
             let mut pos = 0usize;
@@ -250,6 +268,7 @@ impl RingReader {
                 }
                 pos += size;
             }
+            behind.done(self.slot_range(chunk));
         }
         out
     }
@@ -279,6 +298,36 @@ fn special_kind(meta: &std::fs::Metadata) -> &'static str {
         "a socket"
     } else {
         "a special file"
+    }
+}
+
+/// A walk over the chunks in sequence order: see [`RingReader::chunk_pass`].
+pub struct ChunkPass<'a> {
+    reader: &'a RingReader,
+    chunks: std::slice::Iter<'a, ChunkRef>,
+    behind: Behind<'a>,
+    /// The chunk handed out last, released once the walk moves on.
+    current: Option<&'a ChunkRef>,
+}
+
+impl<'a> Iterator for ChunkPass<'a> {
+    type Item = (&'a ChunkRef, ChunkRecords<'a>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Some(c) = self.current.take() {
+            self.behind.done(self.reader.slot_range(c));
+        }
+        let c = self.chunks.next()?;
+        self.current = Some(c);
+        Some((c, self.reader.chunk_records(c)))
+    }
+}
+
+impl Drop for ChunkPass<'_> {
+    fn drop(&mut self) {
+        if let Some(c) = self.current.take() {
+            self.behind.done(self.reader.slot_range(c));
+        }
     }
 }
 
@@ -375,7 +424,7 @@ fn read_dictionary(data: &[u8], h: &FileHeader, strings: &mut StringTable, damag
     }
 }
 
-fn scan_chunks(data: &[u8], h: &FileHeader, damage: &mut Vec<Damage>) -> (Vec<ChunkRef>, u32) {
+fn scan_chunks(data: &[u8], h: &FileHeader, damage: &mut Vec<Damage>, behind: &mut Behind) -> (Vec<ChunkRef>, u32) {
     let mut chunks = Vec::new();
     let mut empty = 0u32;
     let cb = h.chunk_bytes as u64;
@@ -396,6 +445,7 @@ fn scan_chunks(data: &[u8], h: &FileHeader, damage: &mut Vec<Damage>) -> (Vec<Ch
                     .push(Damage { offset: off, what: format!("chunk in slot {slot} (seq {seq}): {reason}; skipped") });
             }
         }
+        behind.done(off as usize..end);
     }
     let deduped = in_sequence(chunks, damage);
     // A slot being recycled at the time of the crash is expected; a seq beyond the slot count in a
