@@ -3,7 +3,9 @@
 //! Opening a file validates the header (a damaged one is recovered from the chunks, see
 //! `header_recovery`; fatal only when no intact chunk is found), walks the string dictionary and classifies
 //! every chunk slot. Everything intact is decoded; everything damaged is reported as a [`Damage`] with
-//! its byte offset. Reading never panics on any input.
+//! its byte offset. Reading never panics on any input. The pages of a mapped file leave the process's
+//! resident set behind every pass over the chunks (see [`crate::pages`]), so that a whole ring is
+//! never resident at once.
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -129,12 +131,10 @@ impl RingReader {
             let (chunks, empty_slots, syncs) = match scanned {
                 None => scan_chunks(data, &header, &mut damage, &mut behind),
                 Some(found) => {
-                    // The recovery scan read the whole file; its clock syncs are read again.
+                    // The recovery scan read the whole file; the clock syncs are read again.
                     behind.done(dict_end..data.len());
-                    drop(behind);
                     let chunks = scanned_chunks(&header, &found, &mut damage);
                     let mut syncs = Vec::new();
-                    let mut behind = Behind::new(&bytes);
                     for c in &chunks {
                         clock_syncs_in(payload_of(data, c), &mut syncs);
                         behind.done(slot_range(data, &header, c));
