@@ -21,6 +21,7 @@ pub mod counter_names;
 pub mod error;
 pub mod header;
 mod header_recovery;
+mod pages;
 pub mod reader;
 pub mod record;
 pub mod settings;

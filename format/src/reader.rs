@@ -3,8 +3,11 @@
 //! Opening a file validates the header (a damaged one is recovered from the chunks, see
 //! `header_recovery`; fatal only when no intact chunk is found), walks the string dictionary and classifies
 //! every chunk slot. Everything intact is decoded; everything damaged is reported as a [`Damage`] with
-//! its byte offset. Reading never panics on any input.
+//! its byte offset. Reading never panics on any input. The pages of a mapped file leave the process's
+//! resident set behind every pass over the chunks (see [`crate::pages`]), so that a whole ring is
+//! never resident at once.
 
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
@@ -15,6 +18,7 @@ use crate::codec::{decode_one, decode_one_with, peek_frame, CodecError, Decoded,
 use crate::error::{FileError, FormatError};
 use crate::header::{FileHeader, LiveStats, HEADER_BYTES};
 use crate::header_recovery::{self, ScannedChunk};
+use crate::pages::{Behind, Bytes};
 use crate::record::{type_code, Record, StrId};
 use crate::strings::StringTable;
 
@@ -43,20 +47,6 @@ pub struct ChunkRef {
     pub len: u32,
 }
 
-enum Bytes {
-    Mapped(Mmap),
-    Owned(Vec<u8>),
-}
-
-impl Bytes {
-    fn as_slice(&self) -> &[u8] {
-        match self {
-            Bytes::Mapped(m) => m,
-            Bytes::Owned(v) => v,
-        }
-    }
-}
-
 /// An open ring file.
 pub struct RingReader {
     path: PathBuf,
@@ -67,6 +57,8 @@ pub struct RingReader {
     chunks: Vec<ChunkRef>,
     strings: StringTable,
     empty_slots: u32,
+    /// Every `ClockSync` pair, in sequence order.
+    syncs: Vec<(u64, u64, u64)>,
 }
 
 impl RingReader {
@@ -129,13 +121,30 @@ impl RingReader {
                 ),
             });
         }
-        let mut strings = StringTable::default();
-        read_dictionary(data, &header, &mut strings, &mut damage);
-        let (chunks, empty_slots) = match scanned {
-            None => scan_chunks(data, &header, &mut damage),
-            Some(found) => (scanned_chunks(&header, &found, &mut damage), 0),
+        // The dictionary and the chunks are read once here: their pages are released behind the scan.
+        let (strings, chunks, empty_slots, syncs) = {
+            let mut behind = Behind::new(&bytes);
+            let mut strings = StringTable::default();
+            read_dictionary(data, &header, &mut strings, &mut damage);
+            let dict_end = header.dict_offset.saturating_add(header.dict_bytes).min(file_len) as usize;
+            behind.done((header.dict_offset.min(file_len) as usize)..dict_end);
+            let (chunks, empty_slots, syncs) = match scanned {
+                None => scan_chunks(data, &header, &mut damage, &mut behind),
+                Some(found) => {
+                    // The recovery scan read the whole file; the clock syncs are read again.
+                    behind.done(dict_end..data.len());
+                    let chunks = scanned_chunks(&header, &found, &mut damage);
+                    let mut syncs = Vec::new();
+                    for c in &chunks {
+                        clock_syncs_in(payload_of(data, c), &mut syncs);
+                        behind.done(slot_range(data, &header, c));
+                    }
+                    (chunks, 0, syncs)
+                }
+            };
+            (strings, chunks, empty_slots, syncs)
         };
-        Ok(RingReader { path, bytes, header, stats, damage, chunks, strings, empty_slots })
+        Ok(RingReader { path, bytes, header, stats, damage, chunks, strings, empty_slots, syncs })
     }
 
     pub fn path(&self) -> &Path {
@@ -166,6 +175,7 @@ impl RingReader {
     /// Dictionary strings plus every inline string definition in the ring (one pass over the chunks).
     pub fn all_strings(&self) -> StringTable {
         let mut table = self.strings.clone();
+        let mut behind = Behind::new(&self.bytes);
         for chunk in &self.chunks {
             let mut pos = 0usize;
             let payload = self.payload(chunk);
@@ -179,6 +189,7 @@ impl RingReader {
                 }
                 pos += size;
             }
+            behind.done(self.slot_range(chunk));
         }
         table
     }
@@ -194,8 +205,11 @@ impl RingReader {
     }
 
     fn payload(&self, c: &ChunkRef) -> &[u8] {
-        let start = c.offset as usize + CHUNK_HEADER_BYTES;
-        &self.bytes.as_slice()[start..start + c.len as usize]
+        payload_of(self.bytes.as_slice(), c)
+    }
+
+    fn slot_range(&self, c: &ChunkRef) -> Range<usize> {
+        slot_range(self.bytes.as_slice(), &self.header, c)
     }
 
     /// Decodes one chunk.
@@ -209,49 +223,24 @@ impl RingReader {
         }
     }
 
-    /// Every item in commit order. Decoding damage inside a chunk yields one `Err(Damage)` and skips the
-    /// rest of that chunk; the next chunk decodes normally.
-    pub fn records(&self) -> impl Iterator<Item = Result<Decoded<'_>, Damage>> + '_ {
-        self.chunks.iter().flat_map(move |c| self.chunk_records(c))
+    /// Every chunk with its items, in sequence order, in one pass that releases each chunk's pages
+    /// from the process's resident set once the walk has moved past it (see [`crate::pages`]): a
+    /// whole ring is never resident at once. Items of a chunk passed may still be read: its pages
+    /// fault in again.
+    pub fn chunk_pass(&self) -> ChunkPass<'_> {
+        ChunkPass { reader: self, chunks: self.chunks.iter(), behind: Behind::new(&self.bytes), current: None }
     }
 
-    /// Every `ClockSync` pair in the file (cheap: other records are skipped by their frame length).
+    /// Every item in commit order. Decoding damage inside a chunk yields one `Err(Damage)` and skips the
+    /// rest of that chunk; the next chunk decodes normally. One [`RingReader::chunk_pass`].
+    pub fn records(&self) -> impl Iterator<Item = Result<Decoded<'_>, Damage>> + '_ {
+        self.chunk_pass().flat_map(|(_, items)| items)
+    }
+
+    /// Every `ClockSync` pair in the file, in sequence order (found while the chunks were checked at
+    /// open, while their bytes were at hand).
     pub fn clock_syncs(&self) -> Vec<(u64, u64, u64)> {
-        let mut out = Vec::new();
-        for chunk in &self.chunks {
-            let payload = self.payload(chunk);
-            let mut pos = 0usize;
-            // Where a longest short frame still fits in what follows.
-            let roomy = payload.len().saturating_sub(2 + 255);
-            while pos < payload.len() {
-                // Short frames of other types skipped by their length byte alone (no other check
-                // while the frame surely lies inside the payload).
-                while pos < roomy {
-                    let (code, len) = (payload[pos], payload[pos + 1]);
-                    if code == type_code::CLOCK_SYNC || len == 0xff {
-                        break;
-                    }
-                    pos += 2 + usize::from(len);
-                }
-                if let Some(&[code, len]) = payload.get(pos..pos + 2) {
-                    if code != type_code::CLOCK_SYNC && len != 0xff && pos + 2 + usize::from(len) <= payload.len() {
-                        pos += 2 + usize::from(len);
-                        continue;
-                    }
-                }
-                let Ok((code, size)) = peek_frame(&payload[pos..]) else { break };
-                if code == type_code::CLOCK_SYNC {
-                    let mut st = DeltaState::default();
-                    if let Ok((Decoded::Record(Record::ClockSync { ticks, mono_ns, wall_ns }), _)) =
-                        decode_one(&payload[pos..], &mut st)
-                    {
-                        out.push((ticks, mono_ns, wall_ns));
-                    }
-                }
-                pos += size;
-            }
-        }
-        out
+        self.syncs.clone()
     }
 
     /// A converter from this file's ticks to monotonic and wall-clock nanoseconds.
@@ -279,6 +268,36 @@ fn special_kind(meta: &std::fs::Metadata) -> &'static str {
         "a socket"
     } else {
         "a special file"
+    }
+}
+
+/// A walk over the chunks in sequence order: see [`RingReader::chunk_pass`].
+pub struct ChunkPass<'a> {
+    reader: &'a RingReader,
+    chunks: std::slice::Iter<'a, ChunkRef>,
+    behind: Behind<'a>,
+    /// The chunk handed out last, released once the walk moves on.
+    current: Option<&'a ChunkRef>,
+}
+
+impl<'a> Iterator for ChunkPass<'a> {
+    type Item = (&'a ChunkRef, ChunkRecords<'a>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Some(c) = self.current.take() {
+            self.behind.done(self.reader.slot_range(c));
+        }
+        let c = self.chunks.next()?;
+        self.current = Some(c);
+        Some((c, self.reader.chunk_records(c)))
+    }
+}
+
+impl Drop for ChunkPass<'_> {
+    fn drop(&mut self) {
+        if let Some(c) = self.current.take() {
+            self.behind.done(self.reader.slot_range(c));
+        }
     }
 }
 
@@ -336,6 +355,54 @@ impl<'a> Iterator for ChunkRecords<'a> {
     }
 }
 
+/// A committed chunk's payload.
+fn payload_of<'d>(data: &'d [u8], c: &ChunkRef) -> &'d [u8] {
+    let start = c.offset as usize + CHUNK_HEADER_BYTES;
+    &data[start..start + c.len as usize]
+}
+
+/// The bytes of a chunk's slot (header, payload and the unused rest), which a pass is done with once
+/// it has read the chunk.
+fn slot_range(data: &[u8], h: &FileHeader, c: &ChunkRef) -> Range<usize> {
+    let slot = u64::from(h.chunk_bytes).max(CHUNK_HEADER_BYTES as u64 + u64::from(c.len));
+    c.offset as usize..(c.offset.saturating_add(slot) as usize).min(data.len())
+}
+
+/// Appends the `ClockSync` pairs of a chunk's payload to `out` (cheap: other records are skipped by
+/// their frame length).
+fn clock_syncs_in(payload: &[u8], out: &mut Vec<(u64, u64, u64)>) {
+    let mut pos = 0usize;
+    // Where a longest short frame still fits in what follows.
+    let roomy = payload.len().saturating_sub(2 + 255);
+    while pos < payload.len() {
+        // Short frames of other types skipped by their length byte alone (no other check
+        // while the frame surely lies inside the payload).
+        while pos < roomy {
+            let (code, len) = (payload[pos], payload[pos + 1]);
+            if code == type_code::CLOCK_SYNC || len == 0xff {
+                break;
+            }
+            pos += 2 + usize::from(len);
+        }
+        if let Some(&[code, len]) = payload.get(pos..pos + 2) {
+            if code != type_code::CLOCK_SYNC && len != 0xff && pos + 2 + usize::from(len) <= payload.len() {
+                pos += 2 + usize::from(len);
+                continue;
+            }
+        }
+        let Ok((code, size)) = peek_frame(&payload[pos..]) else { break };
+        if code == type_code::CLOCK_SYNC {
+            let mut st = DeltaState::default();
+            if let Ok((Decoded::Record(Record::ClockSync { ticks, mono_ns, wall_ns }), _)) =
+                decode_one(&payload[pos..], &mut st)
+            {
+                out.push((ticks, mono_ns, wall_ns));
+            }
+        }
+        pos += size;
+    }
+}
+
 fn read_dictionary(data: &[u8], h: &FileHeader, strings: &mut StringTable, damage: &mut Vec<Damage>) {
     let start = h.dict_offset as usize;
     let end = (h.dict_offset.saturating_add(h.dict_bytes) as usize).min(data.len());
@@ -375,9 +442,18 @@ fn read_dictionary(data: &[u8], h: &FileHeader, strings: &mut StringTable, damag
     }
 }
 
-fn scan_chunks(data: &[u8], h: &FileHeader, damage: &mut Vec<Damage>) -> (Vec<ChunkRef>, u32) {
+/// Classifies every slot and reads the clock syncs of the intact chunks while their bytes are at hand:
+/// the chunks in sequence order, the empty slots, the clock syncs in sequence order.
+fn scan_chunks(
+    data: &[u8],
+    h: &FileHeader,
+    damage: &mut Vec<Damage>,
+    behind: &mut Behind,
+) -> (Vec<ChunkRef>, u32, Vec<(u64, u64, u64)>) {
     let mut chunks = Vec::new();
     let mut empty = 0u32;
+    // The clock syncs in slot order, and where each intact chunk's lie among them (by offset).
+    let (mut found, mut spans) = (Vec::new(), Vec::new());
     let cb = h.chunk_bytes as u64;
     for slot in 0..h.chunk_count {
         let off = h.ring_offset + u64::from(slot) * cb;
@@ -388,7 +464,11 @@ fn scan_chunks(data: &[u8], h: &FileHeader, damage: &mut Vec<Damage>) -> (Vec<Ch
         match inspect(&data[off as usize..end]) {
             ChunkState::Empty => empty += 1,
             ChunkState::Valid { seq, base_ticks, len } => {
-                chunks.push(ChunkRef { seq, slot, offset: off, base_ticks, len });
+                let c = ChunkRef { seq, slot, offset: off, base_ticks, len };
+                let from = found.len();
+                clock_syncs_in(payload_of(data, &c), &mut found);
+                spans.push((off, from..found.len()));
+                chunks.push(c);
             }
             ChunkState::Damaged { seq, reason } => {
                 let seq = if seq == u64::MAX { "?".to_string() } else { seq.to_string() };
@@ -396,6 +476,7 @@ fn scan_chunks(data: &[u8], h: &FileHeader, damage: &mut Vec<Damage>) -> (Vec<Ch
                     .push(Damage { offset: off, what: format!("chunk in slot {slot} (seq {seq}): {reason}; skipped") });
             }
         }
+        behind.done(off as usize..end);
     }
     let deduped = in_sequence(chunks, damage);
     // A slot being recycled at the time of the crash is expected; a seq beyond the slot count in a
@@ -413,7 +494,13 @@ fn scan_chunks(data: &[u8], h: &FileHeader, damage: &mut Vec<Damage>) -> (Vec<Ch
             });
         }
     }
-    (deduped, empty)
+    let mut syncs = Vec::with_capacity(found.len());
+    for c in &deduped {
+        if let Ok(i) = spans.binary_search_by_key(&c.offset, |s| s.0) {
+            syncs.extend_from_slice(&found[spans[i].1.clone()]);
+        }
+    }
+    (deduped, empty, syncs)
 }
 
 /// The chunks a scan found in a file whose geometry is not known (see [`header_recovery`]): the intact

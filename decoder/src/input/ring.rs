@@ -140,10 +140,10 @@ pub fn feed(
         last_ts: 0,
         skipped: Skipped::default(),
     };
-    // Chunk by chunk (the same order as `reader.records()`), each record handed over where it is
-    // decoded.
-    for chunk in reader.chunks() {
-        if let Some(d) = reader.chunk_records(chunk).for_each_item(&mut conv) {
+    // Chunk by chunk in one pass (the same order as `reader.records()`: each chunk's pages leave the
+    // resident set once decoded), each record handed over where it is decoded.
+    for (_, items) in reader.chunk_pass() {
+        if let Some(d) = items.for_each_item(&mut conv) {
             conv.on_damage(d, path, notes);
         }
     }
