@@ -704,17 +704,11 @@ mod tests {
     /// is the one a merge taken one interval at a time makes.
     #[test]
     fn merged_prefix_splits_as_a_step_by_step_merge() {
-        let mut x = 4242u64;
-        let mut rnd = |m: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % m
-        };
+        let mut rng = crate::xorshift::XorShift(4242);
         for _ in 0..300 {
             let mut run = || -> Vec<(Ns, Ns)> {
-                let len = rnd(30);
-                let mut v: Vec<(Ns, Ns)> = (0..len).map(|_| (rnd(40), 0)).collect();
+                let len = rng.below(30);
+                let mut v: Vec<(Ns, Ns)> = (0..len).map(|_| (rng.below(40), 0)).collect();
                 v.sort_unstable();
                 v
             };
