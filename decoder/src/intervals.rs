@@ -13,8 +13,10 @@ use rustc_hash::FxHasher;
 use crate::model::Ns;
 
 mod compact;
+mod cover;
 
 pub use compact::{CompactIntervals, CompactIter};
+pub use cover::measure_by_cover;
 
 /// A `HashMap` with rustc's FxHash: fast and non-cryptographic, for the decoder's hot maps keyed by
 /// integers (correlation ids, range ids, name pointers). Not for attacker-controlled string keys.
@@ -473,159 +475,6 @@ impl<'a> WindowCursor<'a> {
                 add(w, b - a);
             }
         }
-    }
-}
-
-/// Time covered by `K` sorted disjoint interval iterators, split by which of them cover it: entry
-/// `m` of the result is the time covered by exactly the lists whose bits are set in `m` (entry 0
-/// stays 0), in total and inside each window (windows in any order, may overlap). One pass over
-/// all the intervals, however many measures are derived from the masks (union: every nonzero
-/// mask; intersection of lists a and b: the masks with both bits).
-pub fn measure_by_cover<const K: usize, const M: usize>(
-    mut lists: [impl Iterator<Item = (Ns, Ns)>; K],
-    windows: &[(Ns, Ns)],
-) -> ([Ns; M], Vec<[Ns; M]>) {
-    const { assert!(M == 1 << K) };
-    // The time each mask covered before each window's start and end, in time order: a window's
-    // part is the difference (one comparison per stretch of cover instead of a window walk).
-    let mut bounds = CoverBounds::<M>::new(windows);
-    let mut total = [0 as Ns; M];
-    let mut cur: [Option<(Ns, Ns)>; K] = std::array::from_fn(|k| lists[k].next());
-    if let Some(mut t) = cur.iter().flatten().map(|iv| iv.0).min() {
-        loop {
-            // The lists covering `t`, and the next time that changes.
-            let mut mask = 0usize;
-            let mut next = Ns::MAX;
-            for (k, iv) in cur.iter().enumerate() {
-                if let Some((s, e)) = *iv {
-                    if s <= t {
-                        mask |= 1 << k;
-                        next = next.min(e);
-                    } else {
-                        next = next.min(s);
-                    }
-                }
-            }
-            if next == Ns::MAX {
-                break;
-            }
-            if mask != 0 {
-                bounds.pass(&total, t, next, mask);
-                total[mask] += next - t;
-            }
-            t = next;
-            if mask.is_power_of_two() && cur[mask.trailing_zeros() as usize].is_some_and(|(_, e)| e == next) {
-                // List `k` alone covered up to its interval's end: its following intervals that end
-                // before any other list's next start are covered by it alone, whole.
-                let k = mask.trailing_zeros() as usize;
-                let others = cur.iter().enumerate().filter(|&(j, _)| j != k);
-                let bound = others.filter_map(|(_, iv)| iv.map(|(s, _)| s)).min().unwrap_or(Ns::MAX);
-                let (iv, last_end) = add_alone(&mut lists[k], bound, mask, &mut total, &mut bounds);
-                cur[k] = iv;
-                t = last_end.unwrap_or(t);
-                continue;
-            }
-            for (k, iv) in cur.iter_mut().enumerate() {
-                while iv.is_some_and(|(_, e)| e <= t) {
-                    *iv = lists[k].next();
-                }
-            }
-        }
-    }
-    (total, bounds.finish(&total, windows))
-}
-
-/// [`measure_by_cover`]'s run of the intervals of one list `it` that `mask` (that list alone)
-/// covers: those that end by `bound` are added (as the walk would, one by one); returns the first
-/// that does not (None at the end of the list) and the last end added. The list's state stays in
-/// registers while the run lasts, and `total[mask]` is kept in one between window bounds.
-#[inline(never)]
-fn add_alone<const M: usize>(
-    it: &mut impl Iterator<Item = (Ns, Ns)>,
-    bound: Ns,
-    mask: usize,
-    total: &mut [Ns; M],
-    bounds: &mut CoverBounds<M>,
-) -> (Option<(Ns, Ns)>, Option<Ns>) {
-    let mut last_end = None;
-    let mut next_bound = bounds.next_time();
-    let mut sum = total[mask];
-    loop {
-        match it.next() {
-            Some((s, e)) if e <= bound => {
-                if next_bound < e {
-                    total[mask] = sum;
-                    bounds.pass(total, s, e, mask);
-                    next_bound = bounds.next_time();
-                }
-                sum += e - s;
-                last_end = Some(e);
-            }
-            iv => {
-                total[mask] = sum;
-                return (iv, last_end);
-            }
-        }
-    }
-}
-
-/// The windows' starts and ends in time order, each with the time every mask had covered before it
-/// (filled in as stretches of cover pass them, in time order).
-struct CoverBounds<const M: usize> {
-    /// (time, index into `before`), sorted by time.
-    order: Vec<(Ns, usize)>,
-    /// The first of `order` not yet passed.
-    next: usize,
-    /// Per window, the covered time before its start (`2w`) and before its end (`2w + 1`).
-    before: Vec<[Ns; M]>,
-}
-
-impl<const M: usize> CoverBounds<M> {
-    fn new(windows: &[(Ns, Ns)]) -> Self {
-        let mut order: Vec<(Ns, usize)> = Vec::with_capacity(2 * windows.len());
-        for (w, &(s, e)) in windows.iter().enumerate() {
-            order.push((s, 2 * w));
-            order.push((e, 2 * w + 1));
-        }
-        order.sort_unstable();
-        CoverBounds { order, next: 0, before: vec![[0; M]; 2 * windows.len()] }
-    }
-
-    /// The time of the next bound not passed yet (`Ns::MAX` when none is left).
-    #[inline(always)]
-    fn next_time(&self) -> Ns {
-        self.order.get(self.next).map_or(Ns::MAX, |o| o.0)
-    }
-
-    /// `[s, e)` is covered by `mask` next (in time order, after the cover `total` holds): the
-    /// bounds up to `e` take their covered time.
-    #[inline(always)]
-    fn pass(&mut self, total: &[Ns; M], s: Ns, e: Ns, mask: usize) {
-        while let Some(&(b, i)) = self.order.get(self.next) {
-            if b >= e {
-                break;
-            }
-            self.before[i] = *total;
-            if b > s {
-                self.before[i][mask] += b - s;
-            }
-            self.next += 1;
-        }
-    }
-
-    /// Each window's cover: what was covered before its end less what was before its start.
-    fn finish(mut self, total: &[Ns; M], windows: &[(Ns, Ns)]) -> Vec<[Ns; M]> {
-        for &(_, i) in &self.order[self.next..] {
-            self.before[i] = *total;
-        }
-        windows
-            .iter()
-            .enumerate()
-            .map(|(w, &(s, e))| {
-                let (a, b) = (&self.before[2 * w], &self.before[2 * w + 1]);
-                std::array::from_fn(|m| if e > s { b[m] - a[m] } else { 0 })
-            })
-            .collect()
     }
 }
 

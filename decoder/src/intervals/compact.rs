@@ -198,8 +198,10 @@ impl Iterator for CompactIter<'_> {
             let rest = w >> (8 * n);
             let m = rest.trailing_zeros() + 1;
             if n + m <= 8 {
-                let gap = w >> n & ((1 << (7 * n)) - 1);
-                let len = rest >> m & ((1 << (7 * m)) - 1);
+                // The gap's 7n bits lie at [n, 8n) of the word, the length's 7m bits at
+                // [8n + m, 8n + 8m): each shifted up to the top, then down (no masks).
+                let gap = w << (64 - 8 * n) >> (64 - 7 * n);
+                let len = w << (64 - 8 * (n + m)) >> (64 - 7 * m);
                 self.pos += (n + m) as usize;
                 let s = self.prev_end + gap;
                 self.prev_end = s + len;
