@@ -16,15 +16,23 @@ pub struct CorrSlots<V> {
     /// Entries in `dense`.
     dense_filled: usize,
     sparse: SeqMap<u64, V>,
+    /// Slots made room for at the first insert (address space only until used): no regrowing
+    /// and copying the vector up to there.
+    room: usize,
 }
 
 impl<V> Default for CorrSlots<V> {
     fn default() -> Self {
-        CorrSlots { base: 0, dense: Vec::new(), dense_filled: 0, sparse: SeqMap::default() }
+        CorrSlots::with_room(0)
     }
 }
 
 impl<V> CorrSlots<V> {
+    /// Empty, with room for `room` slots made at the first insert.
+    pub fn with_room(room: usize) -> Self {
+        CorrSlots { base: 0, dense: Vec::new(), dense_filled: 0, sparse: SeqMap::default(), room }
+    }
+
     /// Index of `k` in the vector, when it is inside.
     #[inline]
     fn index(&self, k: u64) -> Option<usize> {
@@ -90,6 +98,7 @@ impl<V> CorrSlots<V> {
     fn insert_any(&mut self, k: u64, v: V) {
         if self.dense.is_empty() {
             self.base = k;
+            self.dense.reserve(self.room);
         }
         if !self.sparse.is_empty() {
             self.sparse.remove(&k);

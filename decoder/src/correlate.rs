@@ -341,6 +341,11 @@ impl<V> Default for Generations<V> {
 }
 
 impl<V> Generations<V> {
+    /// Empty, with room for `room` entries made at the first insert (see [`CorrSlots::with_room`]).
+    pub(crate) fn with_room(room: usize) -> Self {
+        Generations { young: CorrSlots::with_room(room), old: CorrSlots::default() }
+    }
+
     // An empty generation is not probed (a lookup that misses the vector would go on to the map),
     // paid per API call when GPU work never arrives before its launch.
     #[inline(always)]
@@ -443,7 +448,7 @@ fn add_up_chain(gpu_of: &mut [Option<Ns>], seen: &mut Vec<u32>, t: Ns, mut up: i
 }
 
 /// Projects GPU work onto the ranges it was launched in.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct RangeProjection {
     /// Launch correlation -> innermost range open at the launch.
     launches: Generations<RangeId>,
@@ -464,6 +469,26 @@ pub struct RangeProjection {
     stats: Vec<(u64, u64)>,
     /// Complete range trees folded into per-chain GPU time (when the input allows it).
     fold: RangeFold,
+}
+
+/// Launches made room for at once (a generation's vector grows no further than this before it
+/// is regrown by copying).
+const LAUNCH_ROOM: usize = 1 << 17;
+
+impl Default for RangeProjection {
+    fn default() -> Self {
+        RangeProjection {
+            launches: Generations::with_room(LAUNCH_ROOM),
+            early_gpu: Generations::default(),
+            ranges: Vec::new(),
+            names: Vec::new(),
+            name_index: FastMap::default(),
+            direct: Vec::new(),
+            direct_summed: 0,
+            stats: Vec::new(),
+            fold: RangeFold::default(),
+        }
+    }
 }
 
 impl RangeProjection {

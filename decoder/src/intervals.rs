@@ -82,6 +82,8 @@ pub struct StreamingUnion {
     lanes: [Vec<(Ns, Ns)>; LANES],
     /// A lane whose last start is the latest of all lanes' (any lane when all are empty).
     top: usize,
+    /// The lane the last search picked (another stream's, mostly): tried after `top`.
+    alt: usize,
     /// Pending intervals that fit no lane (in arrival order).
     mixed: Vec<(Ns, Ns)>,
     /// Intervals in `lanes` and `mixed`.
@@ -141,21 +143,31 @@ impl StreamingUnion {
     /// else `mixed`).
     #[inline]
     fn insert_pending(&mut self, s: Ns, e: Ns) {
-        // Mostly the lane with the latest last start takes it: it is then the one the search finds
-        // (of lanes with equal last starts, whichever: any lane sorted by start gives the same union).
-        let top = &mut self.lanes[self.top];
-        if let Some(l) = top.last_mut() {
-            if l.0 <= s {
+        // Mostly the lane with the latest last start takes it, else the lane of the stream that
+        // took the last searched one: any lane whose last start is at or before `s` keeps its
+        // order, and any lanes sorted by start give the same union.
+        if !self.insert_into(self.top, s, e) && !self.insert_into(self.alt, s, e) {
+            self.insert_searched(s, e);
+        }
+    }
+
+    /// Into lane `i` when its last start is at or before `s` (false when it is not, or empty).
+    #[inline(always)]
+    fn insert_into(&mut self, i: usize, s: Ns, e: Ns) -> bool {
+        let lane = &mut self.lanes[i];
+        match lane.last_mut() {
+            Some(l) if l.0 <= s => {
+                // Sorted by start, so touching the last interval means overlapping the union.
                 if s <= l.1 {
                     l.1 = l.1.max(e);
                 } else {
-                    top.push((s, e));
+                    lane.push((s, e));
                     self.pending += 1;
                 }
-                return;
+                true
             }
+            _ => false,
         }
-        self.insert_searched(s, e);
     }
 
     /// [`StreamingUnion::insert_pending`] of an interval the top lane cannot take.
@@ -180,6 +192,7 @@ impl StreamingUnion {
                     // All lanes were empty.
                     self.top = i;
                 }
+                self.alt = i;
                 let lane = &mut self.lanes[i];
                 match lane.last_mut() {
                     // Sorted by start, so touching the last interval means overlapping the union.
