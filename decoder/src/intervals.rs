@@ -198,6 +198,10 @@ impl StreamingUnion {
                     // Sorted by start, so touching the last interval means overlapping the union.
                     Some(l) if s <= l.1 => l.1 = l.1.max(e),
                     _ => {
+                        if lane.capacity() == 0 {
+                            // A lane's share of the pending window at once, not regrown from empty.
+                            lane.reserve(PENDING_MAX / LANES);
+                        }
                         lane.push((s, e));
                         self.pending += 1;
                     }
