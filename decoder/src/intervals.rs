@@ -16,7 +16,7 @@ mod compact;
 mod cover;
 
 pub use compact::{CompactIntervals, CompactIter};
-pub use cover::measure_by_cover;
+pub use cover::{measure_by_cover, CoverList};
 
 /// A `HashMap` with rustc's FxHash: fast and non-cryptographic, for the decoder's hot maps keyed by
 /// integers (correlation ids, range ids, name pointers). Not for attacker-controlled string keys.

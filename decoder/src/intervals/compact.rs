@@ -184,15 +184,13 @@ impl CompactIter<'_> {
     }
 }
 
-impl Iterator for CompactIter<'_> {
-    type Item = (Ns, Ns);
+impl CompactIter<'_> {
+    /// The interval at `pos` (below `end`) after one ending at `prev_end`, and the position after
+    /// it.
     #[inline(always)]
-    fn next(&mut self) -> Option<(Ns, Ns)> {
-        if self.pos >= self.end {
-            return None;
-        }
+    fn decode(&self, pos: usize, prev_end: Ns) -> (Ns, Ns, usize) {
         // Mostly both values lie in the word at `pos` (as `CompactIntervals::push` wrote them).
-        let w = self.word(self.pos);
+        let w = self.word(pos);
         let n = w.trailing_zeros() + 1;
         if n < 8 {
             let rest = w >> (8 * n);
@@ -202,15 +200,55 @@ impl Iterator for CompactIter<'_> {
                 // [8n + m, 8n + 8m): each shifted up to the top, then down (no masks).
                 let gap = w << (64 - 8 * n) >> (64 - 7 * n);
                 let len = w << (64 - 8 * (n + m)) >> (64 - 7 * m);
-                self.pos += (n + m) as usize;
-                let s = self.prev_end + gap;
-                self.prev_end = s + len;
-                return Some((s, s + len));
+                let s = prev_end + gap;
+                return (s, s + len, pos + (n + m) as usize);
             }
         }
-        let s = self.prev_end + self.value();
-        let e = s + self.value();
-        self.prev_end = e;
+        self.decode_long(pos, prev_end)
+    }
+
+    /// [`CompactIter::decode`] of values not both in one word.
+    #[inline(never)]
+    fn decode_long(&self, pos: usize, prev_end: Ns) -> (Ns, Ns, usize) {
+        let mut it = CompactIter { bytes: self.bytes, end: self.end, pos, prev_end };
+        let s = it.prev_end + it.value();
+        let e = s + it.value();
+        (s, e, it.pos)
+    }
+
+    /// The intervals that end by `limit`, taken: the sum of their lengths and the last end (`from`
+    /// when none did), and the first interval that ends after `limit`, taken too (None at the end).
+    /// As [`Iterator::next`] one by one, with the state in registers.
+    #[inline]
+    pub fn sum_run(&mut self, from: Ns, limit: Ns) -> (Ns, Ns, Option<(Ns, Ns)>) {
+        let (mut pos, mut prev_end) = (self.pos, self.prev_end);
+        let (mut lens, mut last) = (0, from);
+        let first_after = loop {
+            if pos >= self.end {
+                break None;
+            }
+            let (s, e, next) = self.decode(pos, prev_end);
+            (pos, prev_end) = (next, e);
+            if e > limit {
+                break Some((s, e));
+            }
+            lens += e - s;
+            last = e;
+        };
+        (self.pos, self.prev_end) = (pos, prev_end);
+        (lens, last, first_after)
+    }
+}
+
+impl Iterator for CompactIter<'_> {
+    type Item = (Ns, Ns);
+    #[inline(always)]
+    fn next(&mut self) -> Option<(Ns, Ns)> {
+        if self.pos >= self.end {
+            return None;
+        }
+        let (s, e, pos) = self.decode(self.pos, self.prev_end);
+        (self.pos, self.prev_end) = (pos, e);
         Some((s, e))
     }
 }

@@ -1,14 +1,44 @@
 //! [`measure_by_cover`]: the time several sorted disjoint interval lists cover, split by which of
 //! them cover it, in total and inside windows, in one pass over all the intervals.
 
+use super::CompactIter;
 use crate::model::Ns;
+
+/// A sorted disjoint list as [`measure_by_cover`] walks it: one interval at a time, and runs of
+/// intervals summed (which a list may do faster than one by one).
+pub trait CoverList: Iterator<Item = (Ns, Ns)> {
+    /// The intervals that end by `limit`, taken: the sum of their lengths and the last end (`from`
+    /// when none did), and the first interval that ends after `limit`, taken too (None at the end).
+    fn sum_until(&mut self, from: Ns, limit: Ns) -> (Ns, Ns, Option<(Ns, Ns)>) {
+        let (mut lens, mut last) = (0, from);
+        while let Some((s, e)) = self.next() {
+            if e > limit {
+                return (lens, last, Some((s, e)));
+            }
+            lens += e - s;
+            last = e;
+        }
+        (lens, last, None)
+    }
+}
+
+impl CoverList for CompactIter<'_> {
+    #[inline(always)]
+    fn sum_until(&mut self, from: Ns, limit: Ns) -> (Ns, Ns, Option<(Ns, Ns)>) {
+        self.sum_run(from, limit)
+    }
+}
+
+impl CoverList for std::iter::Copied<std::slice::Iter<'_, (Ns, Ns)>> {}
+
+impl CoverList for Box<dyn Iterator<Item = (Ns, Ns)> + '_> {}
 
 /// Time covered by `K` sorted disjoint interval iterators, split by which of them cover it: entry
 /// `m` of the result is the time covered by exactly the lists whose bits are set in `m` (entry 0
 /// stays 0), in total and inside each window (windows in any order, may overlap). One pass over
 /// all the intervals, however many measures are derived from the masks (union: every nonzero
 /// mask; intersection of lists a and b: the masks with both bits).
-pub fn measure_by_cover<const K: usize, const M: usize, I: Iterator<Item = (Ns, Ns)>>(
+pub fn measure_by_cover<const K: usize, const M: usize, I: CoverList>(
     lists: [I; K],
     windows: &[(Ns, Ns)],
 ) -> ([Ns; M], Vec<[Ns; M]>) {
@@ -92,10 +122,10 @@ struct Run {
 /// [`measure_by_cover`]'s run of the intervals of one list `it` that end by `run.bound`: each
 /// interval is covered by `bg | bit`, each gap before one by `bg` (by nothing when `bg` is 0), added
 /// as the step-by-step walk would. Returns the list, its first interval that does not end by the
-/// bound (None at its end) and the last end added (`from` when none was). The list's state stays in
-/// registers while the run lasts, and the sums are kept in locals between window bounds.
+/// bound (None at its end) and the last end added (`from` when none was). Between window bounds the
+/// list sums its intervals itself ([`CoverList::sum_until`]), the sums kept in locals.
 #[inline(never)]
-fn add_run<const M: usize, I: Iterator<Item = (Ns, Ns)>>(
+fn add_run<const M: usize, I: CoverList>(
     it: I,
     run: Run,
     total: &mut [Ns; M],
@@ -106,27 +136,26 @@ fn add_run<const M: usize, I: Iterator<Item = (Ns, Ns)>>(
     let Run { from, bound, bg, bit } = run;
     let full = bg | bit;
     let mut last_end = from;
-    let mut next_bound = bounds.next_time();
     // Gaps (covered by `bg`) and intervals (by `full`) not yet in `total`.
     let (mut gaps, mut lens) = (0 as Ns, 0 as Ns);
     loop {
-        match it.next() {
+        // Intervals that end by the next window bound pass none: summed.
+        let (l, end, after) = it.sum_until(last_end, bound.min(bounds.next_time()));
+        lens += l;
+        gaps += end - last_end - l;
+        last_end = end;
+        match after {
             Some((s, e)) if e <= bound => {
-                if next_bound < e {
-                    // A window bound in the gap or the interval: the sums so far go in first.
-                    total[full] += lens;
-                    lens = 0;
-                    if bg != 0 {
-                        total[bg] += gaps;
-                        gaps = 0;
-                        bounds.pass(total, last_end, s, bg);
-                        total[bg] += s - last_end;
-                    }
-                    bounds.pass(total, s, e, full);
-                    next_bound = bounds.next_time();
-                } else {
-                    gaps += s - last_end;
+                // A window bound in the gap or the interval: the sums so far go in first.
+                total[full] += lens;
+                lens = 0;
+                if bg != 0 {
+                    total[bg] += gaps;
+                    gaps = 0;
+                    bounds.pass(total, last_end, s, bg);
+                    total[bg] += s - last_end;
                 }
+                bounds.pass(total, s, e, full);
                 lens += e - s;
                 last_end = e;
             }
