@@ -273,10 +273,11 @@ mod tests {
     fn cover_matches_a_unit_by_unit_count() {
         let mut rng = XorShift(99);
         for round in 0..300 {
+            let n = [rng.below(60), rng.below(8), rng.below(6)];
             let lists = [
-                list(&mut rng, rng.below(60), 4, 6),
-                list(&mut rng, rng.below(8), 40, 60),
-                list(&mut rng, rng.below(6), 30, 80 * (round % 3)),
+                list(&mut rng, n[0], 4, 6),
+                list(&mut rng, n[1], 40, 60),
+                list(&mut rng, n[2], 30, 1 + 80 * (round % 3)),
             ];
             let horizon = lists.iter().flatten().map(|iv| iv.1).max().unwrap_or(0) + 5;
             let windows: Vec<(Ns, Ns)> = (0..rng.below(6))
