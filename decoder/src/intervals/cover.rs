@@ -11,7 +11,7 @@ pub trait CoverList: Iterator<Item = (Ns, Ns)> {
     /// when none did), and the first interval that ends after `limit`, taken too (None at the end).
     fn sum_until(&mut self, from: Ns, limit: Ns) -> (Ns, Ns, Option<(Ns, Ns)>) {
         let (mut lens, mut last) = (0, from);
-        while let Some((s, e)) = self.next() {
+        for (s, e) in &mut *self {
             if e > limit {
                 return (lens, last, Some((s, e)));
             }
