@@ -8,12 +8,17 @@ use regex_lite::Regex;
 
 use super::corr_ids::CorrIds;
 use super::facts::*;
-use super::runs::Runs;
+use super::runs::{Runs, SizeHints};
 use super::timeline::{self, CallClass, OpKind, RawCall, RawOp};
 use crate::clock_alignment::CollectiveEnds;
 use crate::intervals::{FastMap, SeqMap};
 use crate::model::*;
 use crate::steps::StepFinder;
+
+/// The run lengths of the GPU operations and host calls of the last process collected (the next
+/// reserves as much: its lists then grow without copying).
+static OP_RUNS: SizeHints = SizeHints::new();
+static CALL_RUNS: SizeHints = SizeHints::new();
 
 /// Most memory samples kept per process.
 const MAX_MEM_SAMPLES: usize = 200_000;
@@ -124,8 +129,8 @@ impl FactCollector {
             info: None,
             steps: Some(StepFinder::new(step_pattern)),
             span: (u64::MAX, 0),
-            ops: Runs::default(),
-            calls: Runs::default(),
+            ops: Runs::with_hints(&OP_RUNS),
+            calls: Runs::with_hints(&CALL_RUNS),
             corr_ids: CorrIds::default(),
             names: Vec::new(),
             name_ids: HashMap::new(),
