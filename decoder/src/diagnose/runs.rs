@@ -59,13 +59,25 @@ pub struct Runs<T: Keyed> {
     /// The run the last item joined, and the one joined before it.
     recent: usize,
     before: usize,
+    /// The last key of run `recent` (None before the first run) and of the run before it (None
+    /// for the first run): an item from the one up to below the other extends run `recent`.
+    recent_last: Option<T::Key>,
+    recent_above: Option<T::Key>,
     /// Where the lengths of the last runs are kept (none: runs start small).
     hints: Option<&'static SizeHints>,
 }
 
 impl<T: Keyed> Default for Runs<T> {
     fn default() -> Self {
-        Runs { runs: Vec::new(), mixed: Vec::new(), recent: 0, before: 0, hints: None }
+        Runs {
+            runs: Vec::new(),
+            mixed: Vec::new(),
+            recent: 0,
+            before: 0,
+            recent_last: None,
+            recent_above: None,
+            hints: None,
+        }
     }
 }
 
@@ -107,18 +119,39 @@ impl<T: Keyed> Runs<T> {
     #[inline(always)]
     pub fn push(&mut self, x: T) {
         let k = x.key();
-        // Most items extend the run the previous one joined, or the one before that (streams
-        // taking turns): that run when it is still the first whose last key is at or below `k`.
-        for r in [self.recent, self.before] {
-            if self.is_first_fit(r, k) {
-                push_grow(&mut self.runs[r], x);
-                if r != self.recent {
-                    (self.recent, self.before) = (r, self.recent);
-                }
+        // Most items extend the run the previous one joined: that run when it is still the first
+        // whose last key is at or below `k` (the keys around it are kept at hand).
+        if self.recent_last.is_some_and(|l| l <= k) && self.recent_above.is_none_or(|a| k < a) {
+            if let Some(run) = self.runs.get_mut(self.recent) {
+                push_grow(run, x);
+                self.recent_last = Some(k);
                 return;
             }
         }
-        self.push_slow(x, k);
+        self.push_other(x, k);
+    }
+
+    /// [`Runs::push`] to a run other than the last one joined: the one joined before it (streams
+    /// taking turns), else the first that fits.
+    #[inline(never)]
+    fn push_other(&mut self, x: T, k: T::Key) {
+        let r = self.before;
+        if self.is_first_fit(r, k) {
+            push_grow(&mut self.runs[r], x);
+            self.joined(r);
+        } else {
+            self.push_slow(x, k);
+        }
+    }
+
+    /// An item joined run `r`: it becomes the recent run.
+    #[inline(always)]
+    fn joined(&mut self, r: usize) {
+        if r != self.recent {
+            (self.recent, self.before) = (r, self.recent);
+        }
+        self.recent_last = last_key(&self.runs[r]);
+        self.recent_above = r.checked_sub(1).and_then(|a| last_key(&self.runs[a]));
     }
 
     /// Run `r` is the first whose last key is at or below `k` (last keys strictly decrease).
@@ -150,7 +183,7 @@ impl<T: Keyed> Runs<T> {
                 return;
             }
         };
-        (self.recent, self.before) = (r, self.recent);
+        self.joined(r);
     }
 }
 
@@ -180,21 +213,25 @@ impl<T: Keyed + Copy> Runs<T> {
     }
 }
 
-/// Two lists sorted by key merged; of equal keys, `a`'s first.
+/// Two lists sorted by key merged; of equal keys, `a`'s first. Items come in stretches from one
+/// list (streams take turns): each stretch is found by comparing keys, then copied at once.
 fn merge2<T: Keyed + Copy>(a: Vec<T>, b: Vec<T>) -> Vec<T> {
     let mut out = Vec::with_capacity(a.len() + b.len());
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() && j < b.len() {
-        if b[j].key() < a[i].key() {
-            out.push(b[j]);
-            j += 1;
+    let (mut a, mut b) = (&a[..], &b[..]);
+    while let (Some(x), Some(y)) = (a.first(), b.first()) {
+        let (kx, ky) = (x.key(), y.key());
+        if ky < kx {
+            let n = b.iter().position(|y| y.key() >= kx).unwrap_or(b.len());
+            out.extend_from_slice(&b[..n]);
+            b = &b[n..];
         } else {
-            out.push(a[i]);
-            i += 1;
+            let n = a.iter().position(|x| x.key() > ky).unwrap_or(a.len());
+            out.extend_from_slice(&a[..n]);
+            a = &a[n..];
         }
     }
-    out.extend_from_slice(&a[i..]);
-    out.extend_from_slice(&b[j..]);
+    out.extend_from_slice(a);
+    out.extend_from_slice(b);
     out
 }
 
@@ -223,6 +260,11 @@ mod tests {
         let mut runs = Runs::default();
         for &x in &items {
             runs.push(x);
+            // The keys at hand are those of the recent run; the runs' last keys decrease.
+            let r = runs.recent;
+            assert_eq!(runs.recent_last, last_key(&runs.runs[r]));
+            assert_eq!(runs.recent_above, r.checked_sub(1).and_then(|a| last_key(&runs.runs[a])));
+            assert!(runs.runs.windows(2).all(|w| last_key(&w[1]) < last_key(&w[0])));
         }
         assert_eq!(runs.len(), items.len());
         assert_eq!(runs.into_sorted(), want);
