@@ -89,6 +89,9 @@ pub struct FactCollector {
     /// Kernel names with their family and slot in the family's by-name times (decided on the
     /// first kernel without imported collective info).
     kernel_names: Vec<(Name, Option<FamilySlot>)>,
+    /// Kernels and their GPU ns by index in `kernel_names`, of the kernels without imported
+    /// collective info (folded into their family's times at the end: one sum per kernel here).
+    kernel_times: Vec<(u64, Ns)>,
     /// Recent entries of `kernel_ids` (pointer, index, family and slot), by pointer bits.
     kernel_cache: NameCache<Option<FamilySlot>>,
     /// Call names of collectives, per op.
@@ -113,9 +116,10 @@ pub struct FactCollector {
     last_kernel: Option<(u32, Ns, Ns)>,
     tensor: (f64, u64),
     health: Vec<super::facts::HealthSample>,
-    /// Kernels per device; runs of the same device are counted in `device_run` first.
+    /// Kernels per device; runs of the same device are counted in `device_run` first (a device
+    /// and its kernels, none yet when 0).
     devices: FastMap<u32, u64>,
-    device_run: Option<(u32, u64)>,
+    device_run: (u32, u64),
     exited: bool,
     api_count: u64,
     /// Collective ends for clock alignment across hosts.
@@ -138,6 +142,7 @@ impl FactCollector {
             call_cache: NameCache::default(),
             kernel_ids: FastMap::default(),
             kernel_names: Vec::new(),
+            kernel_times: Vec::new(),
             kernel_cache: NameCache::default(),
             coll_names: FastMap::default(),
             pageable: SeqMap::default(),
@@ -155,7 +160,7 @@ impl FactCollector {
             tensor: (0.0, 0),
             health: Vec::new(),
             devices: FastMap::default(),
-            device_run: None,
+            device_run: (0, 0),
             exited: false,
             host: Default::default(),
             nccl: Default::default(),
@@ -254,6 +259,7 @@ impl FactCollector {
         let id = *self.kernel_ids.entry(key).or_insert(next);
         if id == next {
             self.kernel_names.push((k.name.clone(), None));
+            self.kernel_times.push((0, 0));
         }
         let c = self.kernel_family(k, id);
         if k.collective.is_none() {
@@ -265,11 +271,31 @@ impl FactCollector {
     /// Counts a kernel on `device`.
     fn count_device(&mut self, device: u32) {
         match &mut self.device_run {
-            Some((d, n)) if *d == device => *n += 1,
+            (d, n) if *d == device => *n += 1,
             run => {
-                if let Some((d, n)) = run.replace((device, 1)) {
+                let (d, n) = std::mem::replace(run, (device, 1));
+                if n > 0 {
                     *self.devices.entry(d).or_default() += n;
                 }
+            }
+        }
+    }
+
+    /// `kernels` more kernels of `family` and `ns` more GPU time, by name in `slot`.
+    fn add_family_time(&mut self, family: Family, slot: Option<u32>, kernels: u64, ns: Ns) {
+        let f = self.families[family as usize].get_or_insert_with(|| (0, 0, HashMap::new()));
+        f.0 += kernels;
+        f.1 += ns;
+        if let Some(i) = slot {
+            self.family_names[i as usize].1 += ns;
+        }
+    }
+
+    /// The kernels summed by name added to their family's times.
+    fn fold_kernel_times(&mut self) {
+        for (id, (n, ns)) in std::mem::take(&mut self.kernel_times).into_iter().enumerate() {
+            if let (true, Some((family, slot))) = (n > 0, self.kernel_names[id].1) {
+                self.add_family_time(family, slot, n, ns);
             }
         }
     }
@@ -309,11 +335,13 @@ impl TraceSink for FactCollector {
         }
         let corr = self.corr_ids.compact(k.correlation);
         self.ops.push(RawOp { start: k.start, end: k.end, corr, kind, family });
-        let f = self.families[family as usize].get_or_insert_with(|| (0, 0, HashMap::new()));
-        f.0 += 1;
-        f.1 += k.duration();
-        if let Some(i) = slot {
-            self.family_names[i as usize].1 += k.duration();
+        if k.collective.is_none() {
+            // Its family and slot are its name's: summed per name, folded in at the end.
+            let t = &mut self.kernel_times[id as usize];
+            t.0 += 1;
+            t.1 += k.duration();
+        } else {
+            self.add_family_time(family, slot, 1, k.duration());
         }
         if kind == OpKind::Comm {
             self.comm_kernels.push(k.clone());
@@ -483,6 +511,7 @@ impl TraceSink for FactCollector {
         for f in &mut memory.failures {
             f.step = tl.step_of_time.as_ref().and_then(|s| s.at(f.ts));
         }
+        self.fold_kernel_times();
         let mut families: Vec<FamilyStat> = Family::ALL
             .into_iter()
             .filter_map(|family| Some((family, self.families[family as usize].take()?)))
@@ -501,7 +530,7 @@ impl TraceSink for FactCollector {
             })
             .collect();
         families.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.family.cmp(&b.family)));
-        if let Some((d, n)) = self.device_run.take() {
+        if let (d, n @ 1..) = std::mem::take(&mut self.device_run) {
             *self.devices.entry(d).or_default() += n;
         }
         let device =
