@@ -32,8 +32,9 @@ type FamilyTotals = (u64, Ns, HashMap<Name, u32>);
 /// Slots of a [`NameCache`].
 const NAME_CACHE_SLOTS: usize = 4096;
 
-/// A direct-mapped cache in front of a map keyed by name pointer: (pointer, id, value) by pointer
-/// bits. Only for pointers the map itself keeps alive (a cached pointer is never reused).
+/// A cache in front of a map keyed by name pointer: (pointer, id, value) by pointer bits, in the
+/// slot the bits name or its neighbour (two names of one slot taking turns both stay). Only for
+/// pointers the map itself keeps alive (a cached pointer is never reused).
 #[derive(Debug)]
 struct NameCache<V: Copy>(Box<[(usize, u32, V); NAME_CACHE_SLOTS]>);
 
@@ -53,13 +54,21 @@ impl<V: Copy> NameCache<V> {
 
     #[inline]
     fn get(&self, key: usize) -> Option<(u32, V)> {
-        let e = &self.0[Self::slot(key)];
+        let i = Self::slot(key);
+        let e = &self.0[i];
+        if e.0 == key {
+            return Some((e.1, e.2));
+        }
+        let e = &self.0[i ^ 1];
         (e.0 == key).then_some((e.1, e.2))
     }
 
+    /// Caches `key` in its slot, the entry there moving to the neighbour.
     #[inline]
     fn put(&mut self, key: usize, id: u32, v: V) {
-        self.0[Self::slot(key)] = (key, id, v);
+        let i = Self::slot(key);
+        self.0[i ^ 1] = self.0[i];
+        self.0[i] = (key, id, v);
     }
 }
 
@@ -573,5 +582,38 @@ impl TraceSink for FactCollector {
                 n
             },
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::xorshift::XorShift;
+
+    #[test]
+    fn name_cache_answers_what_was_put_or_nothing() {
+        let mut rng = XorShift(0x0bad_cafe_1234_5678);
+        let mut cache: NameCache<u8> = NameCache::default();
+        let mut truth: HashMap<usize, (u32, u8)> = HashMap::new();
+        // Pointer-like keys, three times as many as slots.
+        let keys: Vec<usize> = (1..=3 * NAME_CACHE_SLOTS).map(|i| 16 * i).collect();
+        for n in 0..200_000u32 {
+            let key = keys[rng.below(keys.len() as u64) as usize];
+            match cache.get(key) {
+                Some(got) => assert_eq!(Some(&got), truth.get(&key), "key {key}"),
+                None => {
+                    let v = *truth.entry(key).or_insert((n, n as u8));
+                    cache.put(key, v.0, v.1);
+                    assert_eq!(cache.get(key), Some(v));
+                }
+            }
+        }
+        // Two names of one slot taking turns both stay.
+        let a = 16;
+        let b = (2..).map(|i| 16 * i).find(|&k| NameCache::<u8>::slot(k) == NameCache::<u8>::slot(a)).unwrap();
+        let mut c: NameCache<u8> = NameCache::default();
+        c.put(a, 1, 1);
+        c.put(b, 2, 2);
+        assert_eq!((c.get(a), c.get(b)), (Some((1, 1)), Some((2, 2))));
     }
 }
