@@ -8,12 +8,17 @@ use regex_lite::Regex;
 
 use super::corr_ids::CorrIds;
 use super::facts::*;
-use super::runs::Runs;
+use super::runs::{Runs, SizeHints};
 use super::timeline::{self, CallClass, OpKind, RawCall, RawOp};
 use crate::clock_alignment::CollectiveEnds;
 use crate::intervals::{FastMap, SeqMap};
 use crate::model::*;
 use crate::steps::StepFinder;
+
+/// The run lengths of the GPU operations and host calls of the last process collected (the next
+/// reserves as much: its lists then grow without copying).
+static OP_RUNS: SizeHints = SizeHints::new();
+static CALL_RUNS: SizeHints = SizeHints::new();
 
 /// Most memory samples kept per process.
 const MAX_MEM_SAMPLES: usize = 200_000;
@@ -27,8 +32,9 @@ type FamilyTotals = (u64, Ns, HashMap<Name, u32>);
 /// Slots of a [`NameCache`].
 const NAME_CACHE_SLOTS: usize = 4096;
 
-/// A direct-mapped cache in front of a map keyed by name pointer: (pointer, id, value) by pointer
-/// bits. Only for pointers the map itself keeps alive (a cached pointer is never reused).
+/// A cache in front of a map keyed by name pointer: (pointer, id, value) by pointer bits, in the
+/// slot the bits name or its neighbour (two names of one slot taking turns both stay). Only for
+/// pointers the map itself keeps alive (a cached pointer is never reused).
 #[derive(Debug)]
 struct NameCache<V: Copy>(Box<[(usize, u32, V); NAME_CACHE_SLOTS]>);
 
@@ -48,13 +54,21 @@ impl<V: Copy> NameCache<V> {
 
     #[inline]
     fn get(&self, key: usize) -> Option<(u32, V)> {
-        let e = &self.0[Self::slot(key)];
+        let i = Self::slot(key);
+        let e = &self.0[i];
+        if e.0 == key {
+            return Some((e.1, e.2));
+        }
+        let e = &self.0[i ^ 1];
         (e.0 == key).then_some((e.1, e.2))
     }
 
+    /// Caches `key` in its slot, the entry there moving to the neighbour.
     #[inline]
     fn put(&mut self, key: usize, id: u32, v: V) {
-        self.0[Self::slot(key)] = (key, id, v);
+        let i = Self::slot(key);
+        self.0[i ^ 1] = self.0[i];
+        self.0[i] = (key, id, v);
     }
 }
 
@@ -84,6 +98,9 @@ pub struct FactCollector {
     /// Kernel names with their family and slot in the family's by-name times (decided on the
     /// first kernel without imported collective info).
     kernel_names: Vec<(Name, Option<FamilySlot>)>,
+    /// Kernels and their GPU ns by index in `kernel_names`, of the kernels without imported
+    /// collective info (folded into their family's times at the end: one sum per kernel here).
+    kernel_times: Vec<(u64, Ns)>,
     /// Recent entries of `kernel_ids` (pointer, index, family and slot), by pointer bits.
     kernel_cache: NameCache<Option<FamilySlot>>,
     /// Call names of collectives, per op.
@@ -108,9 +125,10 @@ pub struct FactCollector {
     last_kernel: Option<(u32, Ns, Ns)>,
     tensor: (f64, u64),
     health: Vec<super::facts::HealthSample>,
-    /// Kernels per device; runs of the same device are counted in `device_run` first.
+    /// Kernels per device; runs of the same device are counted in `device_run` first (a device
+    /// and its kernels, none yet when 0).
     devices: FastMap<u32, u64>,
-    device_run: Option<(u32, u64)>,
+    device_run: (u32, u64),
     exited: bool,
     api_count: u64,
     /// Collective ends for clock alignment across hosts.
@@ -124,8 +142,8 @@ impl FactCollector {
             info: None,
             steps: Some(StepFinder::new(step_pattern)),
             span: (u64::MAX, 0),
-            ops: Runs::default(),
-            calls: Runs::default(),
+            ops: Runs::with_hints(&OP_RUNS),
+            calls: Runs::with_hints(&CALL_RUNS),
             corr_ids: CorrIds::default(),
             names: Vec::new(),
             name_ids: HashMap::new(),
@@ -133,6 +151,7 @@ impl FactCollector {
             call_cache: NameCache::default(),
             kernel_ids: FastMap::default(),
             kernel_names: Vec::new(),
+            kernel_times: Vec::new(),
             kernel_cache: NameCache::default(),
             coll_names: FastMap::default(),
             pageable: SeqMap::default(),
@@ -150,7 +169,7 @@ impl FactCollector {
             tensor: (0.0, 0),
             health: Vec::new(),
             devices: FastMap::default(),
-            device_run: None,
+            device_run: (0, 0),
             exited: false,
             host: Default::default(),
             nccl: Default::default(),
@@ -249,6 +268,7 @@ impl FactCollector {
         let id = *self.kernel_ids.entry(key).or_insert(next);
         if id == next {
             self.kernel_names.push((k.name.clone(), None));
+            self.kernel_times.push((0, 0));
         }
         let c = self.kernel_family(k, id);
         if k.collective.is_none() {
@@ -260,11 +280,31 @@ impl FactCollector {
     /// Counts a kernel on `device`.
     fn count_device(&mut self, device: u32) {
         match &mut self.device_run {
-            Some((d, n)) if *d == device => *n += 1,
+            (d, n) if *d == device => *n += 1,
             run => {
-                if let Some((d, n)) = run.replace((device, 1)) {
+                let (d, n) = std::mem::replace(run, (device, 1));
+                if n > 0 {
                     *self.devices.entry(d).or_default() += n;
                 }
+            }
+        }
+    }
+
+    /// `kernels` more kernels of `family` and `ns` more GPU time, by name in `slot`.
+    fn add_family_time(&mut self, family: Family, slot: Option<u32>, kernels: u64, ns: Ns) {
+        let f = self.families[family as usize].get_or_insert_with(|| (0, 0, HashMap::new()));
+        f.0 += kernels;
+        f.1 += ns;
+        if let Some(i) = slot {
+            self.family_names[i as usize].1 += ns;
+        }
+    }
+
+    /// The kernels summed by name added to their family's times.
+    fn fold_kernel_times(&mut self) {
+        for (id, (n, ns)) in std::mem::take(&mut self.kernel_times).into_iter().enumerate() {
+            if let (true, Some((family, slot))) = (n > 0, self.kernel_names[id].1) {
+                self.add_family_time(family, slot, n, ns);
             }
         }
     }
@@ -304,11 +344,13 @@ impl TraceSink for FactCollector {
         }
         let corr = self.corr_ids.compact(k.correlation);
         self.ops.push(RawOp { start: k.start, end: k.end, corr, kind, family });
-        let f = self.families[family as usize].get_or_insert_with(|| (0, 0, HashMap::new()));
-        f.0 += 1;
-        f.1 += k.duration();
-        if let Some(i) = slot {
-            self.family_names[i as usize].1 += k.duration();
+        if k.collective.is_none() {
+            // Its family and slot are its name's: summed per name, folded in at the end.
+            let t = &mut self.kernel_times[id as usize];
+            t.0 += 1;
+            t.1 += k.duration();
+        } else {
+            self.add_family_time(family, slot, 1, k.duration());
         }
         if kind == OpKind::Comm {
             self.comm_kernels.push(k.clone());
@@ -478,6 +520,7 @@ impl TraceSink for FactCollector {
         for f in &mut memory.failures {
             f.step = tl.step_of_time.as_ref().and_then(|s| s.at(f.ts));
         }
+        self.fold_kernel_times();
         let mut families: Vec<FamilyStat> = Family::ALL
             .into_iter()
             .filter_map(|family| Some((family, self.families[family as usize].take()?)))
@@ -496,7 +539,7 @@ impl TraceSink for FactCollector {
             })
             .collect();
         families.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.family.cmp(&b.family)));
-        if let Some((d, n)) = self.device_run.take() {
+        if let (d, n @ 1..) = std::mem::take(&mut self.device_run) {
             *self.devices.entry(d).or_default() += n;
         }
         let device =
@@ -539,5 +582,38 @@ impl TraceSink for FactCollector {
                 n
             },
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::xorshift::XorShift;
+
+    #[test]
+    fn name_cache_answers_what_was_put_or_nothing() {
+        let mut rng = XorShift(0x0bad_cafe_1234_5678);
+        let mut cache: NameCache<u8> = NameCache::default();
+        let mut truth: HashMap<usize, (u32, u8)> = HashMap::new();
+        // Pointer-like keys, three times as many as slots.
+        let keys: Vec<usize> = (1..=3 * NAME_CACHE_SLOTS).map(|i| 16 * i).collect();
+        for n in 0..200_000u32 {
+            let key = keys[rng.below(keys.len() as u64) as usize];
+            match cache.get(key) {
+                Some(got) => assert_eq!(Some(&got), truth.get(&key), "key {key}"),
+                None => {
+                    let v = *truth.entry(key).or_insert((n, n as u8));
+                    cache.put(key, v.0, v.1);
+                    assert_eq!(cache.get(key), Some(v));
+                }
+            }
+        }
+        // Two names of one slot taking turns both stay.
+        let a = 16;
+        let b = (2..).map(|i| 16 * i).find(|&k| NameCache::<u8>::slot(k) == NameCache::<u8>::slot(a)).unwrap();
+        let mut c: NameCache<u8> = NameCache::default();
+        c.put(a, 1, 1);
+        c.put(b, 2, 2);
+        assert_eq!((c.get(a), c.get(b)), (Some((1, 1)), Some((2, 2))));
     }
 }

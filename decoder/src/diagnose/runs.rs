@@ -9,8 +9,39 @@ pub trait Keyed {
     fn key(&self) -> Self::Key;
 }
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 /// Most runs kept apart; items that fit none wait unsorted until the end.
 const MAX_RUNS: usize = 16;
+
+/// The lengths of the runs (by order of opening, then the unsorted items) of the last [`Runs`]
+/// sorted with these hints, for the next one to reserve up front: the next process of a job
+/// usually looks like the last, and a run that never outgrows its room is never copied to grow.
+/// Room reserved and not used is not touched, so it takes no memory.
+#[derive(Debug)]
+pub struct SizeHints([AtomicUsize; MAX_RUNS + 1]);
+
+impl SizeHints {
+    pub const fn new() -> SizeHints {
+        SizeHints([const { AtomicUsize::new(0) }; MAX_RUNS + 1])
+    }
+
+    /// Room for run `i` (or the unsorted items, `MAX_RUNS`): its last length and an eighth more.
+    fn room(&self, i: usize) -> usize {
+        let n = self.0[i].load(Ordering::Relaxed);
+        n + n / 8
+    }
+
+    fn record(&self, i: usize, len: usize) {
+        self.0[i].store(len, Ordering::Relaxed);
+    }
+}
+
+impl Default for SizeHints {
+    fn default() -> Self {
+        SizeHints::new()
+    }
+}
 
 /// Items collected into sorted runs.
 ///
@@ -28,11 +59,25 @@ pub struct Runs<T: Keyed> {
     /// The run the last item joined, and the one joined before it.
     recent: usize,
     before: usize,
+    /// The last key of run `recent` (None before the first run) and of the run before it (None
+    /// for the first run): an item from the one up to below the other extends run `recent`.
+    recent_last: Option<T::Key>,
+    recent_above: Option<T::Key>,
+    /// Where the lengths of the last runs are kept (none: runs start small).
+    hints: Option<&'static SizeHints>,
 }
 
 impl<T: Keyed> Default for Runs<T> {
     fn default() -> Self {
-        Runs { runs: Vec::new(), mixed: Vec::new(), recent: 0, before: 0 }
+        Runs {
+            runs: Vec::new(),
+            mixed: Vec::new(),
+            recent: 0,
+            before: 0,
+            recent_last: None,
+            recent_above: None,
+            hints: None,
+        }
     }
 }
 
@@ -53,6 +98,16 @@ fn last_key<T: Keyed>(run: &[T]) -> Option<T::Key> {
 }
 
 impl<T: Keyed> Runs<T> {
+    /// Runs that reserve the room `hints` give and leave their lengths there when sorted.
+    pub fn with_hints(hints: &'static SizeHints) -> Runs<T> {
+        Runs { hints: Some(hints), ..Runs::default() }
+    }
+
+    /// A list for run `i` (or the unsorted items, `MAX_RUNS`), with the room its hint gives.
+    fn new_list(&self, i: usize) -> Vec<T> {
+        Vec::with_capacity(self.hints.map_or(1, |h| h.room(i).max(1)))
+    }
+
     pub fn len(&self) -> usize {
         self.runs.iter().map(Vec::len).sum::<usize>() + self.mixed.len()
     }
@@ -64,18 +119,39 @@ impl<T: Keyed> Runs<T> {
     #[inline(always)]
     pub fn push(&mut self, x: T) {
         let k = x.key();
-        // Most items extend the run the previous one joined, or the one before that (streams
-        // taking turns): that run when it is still the first whose last key is at or below `k`.
-        for r in [self.recent, self.before] {
-            if self.is_first_fit(r, k) {
-                push_grow(&mut self.runs[r], x);
-                if r != self.recent {
-                    (self.recent, self.before) = (r, self.recent);
-                }
+        // Most items extend the run the previous one joined: that run when it is still the first
+        // whose last key is at or below `k` (the keys around it are kept at hand).
+        if self.recent_last.is_some_and(|l| l <= k) && self.recent_above.is_none_or(|a| k < a) {
+            if let Some(run) = self.runs.get_mut(self.recent) {
+                push_grow(run, x);
+                self.recent_last = Some(k);
                 return;
             }
         }
-        self.push_slow(x, k);
+        self.push_other(x, k);
+    }
+
+    /// [`Runs::push`] to a run other than the last one joined: the one joined before it (streams
+    /// taking turns), else the first that fits.
+    #[inline(never)]
+    fn push_other(&mut self, x: T, k: T::Key) {
+        let r = self.before;
+        if self.is_first_fit(r, k) {
+            push_grow(&mut self.runs[r], x);
+            self.joined(r);
+        } else {
+            self.push_slow(x, k);
+        }
+    }
+
+    /// An item joined run `r`: it becomes the recent run.
+    #[inline(always)]
+    fn joined(&mut self, r: usize) {
+        if r != self.recent {
+            (self.recent, self.before) = (r, self.recent);
+        }
+        self.recent_last = last_key(&self.runs[r]);
+        self.recent_above = r.checked_sub(1).and_then(|a| last_key(&self.runs[a]));
     }
 
     /// Run `r` is the first whose last key is at or below `k` (last keys strictly decrease).
@@ -94,15 +170,20 @@ impl<T: Keyed> Runs<T> {
                 r
             }
             None if self.runs.len() < MAX_RUNS => {
-                self.runs.push(vec![x]);
+                let mut run = self.new_list(self.runs.len());
+                run.push(x);
+                self.runs.push(run);
                 self.runs.len() - 1
             }
             None => {
+                if self.mixed.capacity() == 0 {
+                    self.mixed = self.new_list(MAX_RUNS);
+                }
                 self.mixed.push(x);
                 return;
             }
         };
-        (self.recent, self.before) = (r, self.recent);
+        self.joined(r);
     }
 }
 
@@ -110,7 +191,13 @@ impl<T: Keyed + Copy> Runs<T> {
     /// All items in key order, equal keys in arrival order: neighbouring runs merged two at a
     /// time, the pair with the fewest items first (of equal keys, the earlier run's first).
     pub fn into_sorted(self) -> Vec<T> {
-        let Runs { mut runs, mut mixed, .. } = self;
+        let Runs { mut runs, mut mixed, hints, .. } = self;
+        if let Some(h) = hints {
+            for i in 0..MAX_RUNS {
+                h.record(i, runs.get(i).map_or(0, Vec::len));
+            }
+            h.record(MAX_RUNS, mixed.len());
+        }
         if !mixed.is_empty() {
             // An item equal to one in `mixed` arrived after it: `mixed` merges last among equals.
             mixed.sort_by_key(Keyed::key);
@@ -126,21 +213,25 @@ impl<T: Keyed + Copy> Runs<T> {
     }
 }
 
-/// Two lists sorted by key merged; of equal keys, `a`'s first.
+/// Two lists sorted by key merged; of equal keys, `a`'s first. Items come in stretches from one
+/// list (streams take turns): each stretch is found by comparing keys, then copied at once.
 fn merge2<T: Keyed + Copy>(a: Vec<T>, b: Vec<T>) -> Vec<T> {
     let mut out = Vec::with_capacity(a.len() + b.len());
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() && j < b.len() {
-        if b[j].key() < a[i].key() {
-            out.push(b[j]);
-            j += 1;
+    let (mut a, mut b) = (&a[..], &b[..]);
+    while let (Some(x), Some(y)) = (a.first(), b.first()) {
+        let (kx, ky) = (x.key(), y.key());
+        if ky < kx {
+            let n = b.iter().position(|y| y.key() >= kx).unwrap_or(b.len());
+            out.extend_from_slice(&b[..n]);
+            b = &b[n..];
         } else {
-            out.push(a[i]);
-            i += 1;
+            let n = a.iter().position(|x| x.key() > ky).unwrap_or(a.len());
+            out.extend_from_slice(&a[..n]);
+            a = &a[n..];
         }
     }
-    out.extend_from_slice(&a[i..]);
-    out.extend_from_slice(&b[j..]);
+    out.extend_from_slice(a);
+    out.extend_from_slice(b);
     out
 }
 
@@ -169,6 +260,11 @@ mod tests {
         let mut runs = Runs::default();
         for &x in &items {
             runs.push(x);
+            // The keys at hand are those of the recent run; the runs' last keys decrease.
+            let r = runs.recent;
+            assert_eq!(runs.recent_last, last_key(&runs.runs[r]));
+            assert_eq!(runs.recent_above, r.checked_sub(1).and_then(|a| last_key(&runs.runs[a])));
+            assert!(runs.runs.windows(2).all(|w| last_key(&w[1]) < last_key(&w[0])));
         }
         assert_eq!(runs.len(), items.len());
         assert_eq!(runs.into_sorted(), want);
@@ -192,6 +288,41 @@ mod tests {
                 }
                 check(&keys);
             }
+        }
+    }
+
+    #[test]
+    fn hinted_runs_reserve_the_last_lengths_and_sort_the_same() {
+        static HINTS: SizeHints = SizeHints::new();
+        let mut rng = XorShift(777);
+        let mut last_lens: Option<Vec<usize>> = None;
+        for round in 0..6 {
+            // Three streams taking turns, the same shape each round.
+            let mut clock = [0u64; 3];
+            let mut keys = Vec::new();
+            for _ in 0..3000 {
+                let s = (rng.next_u64() % 3) as usize;
+                clock[s] += 1 + rng.next_u64() % 5;
+                keys.push((clock[s] + 1000 * (2 - s as u64) * (round + 1), 0));
+            }
+            let items: Vec<Item> = keys.iter().enumerate().map(|(seq, &key)| Item { key, seq }).collect();
+            let mut runs = Runs::with_hints(&HINTS);
+            for &x in &items {
+                runs.push(x);
+            }
+            let lens: Vec<usize> = runs.runs.iter().map(Vec::len).collect();
+            if let Some(last) = &last_lens {
+                for (run, n) in runs.runs.iter().zip(last) {
+                    assert!(run.capacity() >= *n, "round {round}: room for the last length {n}");
+                }
+            }
+            let mut want = items.clone();
+            want.sort_by_key(|x| x.key);
+            assert_eq!(runs.into_sorted(), want);
+            for (i, n) in lens.iter().enumerate() {
+                assert_eq!(HINTS.room(i), n + n / 8);
+            }
+            last_lens = Some(lens);
         }
     }
 

@@ -203,7 +203,7 @@ impl TraceSink for ReportCollector {
         memory.sort_by_key(|m| m.0);
         let mut counters = std::mem::take(&mut self.counters);
         counters.sort();
-        self.launch_range = LaunchRanges::default();
+        self.launch_range.finish();
         self.stacks = RangeStacks::default();
         self.no_range = None;
         self.is_launch = FastMap::default();

@@ -36,7 +36,17 @@ impl<V> Default for IdWindow<V> {
 impl<V> IdWindow<V> {
     /// A window of at most `spread` slots per entry held (plus [`SLACK`]).
     pub fn with_spread(spread: u64) -> Self {
-        IdWindow { first: 0, slots: VecDeque::new(), in_slots: 0, far: SeqMap::default(), spread }
+        IdWindow::with_room(spread, 0)
+    }
+
+    /// [`IdWindow::with_spread`], with room for `slots` slots before the window grows.
+    pub fn with_room(spread: u64, slots: usize) -> Self {
+        IdWindow { first: 0, slots: VecDeque::with_capacity(slots), in_slots: 0, far: SeqMap::default(), spread }
+    }
+
+    /// Slots of the window (held or empty).
+    pub fn slots(&self) -> usize {
+        self.slots.len()
     }
 
     /// Whether the window may grow to `slots` slots.

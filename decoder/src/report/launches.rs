@@ -7,6 +7,7 @@
 //! starts a queue of arrivals, built from the ids held then.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::id_window::IdWindow;
 use crate::model::RangeId;
@@ -15,6 +16,11 @@ use crate::model::RangeId;
 pub const MAX_PENDING_LAUNCHES: usize = 1 << 20;
 /// Correlation ids per launch held in the window at most (other API calls take ids too).
 const SPREAD: u64 = 4;
+
+/// The window's slots when the last process ended: the next reserves as many and an eighth more
+/// (processes of a job look alike), so its window grows without copying. Room not used is not
+/// touched, so it takes no memory.
+static LAST_SLOTS: AtomicUsize = AtomicUsize::new(0);
 
 #[derive(Debug)]
 pub struct LaunchRanges {
@@ -35,7 +41,14 @@ impl Default for LaunchRanges {
 
 impl LaunchRanges {
     fn with_cap(cap: usize) -> Self {
-        LaunchRanges { ranges: IdWindow::with_spread(SPREAD), arrivals: None, last: 0, cap }
+        let n = LAST_SLOTS.load(Ordering::Relaxed);
+        LaunchRanges { ranges: IdWindow::with_room(SPREAD, n + n / 8), arrivals: None, last: 0, cap }
+    }
+
+    /// The process ended: the window's length is left for the next one, its memory is freed.
+    pub fn finish(&mut self) {
+        LAST_SLOTS.store(self.ranges.slots(), Ordering::Relaxed);
+        *self = LaunchRanges { ranges: IdWindow::with_spread(SPREAD), arrivals: None, last: 0, cap: self.cap };
     }
 
     /// Launch `correlation` (not 0) happened inside range `r`.
