@@ -270,7 +270,7 @@ pub fn analyse(mut inp: Input) -> Timeline {
     let index = StepIndex::new(std::mem::take(&mut inp.windows));
     let nsteps = index.len();
     prepare_calls(&mut inp);
-    let mut host = HostSteps::of(&inp, &index);
+    let mut host = HostSteps::of(&mut inp, &index);
     debug_assert!(inp.ops.is_sorted_by_key(Keyed::key), "operations in (start, end) order");
     // Which step GPU work belongs to: its launching call's, unless the steps are GPU time.
     let by_time = CorrSlots::default();
