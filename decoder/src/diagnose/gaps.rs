@@ -2,12 +2,13 @@
 //! the host was doing (blocked in a sync, outside CUDA at a step's start, launching, or none of
 //! these), whole and per step. Gaps come in time order, so every search only moves forward.
 
-use super::facts::{Split, SyncCallStat};
+use super::facts::Split;
 use super::gpu_steps::{GpuSteps, OpSteps};
+use super::gpu_windows::StepWindows;
 use super::host_steps::{HostBusy, HostSteps, SyncSpan};
 use super::spans::{observed_parts, ForwardMeasure};
-use super::timeline::{forward_partition, RawCall, RawOp, StepCursor, StepIndex};
-use crate::intervals::{measure_in, FastMap};
+use super::timeline::{forward_partition, RawCall, StepCursor, StepIndex};
+use crate::intervals::measure_in;
 use crate::model::Ns;
 
 /// How long after the GPU ran dry a blocked host may return and still count as the cause (ns).
@@ -26,7 +27,6 @@ type GapParts = [Ns; 4];
 
 /// Classifies each GPU idle gap by what the host was doing, and adds it up per step position.
 struct GapClassifier<'a> {
-    ops: &'a [RawOp],
     op_steps: OpSteps<'a>,
     /// First GPU start per step position.
     first: &'a [Option<Ns>],
@@ -38,7 +38,6 @@ struct GapClassifier<'a> {
     alloc_idle_ns: Ns,
     syncs: &'a [SyncSpan],
     sync_cursor: usize,
-    op_cursor: usize,
     step_cursor: StepCursor,
     /// Per step position, and last the gaps of no step.
     parts: Vec<GapParts>,
@@ -54,7 +53,6 @@ impl<'a> GapClassifier<'a> {
         calls: &'a [RawCall],
     ) -> GapClassifier<'a> {
         GapClassifier {
-            ops: gpu.ops,
             op_steps: gpu.op_steps(),
             first: &gpu.first,
             index,
@@ -64,7 +62,6 @@ impl<'a> GapClassifier<'a> {
             alloc_idle_ns: 0,
             syncs: &host.syncs,
             sync_cursor: 0,
-            op_cursor: 0,
             step_cursor: StepCursor::default(),
             parts: vec![GapParts::default(); index.len() + 1],
             idle_by_name: Vec::new(),
@@ -76,18 +73,22 @@ impl<'a> GapClassifier<'a> {
     fn blocking_sync(&mut self, a: Ns) -> Option<u32> {
         let i = forward_partition(self.syncs, &mut self.sync_cursor, |c| c.start <= a);
         // None of the calls so far returned late enough: no need to look at the last 64.
-        if i == 0 || self.syncs[i - 1].ends_by + SYNC_SLACK_NS < a {
+        let last = self.syncs[..i].last()?;
+        if last.ends_by + SYNC_SLACK_NS < a {
             return None;
         }
-        self.syncs[i.saturating_sub(64)..i].iter().rev().find(|c| c.end + SYNC_SLACK_NS >= a).map(|c| c.name)
+        // The usual case: the last call to start is the one.
+        if last.end + SYNC_SLACK_NS >= a {
+            return Some(last.name);
+        }
+        self.syncs[i.saturating_sub(64)..i - 1].iter().rev().find(|c| c.end + SYNC_SLACK_NS >= a).map(|c| c.name)
     }
 
-    /// The gap `[a, b)`: its parts, added to the step it belongs to (that of the work after it),
-    /// and to the sync call that caused it.
+    /// The gap `[a, b)`: its parts, added to the step it belongs to (that of the work after it:
+    /// operation `i` on, the first to start at or after `b`), and to the sync call that caused it.
     #[inline(always)]
-    fn gap(&mut self, a: Ns, b: Ns) {
+    fn gap(&mut self, a: Ns, b: Ns, i: usize) {
         let gap = b - a;
-        let i = forward_partition(self.ops, &mut self.op_cursor, |o| o.start < b);
         let owner = self.op_steps.step_of(i).or_else(|| self.index.pos_forward(b, &mut self.step_cursor));
         if owner.is_some() {
             self.alloc_idle_ns += self.alloc.measure(a, b);
@@ -116,10 +117,21 @@ impl<'a> GapClassifier<'a> {
     }
 }
 
+/// What [`split_window`] found.
+pub struct WindowSplit {
+    pub split: Split,
+    /// Per step position: the idle gaps' parts only.
+    pub steps: Vec<Split>,
+    /// The GPU idle time inside steps that allocation calls covered.
+    pub alloc_idle_ns: Ns,
+    /// The GPU idle time each sync call caused, by call name.
+    pub idle_by_sync: Vec<Ns>,
+}
+
 /// The window's split (busy time by kind, idle gaps by cause), whole and per step position;
-/// time the capture windows did not record is left out, not called idle. Adds the GPU idle time
-/// each sync call caused to `sync_stats`; also returns the GPU idle time inside steps that
-/// allocation calls covered.
+/// time the capture windows did not record is left out, not called idle. Also finds the GPU idle
+/// time each sync call caused, the idle stretches inside the steps' GPU windows (given to
+/// `gpu_windows`), and the GPU idle time inside steps that allocation calls covered.
 pub fn split_window(
     gpu: &GpuSteps<'_>,
     index: &StepIndex,
@@ -127,37 +139,44 @@ pub fn split_window(
     calls: &[RawCall],
     (w0, w1): (Ns, Ns),
     holes: &[(Ns, Ns)],
-    sync_stats: &mut FastMap<u32, SyncCallStat>,
-) -> (Split, Vec<Split>, Ns) {
+    gpu_windows: &mut StepWindows,
+) -> WindowSplit {
     let mut gaps = GapClassifier::new(gpu, index, host, calls);
-    let mut prev = w0;
-    // The busy union is sorted and disjoint: the intervals ending by `w0` come first, those
-    // starting from `w1` last.
-    let all = &gpu.busy.all;
-    for &(s, e) in &all[all.partition_point(|iv| iv.1 <= w0)..] {
-        if s >= w1 {
-            break;
+    // The idle gaps: where the operations (in start order) leave `[w0, w1)` uncovered. `prev`: the
+    // latest end of the operations that start by it (empty ones and those before `w0` included:
+    // they never reach past it).
+    let ops = gpu.ops;
+    let (mut prev, mut i) = (w0, 0);
+    loop {
+        while let Some(o) = ops.get(i).filter(|o| o.start <= prev) {
+            prev = prev.max(o.end);
+            i += 1;
         }
-        let (s, e) = (s.max(w0), e.min(w1));
-        if s > prev {
+        let Some(o) = ops.get(i).filter(|o| o.start < w1) else { break };
+        let s = o.start;
+        if o.end > s {
+            gpu_windows.idle(prev, s);
             if holes.is_empty() {
-                gaps.gap(prev, s);
+                // The first operation to start at `s` (empty ones sort first).
+                let empty_before = ops[..i].iter().rev().take_while(|o| o.start == s).count();
+                gaps.gap(prev, s, i - empty_before);
             } else {
                 for (a, b) in observed_parts(prev, s, holes) {
-                    gaps.gap(a, b);
+                    gaps.gap(a, b, ops.partition_point(|o| o.start < b));
                 }
             }
+            prev = o.end;
         }
-        prev = prev.max(e);
+        i += 1;
     }
-    for (name, idle) in gaps.idle_by_name.iter().enumerate() {
-        if let Some(st) = sync_stats.get_mut(&(name as u32)) {
-            st.gpu_idle_ns += idle;
-        }
+    let prev = prev.min(w1);
+    if prev < w1 {
+        gpu_windows.idle(prev, w1);
     }
+    let GapClassifier { parts, idle_by_name, alloc_idle_ns, .. } = gaps;
     let mut split = Split::default();
-    let step_split: Vec<Split> = gaps.parts[..index.len()].iter().map(|r| gap_split(*r)).collect();
-    for r in &gaps.parts {
+    let step_split: Vec<Split> = parts[..index.len()].iter().map(|r| gap_split(*r)).collect();
+    for r in &parts {
         split.add(&gap_split(*r));
     }
     if prev < w1 {
@@ -173,7 +192,7 @@ pub fn split_window(
     // The observed time is busy (in the union of all operations) or in an idle gap.
     let idle = split.data_ns + split.launch_ns + split.sync_ns + split.idle_ns;
     split.memcpy_ns = observed.iter().map(|p| p.1 - p.0).sum::<Ns>() - idle - cm;
-    (split, step_split, gaps.alloc_idle_ns)
+    WindowSplit { split, steps: step_split, alloc_idle_ns, idle_by_sync: idle_by_name }
 }
 
 /// A split of idle gaps only.

@@ -16,10 +16,9 @@ const NO_STEP: u32 = u32::MAX;
 pub struct Busy {
     pub compute: Vec<(Ns, Ns)>,
     /// Compute or communication (communication alone is never needed: its part outside compute
-    /// is `cm` less `compute`).
+    /// is `cm` less `compute`). That of all operations is never built: the split sweeps the
+    /// operations themselves.
     pub cm: Vec<(Ns, Ns)>,
-    /// Any operation.
-    pub all: Vec<(Ns, Ns)>,
 }
 
 /// Values in per-step buckets of one flat list: step position `p`'s are `values[at[p]..at[p + 1]]`.
@@ -110,7 +109,6 @@ impl<'a> GpuSteps<'a> {
         // The operations are in start order: each union grows at its end.
         let mut compute = StartOrderUnion::with_capacity(n_compute);
         let mut cm = StartOrderUnion::with_capacity(n_compute + n_comm);
-        let mut all = StartOrderUnion::with_capacity(ops.len());
         let mut runs: Vec<(u32, u32)> = Vec::new();
         // The step of the current run (none before the first).
         let mut run_step = NO_RUN;
@@ -132,7 +130,6 @@ impl<'a> GpuSteps<'a> {
                 OpKind::Comm => cm.push(s, e),
                 OpKind::Memory => {}
             }
-            all.push(s, e);
             let step = match (o.corr != 0).then(|| corr_step.get(o.corr.into())).flatten() {
                 Some(&p) => p,
                 None => index.pos_forward(s, &mut cursor).map_or(NO_STEP, |p| p as u32),
@@ -168,7 +165,7 @@ impl<'a> GpuSteps<'a> {
         GpuSteps {
             ops,
             runs,
-            busy: Busy { compute: compute.finish(), cm: cm.finish(), all: all.finish() },
+            busy: Busy { compute: compute.finish(), cm: cm.finish() },
             first,
             last,
             compute_in_step,
