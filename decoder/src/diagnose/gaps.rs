@@ -34,6 +34,9 @@ struct GapClassifier<'a> {
     host: HostBusy<'a>,
     setup: ForwardMeasure<'a>,
     alloc: ForwardMeasure<'a>,
+    /// Any set-up calls, any allocation calls (without, their measures are 0).
+    any_setup: bool,
+    any_alloc: bool,
     /// The GPU idle time inside steps that allocation calls cover.
     alloc_idle_ns: Ns,
     syncs: &'a [SyncSpan],
@@ -59,6 +62,8 @@ impl<'a> GapClassifier<'a> {
             host: HostBusy::new(calls, &host.stand_ins),
             setup: ForwardMeasure::new(&host.setup),
             alloc: ForwardMeasure::new(&host.alloc),
+            any_setup: !host.setup.is_empty(),
+            any_alloc: !host.alloc.is_empty(),
             alloc_idle_ns: 0,
             syncs: &host.syncs,
             sync_cursor: 0,
@@ -90,11 +95,11 @@ impl<'a> GapClassifier<'a> {
     fn gap(&mut self, a: Ns, b: Ns, i: usize) {
         let gap = b - a;
         let owner = self.op_steps.step_of(i).or_else(|| self.index.pos_forward(b, &mut self.step_cursor));
-        if owner.is_some() {
+        if owner.is_some() && self.any_alloc {
             self.alloc_idle_ns += self.alloc.measure(a, b);
         }
         let row = owner.unwrap_or(self.parts.len() - 1);
-        if self.setup.measure(a, b) * 2 >= gap {
+        if self.any_setup && self.setup.measure(a, b) * 2 >= gap {
             // The GPU waited for set-up (communicators being created): neither launching nor data.
             self.parts[row][IDLE] += gap;
         } else if let Some(name) = self.blocking_sync(a) {

@@ -21,53 +21,24 @@ pub struct Busy {
     pub cm: Vec<(Ns, Ns)>,
 }
 
-/// Values in per-step buckets of one flat list: step position `p`'s are `values[at[p]..at[p + 1]]`.
-#[derive(Debug, Default)]
-pub struct Buckets {
-    values: Vec<Ns>,
-    at: Vec<usize>,
-}
-
-impl Buckets {
-    /// Empty buckets of the given sizes, and the next free slot of each.
-    fn with_sizes(sizes: impl Iterator<Item = usize>) -> (Buckets, Vec<usize>) {
-        let sizes: Vec<usize> = sizes.collect();
-        let b = Buckets::of_values(vec![0; sizes.iter().sum()], sizes.into_iter());
-        let next = b.at[..b.at.len() - 1].to_vec();
-        (b, next)
+/// The element at half the length of `v` in sorted order (0 for none).
+fn median(v: &mut [Ns]) -> Ns {
+    if v.is_empty() {
+        return 0;
     }
-
-    /// The buckets of the given sizes, `values` already in bucket order.
-    fn of_values(values: Vec<Ns>, sizes: impl Iterator<Item = usize>) -> Buckets {
-        let mut at = vec![0];
-        at.extend(sizes.scan(0, |total, n| {
-            *total += n;
-            Some(*total)
-        }));
-        debug_assert_eq!(at.last(), Some(&values.len()));
-        Buckets { values, at }
-    }
-
-    pub fn len(&self, p: usize) -> usize {
-        self.at[p + 1] - self.at[p]
-    }
-
-    /// The element at half the length of bucket `p` in sorted order (0 for none).
-    pub fn median(&mut self, p: usize) -> Ns {
-        let v = &mut self.values[self.at[p]..self.at[p + 1]];
-        if v.is_empty() {
-            return 0;
-        }
-        let mid = v.len() / 2;
-        *v.select_nth_unstable(mid).1
-    }
+    let mid = v.len() / 2;
+    *v.select_nth_unstable(mid).1
 }
 
 /// The compute kernels of each step position, and the AMP check / optimizer kernels.
 pub struct StepKernels {
-    pub durations: Buckets,
-    /// The idle time between consecutive compute kernels (in start order) of each step position.
-    pub gaps: Buckets,
+    /// Compute kernels per step position.
+    pub count: Vec<usize>,
+    /// The median duration of each step position's compute kernels.
+    pub median_duration: Vec<Ns>,
+    /// The median idle time between consecutive compute kernels (in start order) of each step
+    /// position.
+    pub median_gap: Vec<Ns>,
     /// Start of the first AMP non-finite check.
     pub amp_check: Vec<Option<Ns>>,
     /// An optimizer kernel ran after the AMP check.
@@ -89,9 +60,7 @@ pub struct GpuSteps<'a> {
     pub first: Vec<Option<Ns>>,
     /// Latest end of any operation that belongs to a step.
     pub last: Ns,
-    /// Compute kernels per step position (the sizes of `kernels`' buckets).
-    compute_in_step: Vec<usize>,
-    /// Durations and gaps empty until [`GpuSteps::fill_kernel_buckets`].
+    /// Medians 0 until [`GpuSteps::kernel_medians`].
     pub kernels: StepKernels,
 }
 
@@ -168,10 +137,10 @@ impl<'a> GpuSteps<'a> {
             busy: Busy { compute: compute.finish(), cm: cm.finish() },
             first,
             last,
-            compute_in_step,
             kernels: StepKernels {
-                durations: Buckets::default(),
-                gaps: Buckets::default(),
+                median_duration: vec![0; nsteps],
+                median_gap: vec![0; nsteps],
+                count: compute_in_step,
                 amp_check,
                 optimizer_after_check,
                 any_optimizer,
@@ -185,53 +154,44 @@ impl<'a> GpuSteps<'a> {
         self.runs.iter().zip(ends).map(|(&(at, p), end)| (at as usize..end, p))
     }
 
-    /// Puts each step's compute kernel durations and the gaps between them in `kernels`' buckets.
-    /// A second pass, run after the idle gaps are classified: its buckets (16 bytes per compute
-    /// kernel) then do not coexist with what the classification holds. The values are gathered
-    /// run by run in operation order; when each step has one run and the runs are in step order
-    /// (the steps' work did not overlap), that is already bucket order, else each run's values are
-    /// copied to their step's bucket.
-    pub fn fill_kernel_buckets(&mut self) {
-        let nsteps = self.compute_in_step.len();
-        let total: usize = self.compute_in_step.iter().sum();
-        let (mut durations, mut gaps) = (Vec::with_capacity(total), Vec::with_capacity(total));
-        // Per run of a step: (step position, where its durations and its gaps start).
-        let mut segments: Vec<(u32, usize, usize)> = Vec::with_capacity(self.runs.len());
-        // The end of the last compute kernel so far, per step position.
-        let mut last_end: Vec<Option<Ns>> = vec![None; nsteps];
-        let mut in_order = true;
-        for (ops, p) in self.run_ranges() {
-            let Some(end) = last_end.get_mut(p as usize) else { continue };
-            in_order &= segments.last().is_none_or(|s| s.0 < p);
-            segments.push((p, durations.len(), gaps.len()));
-            for o in &self.ops[ops] {
-                if o.kind == OpKind::Compute {
-                    durations.push(o.end - o.start);
-                    if let Some(e) = *end {
-                        gaps.push(o.start.saturating_sub(e));
-                    }
-                    *end = Some(o.end);
+    /// The medians of each step position's compute kernel durations and of the gaps between them
+    /// (from position `from` on), into `kernels`: a step's values are gathered from its runs in
+    /// operation order into one buffer, reused from step to step (a gap with each kernel; before
+    /// a step's first, not one: left out).
+    pub fn kernel_medians(&mut self, from: usize) {
+        let ranges: Vec<(std::ops::Range<usize>, u32)> = self.run_ranges().collect();
+        // The runs of each step, by step position, each step's in operation order.
+        let mut runs_of: Vec<(u32, usize)> = (ranges.iter().enumerate())
+            .filter(|(_, r)| r.1 != NO_STEP && r.1 as usize >= from)
+            .map(|(k, r)| (r.1, k))
+            .collect();
+        if !runs_of.is_sorted_by_key(|r| r.0) {
+            runs_of.sort_by_key(|r| r.0);
+        }
+        let k = &mut self.kernels;
+        let (mut durations, mut gaps): (Vec<Ns>, Vec<Ns>) = (Vec::new(), Vec::new());
+        for runs in runs_of.chunk_by(|a, b| a.0 == b.0) {
+            let p = runs[0].0 as usize;
+            let n = k.count[p];
+            if durations.len() < n {
+                durations.resize(n, 0);
+                gaps.resize(n, 0);
+            }
+            let (mut filled, mut e) = (0, 0);
+            for &(_, r) in runs {
+                let free = durations[filled..n].iter_mut().zip(&mut gaps[filled..n]);
+                for (o, (d, g)) in self.ops[ranges[r].0.clone()].iter().filter(|o| o.kind == OpKind::Compute).zip(free)
+                {
+                    *d = o.end - o.start;
+                    *g = o.start.saturating_sub(e);
+                    e = o.end;
+                    filled += 1;
                 }
             }
+            debug_assert_eq!(filled, n);
+            k.median_duration[p] = median(&mut durations[..n]);
+            k.median_gap[p] = median(&mut gaps[n.min(1)..n]);
         }
-        let sizes = |gap: bool| self.compute_in_step.iter().map(move |&n| if gap { n.saturating_sub(1) } else { n });
-        if in_order {
-            self.kernels.durations = Buckets::of_values(durations, sizes(false));
-            self.kernels.gaps = Buckets::of_values(gaps, sizes(true));
-            return;
-        }
-        let (mut d_buckets, mut d_next) = Buckets::with_sizes(sizes(false));
-        let (mut g_buckets, mut g_next) = Buckets::with_sizes(sizes(true));
-        let ends = segments.iter().skip(1).map(|s| (s.1, s.2)).chain([(durations.len(), gaps.len())]);
-        for (&(p, d, g), (d_end, g_end)) in segments.iter().zip(ends) {
-            let p = p as usize;
-            let (nd, ng) = (d_end - d, g_end - g);
-            d_buckets.values[d_next[p]..d_next[p] + nd].copy_from_slice(&durations[d..d_end]);
-            g_buckets.values[g_next[p]..g_next[p] + ng].copy_from_slice(&gaps[g..g_end]);
-            d_next[p] += nd;
-            g_next[p] += ng;
-        }
-        (self.kernels.durations, self.kernels.gaps) = (d_buckets, g_buckets);
     }
 
     /// The step positions of the operations, asked in order of operation index.

@@ -293,8 +293,8 @@ pub fn analyse(mut inp: Input) -> Timeline {
         }
     }
     let busy_in_step = gpu_windows.busy(nsteps);
-    gpu.fill_kernel_buckets();
-    let steps = step_facts(&index, skip, &mut gpu, &host, &step_split, &gpu_end, &busy_in_step);
+    gpu.kernel_medians(skip);
+    let steps = step_facts(&index, skip, &gpu, &host, &step_split, &gpu_end, &busy_in_step);
     let amp = amp_facts(&index, &gpu.kernels, &steps);
     Timeline {
         gpu_ops: inp.ops.len(),
@@ -341,7 +341,7 @@ fn holes_to_next_step(mut holes: Vec<(Ns, Ns)>, index: &StepIndex) -> Vec<(Ns, N
 fn step_facts(
     index: &StepIndex,
     skip: usize,
-    gpu: &mut GpuSteps<'_>,
+    gpu: &GpuSteps<'_>,
     host: &HostSteps,
     step_split: &[Split],
     gpu_end: &[Ns],
@@ -349,7 +349,7 @@ fn step_facts(
 ) -> Vec<StepFacts> {
     let mut out = Vec::new();
     for (p, w) in index.windows.iter().enumerate().skip(skip) {
-        let kernels = &mut gpu.kernels;
+        let kernels = &gpu.kernels;
         let mut st = StepFacts {
             index: w.index,
             host_start: w.start,
@@ -358,13 +358,13 @@ fn step_facts(
             gpu_end: gpu_end[p],
             split: step_split[p],
             launches: host.launches[p],
-            kernels: kernels.durations.len(p) as u64,
-            median_kernel_ns: kernels.durations.median(p),
+            kernels: kernels.count[p] as u64,
+            median_kernel_ns: kernels.median_duration[p],
             sync_calls: host.sync_calls[p],
             sync_blocked_ns: host.sync_blocked[p],
             ..StepFacts::default()
         };
-        st.median_gap_ns = kernels.gaps.median(p);
+        st.median_gap_ns = kernels.median_gap[p];
         if let Some(g) = gpu.first[p] {
             let b = &gpu.busy;
             let e = gpu_end[p].max(g);
