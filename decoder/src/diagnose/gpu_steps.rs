@@ -232,3 +232,101 @@ impl OpSteps<'_> {
         (self.step != NO_STEP).then_some(self.step as usize)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::steps::StepWindow;
+    use crate::xorshift::XorShift;
+
+    /// Random operations in (start, end) order (some empty, some without a correlation, some of
+    /// steps that overlap), the correlation -> step map of their calls, and the step windows.
+    fn random_case(rng: &mut XorShift) -> (Vec<RawOp>, CorrSlots<u32>, StepIndex) {
+        let nsteps = rng.below(6);
+        let mut t = 0;
+        let windows: Vec<StepWindow> = (0..nsteps)
+            .map(|i| {
+                t += rng.below(30);
+                let start = t;
+                t += 1 + rng.below(60);
+                StepWindow { index: i, name: String::new(), start, end: t }
+            })
+            .collect();
+        let mut corr_step = CorrSlots::default();
+        let mut ops: Vec<RawOp> = (0..rng.below(120))
+            .map(|i| {
+                let start = rng.below(t + 40);
+                let kind = [OpKind::Compute, OpKind::Compute, OpKind::Comm, OpKind::Memory][rng.index(4)];
+                let corr = if rng.below(4) == 0 { 0 } else { i as u32 + 1 };
+                if corr != 0 && nsteps > 0 && rng.below(3) > 0 {
+                    // Mostly the step its start falls in (as launches run ahead), sometimes another.
+                    let p =
+                        if rng.below(4) == 0 { rng.below(nsteps) } else { (start * nsteps / (t + 40)).min(nsteps - 1) };
+                    corr_step.insert(corr.into(), p as u32);
+                }
+                RawOp { start, end: start + rng.below(9), corr, kind, family: Family::Gemm }
+            })
+            .collect();
+        ops.sort_by_key(|o| (o.start, o.end));
+        (ops, corr_step, StepIndex::new(windows))
+    }
+
+    /// Each operation's step position, one by one.
+    fn steps_one_by_one(ops: &[RawOp], corr_step: &CorrSlots<u32>, index: &StepIndex) -> Vec<Option<usize>> {
+        ops.iter()
+            .map(|o| match (o.corr != 0).then(|| corr_step.get(o.corr.into())).flatten() {
+                Some(&p) => Some(p as usize),
+                None => index.pos(o.start),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn op_steps_gives_each_operations_step() {
+        let mut rng = XorShift(0x0b5e_55ed_2026_1203);
+        for _ in 0..300 {
+            let (ops, corr_step, index) = random_case(&mut rng);
+            let want = steps_one_by_one(&ops, &corr_step, &index);
+            let gpu = GpuSteps::of(&ops, &corr_step, &index);
+            let mut cursor = gpu.op_steps();
+            let mut i = 0;
+            while i < ops.len() {
+                assert_eq!(cursor.step_of(i), want[i], "op {i} of {ops:?}");
+                i += 1 + rng.index(3) * rng.index(2);
+            }
+            assert_eq!(cursor.step_of(ops.len()), None);
+        }
+    }
+
+    #[test]
+    fn kernel_medians_match_each_steps_kernels_sorted() {
+        let mut rng = XorShift(0x3ed1_a45e_0000_0019);
+        for _ in 0..300 {
+            let (ops, corr_step, index) = random_case(&mut rng);
+            let steps = steps_one_by_one(&ops, &corr_step, &index);
+            let mut gpu = GpuSteps::of(&ops, &corr_step, &index);
+            let from = rng.index(2);
+            gpu.kernel_medians(from);
+            let median_of_sorted = |mut v: Vec<Ns>| {
+                v.sort_unstable();
+                v.get(v.len() / 2).copied().unwrap_or(0)
+            };
+            for p in 0..index.len() {
+                let kernels: Vec<&RawOp> = ops
+                    .iter()
+                    .zip(&steps)
+                    .filter(|(o, s)| **s == Some(p) && o.kind == OpKind::Compute)
+                    .map(|x| x.0)
+                    .collect();
+                assert_eq!(gpu.kernels.count[p], kernels.len());
+                if p < from {
+                    continue;
+                }
+                let durations = kernels.iter().map(|o| o.end - o.start).collect();
+                let gaps = kernels.windows(2).map(|w| w[1].start.saturating_sub(w[0].end)).collect();
+                assert_eq!(gpu.kernels.median_duration[p], median_of_sorted(durations), "step {p} of {ops:?}");
+                assert_eq!(gpu.kernels.median_gap[p], median_of_sorted(gaps), "step {p} of {ops:?}");
+            }
+        }
+    }
+}
