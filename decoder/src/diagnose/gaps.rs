@@ -1,6 +1,7 @@
 //! The analysed window's split: GPU busy time by kind, and each GPU idle gap classified by what
 //! the host was doing (blocked in a sync, outside CUDA at a step's start, launching, or none of
-//! these), whole and per step. Gaps come in time order, so every search only moves forward.
+//! these), whole and per step. The gaps are found by sweeping the operations in start order and
+//! come in time order, so every search only moves forward.
 
 use super::facts::Split;
 use super::gpu_steps::{GpuSteps, OpSteps};

@@ -1,7 +1,8 @@
-//! The GPU side of one rank's timeline: each operation's step, the busy-time unions, when each
-//! step's GPU work started, and each step's compute kernels (durations and the gaps between them,
-//! for medians) and AMP check / optimizer kernels; one pass over the operations, then one over the
-//! compute kernels to put their durations and gaps in per-step buckets of one flat list each.
+//! The GPU side of one rank's timeline: each operation's step (as runs of consecutive operations
+//! of one step), the busy-time unions, when each step's GPU work started, and each step's compute
+//! kernels (how many, the medians of their durations and of the gaps between them) and AMP check /
+//! optimizer kernels; one pass over the operations, then, for the medians, one over each step's
+//! runs into a buffer reused from step to step.
 
 use super::spans::StartOrderUnion;
 use super::timeline::{OpKind, RawOp, StepCursor, StepIndex};
