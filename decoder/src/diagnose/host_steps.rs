@@ -9,9 +9,7 @@ use crate::diagnose::facts::SyncCallStat;
 use crate::intervals::FastMap;
 use crate::model::*;
 
-/// Pageable copies block the host like a sync; CUPTI / intercepted synchronization records stand
-/// in when no sync call was recorded, merged into the calls (in start order; of equal starts, the
-/// calls first, as a stable sort of the calls followed by the stand-ins would put them).
+/// Pageable copies block the host like a sync: the copy calls of pageable copies become sync calls.
 pub fn prepare_calls(inp: &mut Input) {
     if !inp.pageable.is_empty() {
         for c in &mut inp.calls {
@@ -21,22 +19,26 @@ pub fn prepare_calls(inp: &mut Input) {
         }
     }
     debug_assert!(inp.calls.is_sorted_by_key(|c| c.start), "calls in start order");
-    if inp.syncs.is_empty() || inp.calls.iter().any(|c| c.class() == CallClass::Sync) {
-        return;
-    }
-    let mut stand_ins = Vec::with_capacity(inp.syncs.len());
+}
+
+/// CUPTI / intercepted synchronization records stand in when no sync call was recorded: as sync
+/// calls named `sync:<kind>` (names added to `names` as needed), in start order (of equal starts,
+/// in arrival order). They are kept apart from the calls: merged into them (of equal starts, the
+/// calls first), they would be read the same.
+fn stand_in_syncs(syncs: &[SyncEvent], names: &mut Vec<Name>) -> Vec<RawCall> {
+    let mut stand_ins = Vec::with_capacity(syncs.len());
     // The name id of each kind seen so far (a handful of kinds: searched in order).
     let mut kind_ids: Vec<(SyncKind, u32)> = Vec::new();
-    for s in &inp.syncs {
+    for s in syncs {
         let id = match kind_ids.iter().find(|k| k.0 == s.kind) {
             Some(&(_, id)) => id,
             None => {
                 let name: Name = format!("sync:{}", s.kind.name()).into();
-                let id = match inp.names.iter().position(|n| *n == name) {
+                let id = match names.iter().position(|n| *n == name) {
                     Some(i) => i as u32,
                     None => {
-                        inp.names.push(name);
-                        (inp.names.len() - 1) as u32
+                        names.push(name);
+                        (names.len() - 1) as u32
                     }
                 };
                 kind_ids.push((s.kind, id));
@@ -48,26 +50,7 @@ pub fn prepare_calls(inp: &mut Input) {
     if !stand_ins.is_sorted_by_key(|c| c.start) {
         stand_ins.sort_by_key(|c| c.start);
     }
-    inp.calls = merge_by_start(std::mem::take(&mut inp.calls), stand_ins);
-}
-
-/// Two lists sorted by start, merged; of equal starts, `a`'s first. In place: `a` grows by
-/// `b`'s length and is filled from the back.
-fn merge_by_start(mut a: Vec<RawCall>, b: Vec<RawCall>) -> Vec<RawCall> {
-    let n = a.len();
-    let Some(&filler) = b.first() else { return a };
-    a.resize(n + b.len(), filler);
-    let (mut i, mut w) = (n, a.len());
-    for y in b.into_iter().rev() {
-        while i > 0 && a[i - 1].start > y.start {
-            i -= 1;
-            w -= 1;
-            a[w] = a[i];
-        }
-        w -= 1;
-        a[w] = y;
-    }
-    a
+    stand_ins
 }
 
 /// A synchronizing call, as the gap classification searches them.
@@ -100,11 +83,15 @@ pub struct HostSteps {
     pub syncs: Vec<SyncSpan>,
     /// Calls whose correlation is a pageable copy's: (correlation, name).
     pub pageable_calls: Vec<(u32, u32)>,
+    /// The stand-in sync calls, when no sync call was recorded ([`stand_in_syncs`]; else empty):
+    /// calls too, in start order, kept apart from `inp.calls`.
+    pub stand_ins: Vec<RawCall>,
 }
 
 impl HostSteps {
-    /// `inp.calls` sorted by start ([`prepare_calls`]).
-    pub fn of(inp: &Input, index: &StepIndex) -> HostSteps {
+    /// `inp.calls` sorted by start ([`prepare_calls`]); names of stand-in syncs are added to
+    /// `inp.names`.
+    pub fn of(inp: &mut Input, index: &StepIndex) -> HostSteps {
         let nsteps = index.len();
         let mut h = HostSteps {
             launches: vec![0; nsteps],
@@ -118,6 +105,7 @@ impl HostSteps {
             alloc: Vec::new(),
             syncs: Vec::new(),
             pageable_calls: Vec::new(),
+            stand_ins: Vec::new(),
         };
         let (mut setup, mut alloc) = (StartOrderUnion::default(), StartOrderUnion::default());
         let any_pageable = !inp.pageable.is_empty();
@@ -127,10 +115,7 @@ impl HostSteps {
             match class {
                 CallClass::Setup => setup.push(c.start, c.end),
                 CallClass::Alloc => alloc.push(c.start, c.end),
-                CallClass::Sync => {
-                    let ends_by = h.syncs.last().map_or(c.end, |l| l.ends_by.max(c.end));
-                    h.syncs.push(SyncSpan { start: c.start, end: c.end, ends_by, name });
-                }
+                CallClass::Sync => h.push_sync(c),
                 _ => {}
             }
             if any_pageable && c.corr != 0 && inp.pageable.contains_key(&c.corr) {
@@ -142,17 +127,7 @@ impl HostSteps {
             }
             match class {
                 CallClass::Launch => h.launches[p] += 1,
-                CallClass::Sync => {
-                    h.sync_calls[p] += 1;
-                    let d = c.end.saturating_sub(c.start);
-                    h.sync_blocked[p] += d;
-                    let s = h.sync_stats.entry(name).or_insert_with(|| SyncCallStat {
-                        name: inp.names.get(name as usize).map(|n| n.to_string()).unwrap_or_default(),
-                        ..SyncCallStat::default()
-                    });
-                    s.calls += 1;
-                    s.blocked_ns += d;
-                }
+                CallClass::Sync => h.count_sync(p, c, &inp.names),
                 CallClass::Alloc => {
                     h.alloc_calls += 1;
                     h.alloc_ns += c.end.saturating_sub(c.start);
@@ -160,38 +135,73 @@ impl HostSteps {
                 _ => {}
             }
         }
+        if h.syncs.is_empty() && !inp.syncs.is_empty() {
+            // Sync calls of correlation 0 that no pageable copy names: only the syncs and the
+            // per-step sync counts see them.
+            let stand_ins = stand_in_syncs(&inp.syncs, &mut inp.names);
+            let mut cursor = StepCursor::default();
+            for c in &stand_ins {
+                h.push_sync(c);
+                if let Some(p) = index.pos_forward(c.start, &mut cursor) {
+                    h.count_sync(p, c, &inp.names);
+                }
+            }
+            h.stand_ins = stand_ins;
+        }
         (h.setup, h.alloc) = (setup.finish(), alloc.finish());
         h
+    }
+
+    #[inline]
+    fn push_sync(&mut self, c: &RawCall) {
+        let ends_by = self.syncs.last().map_or(c.end, |l| l.ends_by.max(c.end));
+        self.syncs.push(SyncSpan { start: c.start, end: c.end, ends_by, name: c.name() });
+    }
+
+    /// A sync call in step position `p`.
+    fn count_sync(&mut self, p: usize, c: &RawCall, names: &[Name]) {
+        self.sync_calls[p] += 1;
+        let d = c.end.saturating_sub(c.start);
+        self.sync_blocked[p] += d;
+        let name = c.name();
+        let s = self.sync_stats.entry(name).or_insert_with(|| SyncCallStat {
+            name: names.get(name as usize).map(|n| n.to_string()).unwrap_or_default(),
+            ..SyncCallStat::default()
+        });
+        s.calls += 1;
+        s.blocked_ns += d;
     }
 }
 
 /// How long the host was busy in calls other than set-up inside query windows whose starts never
-/// decrease from one call to the next (`calls` in start order): the measure of the calls' union,
-/// as `intervals::measure_in` on it would give, found with a cursor that only moves forward and the
-/// latest end of the calls behind it, so the union itself is never built (16 bytes per call).
+/// decrease from one call to the next: the measure of the calls' union, as `intervals::measure_in`
+/// on it would give, found with a cursor per list of calls (each in start order; together, the
+/// calls and the stand-in syncs) that only moves forward and the latest end of the calls behind
+/// them, so neither the union nor the merged list is ever built.
 #[derive(Debug)]
 pub struct HostBusy<'a> {
-    calls: &'a [RawCall],
-    /// Calls before this one start before the last query's start.
-    at: usize,
+    lists: [&'a [RawCall]; 2],
+    /// Calls before these start before the last query's start.
+    at: [usize; 2],
     /// The latest end of the calls before `at` (other than set-up).
     reach: Ns,
 }
 
 impl<'a> HostBusy<'a> {
-    pub fn new(calls: &'a [RawCall]) -> HostBusy<'a> {
-        HostBusy { calls, at: 0, reach: 0 }
+    pub fn new(calls: &'a [RawCall], more: &'a [RawCall]) -> HostBusy<'a> {
+        HostBusy { lists: [calls, more], at: [0, 0], reach: 0 }
     }
 
     /// Length of the calls' union inside `[lo, hi)` (`lo` at or after the previous call's).
     #[inline]
     pub fn measure(&mut self, lo: Ns, hi: Ns) -> Ns {
-        let calls = self.calls;
-        while let Some(c) = calls.get(self.at).filter(|c| c.start < lo) {
-            if c.class() != CallClass::Setup {
-                self.reach = self.reach.max(c.end);
+        for (list, at) in self.lists.iter().zip(&mut self.at) {
+            while let Some(c) = list.get(*at).filter(|c| c.start < lo) {
+                if c.class() != CallClass::Setup {
+                    self.reach = self.reach.max(c.end);
+                }
+                *at += 1;
             }
-            self.at += 1;
         }
         if hi <= lo {
             return 0;
@@ -199,7 +209,28 @@ impl<'a> HostBusy<'a> {
         // Covered from `lo` up to `to` so far: the calls that started before `lo` reach this far.
         let mut to = self.reach.clamp(lo, hi);
         let mut total = to - lo;
-        for c in calls[self.at..].iter().take_while(|c| c.start < hi) {
+        // The calls that start before `hi`, both lists merged by start (of equal starts, either
+        // first: the union is the same).
+        let [a, b] = self.lists;
+        let (mut i, mut j) = (self.at[0], self.at[1]);
+        loop {
+            let x = a.get(i).filter(|c| c.start < hi);
+            let y = b.get(j).filter(|c| c.start < hi);
+            let c = match (x, y) {
+                (Some(x), Some(y)) if y.start < x.start => {
+                    j += 1;
+                    y
+                }
+                (Some(x), _) => {
+                    i += 1;
+                    x
+                }
+                (None, Some(y)) => {
+                    j += 1;
+                    y
+                }
+                (None, None) => break,
+            };
             let (s, e) = (c.start.max(to), c.end.min(hi));
             if e > s && c.class() != CallClass::Setup {
                 total += e - s;
@@ -217,7 +248,7 @@ mod tests {
     use crate::xorshift::XorShift;
 
     #[test]
-    fn host_busy_measures_the_union_of_the_calls() {
+    fn host_busy_measures_the_union_of_the_calls_of_both_lists() {
         let mut rng = XorShift(0x1234_5678_9abc_def1);
         for round in 0..100u64 {
             let mut calls = Vec::new();
@@ -234,7 +265,9 @@ mod tests {
                 union.push(c.start, c.end);
             }
             let union = union.finish();
-            let mut busy = HostBusy::new(&calls);
+            // The calls in two lists, each in start order (the second empty in some rounds).
+            let (a, b): (Vec<RawCall>, Vec<RawCall>) = calls.iter().partition(|_| round % 3 == 0 || rng.below(3) > 0);
+            let mut busy = HostBusy::new(&a, &b);
             let mut lo = 0;
             for _ in 0..200 {
                 lo += rng.below(6 + round % 20);
@@ -244,26 +277,6 @@ mod tests {
                     assert_eq!(busy.measure(lo, hi + 7), measure_in(&union, lo, hi + 7));
                 }
             }
-        }
-    }
-
-    #[test]
-    fn merge_by_start_is_a_stable_sort_of_both() {
-        let mut rng = XorShift(77);
-        for n in [0u64, 1, 5, 50, 500] {
-            let list = |rng: &mut XorShift, tag: u32| {
-                let mut v: Vec<RawCall> = (0..rng.below(n + 1))
-                    .map(|i| RawCall::new(rng.below(n + 3), 0, i as u32, CallClass::Other, tag))
-                    .collect();
-                v.sort_by_key(|c| c.start);
-                v
-            };
-            let (a, b) = (list(&mut rng, 0), list(&mut rng, 1));
-            let mut want: Vec<RawCall> = a.iter().chain(&b).copied().collect();
-            want.sort_by_key(|c| c.start);
-            let got = merge_by_start(a, b);
-            let key = |v: &[RawCall]| v.iter().map(|c| (c.start, c.name(), c.corr)).collect::<Vec<_>>();
-            assert_eq!(key(&got), key(&want));
         }
     }
 }

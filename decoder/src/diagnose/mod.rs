@@ -21,6 +21,7 @@ mod coll_pairing;
 mod corr_ids;
 mod gaps;
 mod gpu_steps;
+mod gpu_windows;
 mod host_steps;
 mod spans;
 

@@ -9,8 +9,9 @@ use std::collections::HashMap;
 
 use super::coll_pairing::pair_collectives;
 use super::facts::*;
-use super::gaps::split_window;
+use super::gaps::{split_window, WindowSplit};
 use super::gpu_steps::{GpuSteps, StepKernels};
+use super::gpu_windows::{gpu_step_ends, StepWindows};
 use super::host_steps::{prepare_calls, HostSteps};
 use super::runs::Keyed;
 use crate::corr_slots::CorrSlots;
@@ -270,7 +271,7 @@ pub fn analyse(mut inp: Input) -> Timeline {
     let index = StepIndex::new(std::mem::take(&mut inp.windows));
     let nsteps = index.len();
     prepare_calls(&mut inp);
-    let mut host = HostSteps::of(&inp, &index);
+    let mut host = HostSteps::of(&mut inp, &index);
     debug_assert!(inp.ops.is_sorted_by_key(Keyed::key), "operations in (start, end) order");
     // Which step GPU work belongs to: its launching call's, unless the steps are GPU time.
     let by_time = CorrSlots::default();
@@ -281,12 +282,19 @@ pub fn analyse(mut inp: Input) -> Timeline {
     let skip = usize::from(nsteps >= WARMUP_MIN_STEPS);
     let window = analysed_window(&index, &gpu, skip, inp.span);
     let holes = holes_to_next_step(std::mem::take(&mut inp.unobserved), &index);
-    let mut sync_stats = std::mem::take(&mut host.sync_stats);
-    let (split, step_split, alloc_idle_ns) =
-        split_window(&gpu, &index, &host, &inp.calls, window, &holes, &mut sync_stats);
     let gpu_end = gpu_step_ends(&gpu.first, &holes, window.1);
-    gpu.fill_kernel_buckets();
-    let steps = step_facts(&index, skip, &mut gpu, &host, &step_split, &gpu_end);
+    let mut gpu_windows = StepWindows::new(&gpu.first, &gpu_end, skip);
+    let WindowSplit { split, steps: step_split, alloc_idle_ns, idle_by_sync } =
+        split_window(&gpu, &index, &host, &inp.calls, window, &holes, &mut gpu_windows);
+    let mut sync_stats = std::mem::take(&mut host.sync_stats);
+    for (name, idle) in idle_by_sync.into_iter().enumerate() {
+        if let Some(st) = sync_stats.get_mut(&(name as u32)) {
+            st.gpu_idle_ns += idle;
+        }
+    }
+    let busy_in_step = gpu_windows.busy(nsteps);
+    gpu.kernel_medians(skip);
+    let steps = step_facts(&index, skip, &gpu, &host, &step_split, &gpu_end, &busy_in_step);
     let amp = amp_facts(&index, &gpu.kernels, &steps);
     Timeline {
         gpu_ops: inp.ops.len(),
@@ -329,39 +337,19 @@ fn holes_to_next_step(mut holes: Vec<(Ns, Ns)>, index: &StepIndex) -> Vec<(Ns, N
     holes
 }
 
-/// Where each step position's GPU window ends: where the next step's GPU work starts (in GPU
-/// order), or where recording stopped before that, or the window's end.
-fn gpu_step_ends(first: &[Option<Ns>], holes: &[(Ns, Ns)], w1: Ns) -> Vec<Ns> {
-    let nsteps = first.len();
-    let mut order: Vec<usize> = (0..nsteps).filter(|&p| first[p].is_some()).collect();
-    order.sort_by_key(|&p| first[p]);
-    let mut next_first: Vec<Ns> = vec![w1; nsteps];
-    for w in order.windows(2) {
-        next_first[w[0]] = first[w[1]].unwrap_or(w1);
-    }
-    for p in 0..nsteps {
-        if let Some(g) = first[p] {
-            if let Some(h) = holes.iter().find(|h| h.0 >= g && h.0 < next_first[p]) {
-                next_first[p] = h.0;
-            }
-        }
-    }
-    next_first
-}
-
-/// The facts of each analysed step (from `skip` on).
 /// The facts of each analysed step (from `skip` on).
 fn step_facts(
     index: &StepIndex,
     skip: usize,
-    gpu: &mut GpuSteps<'_>,
+    gpu: &GpuSteps<'_>,
     host: &HostSteps,
     step_split: &[Split],
     gpu_end: &[Ns],
+    busy_in_step: &[Ns],
 ) -> Vec<StepFacts> {
     let mut out = Vec::new();
     for (p, w) in index.windows.iter().enumerate().skip(skip) {
-        let kernels = &mut gpu.kernels;
+        let kernels = &gpu.kernels;
         let mut st = StepFacts {
             index: w.index,
             host_start: w.start,
@@ -370,13 +358,13 @@ fn step_facts(
             gpu_end: gpu_end[p],
             split: step_split[p],
             launches: host.launches[p],
-            kernels: kernels.durations.len(p) as u64,
-            median_kernel_ns: kernels.durations.median(p),
+            kernels: kernels.count[p] as u64,
+            median_kernel_ns: kernels.median_duration[p],
             sync_calls: host.sync_calls[p],
             sync_blocked_ns: host.sync_blocked[p],
             ..StepFacts::default()
         };
-        st.median_gap_ns = kernels.gaps.median(p);
+        st.median_gap_ns = kernels.median_gap[p];
         if let Some(g) = gpu.first[p] {
             let b = &gpu.busy;
             let e = gpu_end[p].max(g);
@@ -384,7 +372,7 @@ fn step_facts(
             let (compute, cm) = (measure_in(&b.compute, g, e), measure_in(&b.cm, g, e));
             st.split.compute_ns = compute;
             st.split.comm_ns = cm - compute;
-            st.split.memcpy_ns = measure_in(&b.all, g, e) - cm;
+            st.split.memcpy_ns = busy_in_step[p] - cm;
         }
         out.push(st);
     }
