@@ -355,11 +355,9 @@ impl RingConverter<'_, '_> {
             return;
         };
         let (start, end) = (self.at(start), self.clock.ns(end));
-        if self.reused.apis.get(detail.0).is_none() {
-            self.reuse_api(name, detail, domain);
-        }
-        let names = &mut self.names;
-        let Some((a, name_id, checked)) = self.reused.apis.get_mut(detail.0) else { return };
+        let (proc, names) = (self.proc, &mut self.names);
+        let (a, name_id, checked) =
+            self.reused.apis.get_or_insert_with(detail.0, || new_api(proc, names, name, detail, domain));
         // Another name with this detail, or a string id redefined inline: check that the reused
         // names are current.
         if *name_id != name || *checked != names.defined {
@@ -382,52 +380,6 @@ impl RingConverter<'_, '_> {
         a.range = self.ranges.innermost(tid);
         a.repeat = None;
         self.sink.handle_api(a);
-    }
-
-    /// The struct reused for the API calls with launched kernel name `detail` (its other fields
-    /// are set per call).
-    #[cold]
-    #[inline(never)]
-    fn reuse_api(&mut self, name: StrId, detail: StrId, domain: ApiDomain) {
-        let a = Api {
-            proc: self.proc,
-            tid: 0,
-            domain,
-            name: self.names.get(name),
-            start: 0,
-            end: 0,
-            result: 0,
-            correlation: 0,
-            detail: self.names.opt(detail),
-            stream: 0,
-            arg: 0,
-            range: None,
-            repeat: None,
-        };
-        self.reused.apis.insert(detail.0, (a, name, self.names.defined));
-    }
-
-    /// The struct reused for the kernels named `name` (its other fields are set per kernel).
-    #[cold]
-    #[inline(never)]
-    fn reuse_kernel(&mut self, name: StrId) {
-        let k = Kernel {
-            proc: self.proc,
-            device: 0,
-            context: 0,
-            stream: 0,
-            start: 0,
-            end: 0,
-            name: self.names.get(name),
-            grid: [0; 3],
-            block: [0; 3],
-            registers: 0,
-            shared_mem: 0,
-            correlation: 0,
-            graph_id: 0,
-            collective: None,
-        };
-        self.reused.kernels.insert(name.0, (k, self.names.defined));
     }
 
     /// Identical calls counted by the recorder: one `Api` event standing for all of them.
@@ -482,11 +434,8 @@ impl RingConverter<'_, '_> {
             return;
         }
         let (start, end) = (start_ns, self.clock.ns(end));
-        if self.reused.kernels.get(name.0).is_none() {
-            self.reuse_kernel(name);
-        }
-        let names = &mut self.names;
-        let Some((k, checked)) = self.reused.kernels.get_mut(name.0) else { return };
+        let (proc, names) = (self.proc, &mut self.names);
+        let (k, checked) = self.reused.kernels.get_or_insert_with(name.0, || new_kernel(proc, names, name));
         // A string id redefined inline since: check that the reused name is current.
         if *checked != names.defined {
             if !names.is(name, &k.name) {
@@ -815,6 +764,53 @@ impl RingConverter<'_, '_> {
         }
         self.sink.handle_process_end(self.proc);
     }
+}
+
+/// The struct reused for the API calls with launched kernel name `detail` (its other fields are
+/// set per call), with the string id of its name and when its names were checked.
+#[cold]
+#[inline(never)]
+fn new_api(proc: ProcId, names: &mut Names, name: StrId, detail: StrId, domain: ApiDomain) -> (Api, StrId, u64) {
+    let a = Api {
+        proc,
+        tid: 0,
+        domain,
+        name: names.get(name),
+        start: 0,
+        end: 0,
+        result: 0,
+        correlation: 0,
+        detail: names.opt(detail),
+        stream: 0,
+        arg: 0,
+        range: None,
+        repeat: None,
+    };
+    (a, name, names.defined)
+}
+
+/// The struct reused for the kernels named `name` (its other fields are set per kernel), with when
+/// its name was checked.
+#[cold]
+#[inline(never)]
+fn new_kernel(proc: ProcId, names: &mut Names, name: StrId) -> (Kernel, u64) {
+    let k = Kernel {
+        proc,
+        device: 0,
+        context: 0,
+        stream: 0,
+        start: 0,
+        end: 0,
+        name: names.get(name),
+        grid: [0; 3],
+        block: [0; 3],
+        registers: 0,
+        shared_mem: 0,
+        correlation: 0,
+        graph_id: 0,
+        collective: None,
+    };
+    (k, names.defined)
 }
 
 /// Notes for the NVTX ranges the pairing could not complete.
