@@ -391,17 +391,22 @@ fn slot_range(data: &[u8], h: &FileHeader, c: &ChunkRef) -> Range<usize> {
 /// their frame length).
 fn clock_syncs_in(payload: &[u8], out: &mut Vec<(u64, u64, u64)>) {
     let mut pos = 0usize;
-    // Where a longest short frame still fits in what follows.
+    // Before this, a longest short frame still fits in what follows.
     let roomy = payload.len().saturating_sub(2 + 255);
     while pos < payload.len() {
         // Short frames of other types skipped by their length byte alone (no other check
         // while the frame surely lies inside the payload).
-        while pos < roomy {
-            let (code, len) = (payload[pos], payload[pos + 1]);
-            if code == type_code::CLOCK_SYNC || len == 0xff {
-                break;
+        if pos < roomy {
+            // The rest of the payload as a slice, so that no index needs a check of its own.
+            let mut rest = &payload[pos..];
+            while rest.len() > 2 + 255 {
+                let (code, len) = (rest[0], rest[1]);
+                if code == type_code::CLOCK_SYNC || len == 0xff {
+                    break;
+                }
+                rest = &rest[2 + usize::from(len)..];
             }
-            pos += 2 + usize::from(len);
+            pos = payload.len() - rest.len();
         }
         if let Some(&[code, len]) = payload.get(pos..pos + 2) {
             if code != type_code::CLOCK_SYNC && len != 0xff && pos + 2 + usize::from(len) <= payload.len() {

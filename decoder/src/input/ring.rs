@@ -101,8 +101,8 @@ impl Names<'_> {
     }
 }
 
-/// Event structs reused from one record to the next, one per name (kernels) or per launched kernel
-/// name (API calls): handing a sink `&Kernel` / `&Api` then costs no reference counting on the
+/// Event structs reused from one record to the next, one per name (kernels, NVTX ranges) or per
+/// launched kernel name (API calls): handing a sink `&Kernel` / `&Api` then costs no reference counting on the
 /// names (an atomic read-modify-write per clone and per drop was the decode loop's largest cost).
 /// Each remembers [`Names::defined`] when its names were last checked (and an API call the string id
 /// of its name), so that its names are checked again only when a string was defined since.
@@ -110,6 +110,8 @@ impl Names<'_> {
 struct Reused {
     kernels: IdSlots<(Kernel, u64)>,
     apis: IdSlots<(Api, StrId, u64)>,
+    /// NVTX ranges by name, with the string id of their domain.
+    ranges: IdSlots<(NvtxRange, StrId, u64)>,
 }
 
 /// Decode one ring file into `sink` as process `id`, shifting its times by `offset_ns`.
@@ -719,19 +721,34 @@ impl RingConverter<'_, '_> {
     }
 
     /// A completed NVTX range.
+    /// Handed over in the struct reused for its name, like kernels.
     fn emit_range(&mut self, r: OpenRange, end: Ns) {
-        self.sink.handle_nvtx_range(&NvtxRange {
-            proc: self.proc,
-            id: r.id,
-            parent: r.parent,
-            depth: r.depth,
-            kind: r.kind,
-            tid: r.tid,
-            domain: self.names.opt(r.domain),
-            name: self.names.get(r.name),
-            start: r.start,
-            end: end.max(r.start),
-        });
+        let (proc, names) = (self.proc, &mut self.names);
+        let (x, domain_id, checked) =
+            self.reused.ranges.get_or_insert_with(r.name.0, || new_range(proc, names, r.domain, r.name));
+        // Another domain with this name, or a string id redefined inline: check that the reused
+        // names are current.
+        if *domain_id != r.domain || *checked != names.defined {
+            let same_domain = match &x.domain {
+                Some(d) => r.domain.0 != 0 && names.is(r.domain, d),
+                None => r.domain.0 == 0,
+            };
+            if !same_domain {
+                x.domain = names.opt(r.domain);
+            }
+            if !names.is(r.name, &x.name) {
+                x.name = names.get(r.name);
+            }
+            (*domain_id, *checked) = (r.domain, names.defined);
+        }
+        x.id = r.id;
+        x.parent = r.parent;
+        x.depth = r.depth;
+        x.kind = r.kind;
+        x.tid = r.tid;
+        x.start = r.start;
+        x.end = end.max(r.start);
+        self.sink.handle_nvtx_range(x);
     }
 
     /// The end of the file: ranges still open (crash, hang, capture stopped) close at the last
@@ -811,6 +828,26 @@ fn new_kernel(proc: ProcId, names: &mut Names, name: StrId) -> (Kernel, u64) {
         collective: None,
     };
     (k, names.defined)
+}
+
+/// The struct reused for the NVTX ranges named `name` (its other fields are set per range), with the
+/// string id of its domain and when its names were checked.
+#[cold]
+#[inline(never)]
+fn new_range(proc: ProcId, names: &mut Names, domain: StrId, name: StrId) -> (NvtxRange, StrId, u64) {
+    let r = NvtxRange {
+        proc,
+        id: RangeId(0),
+        parent: None,
+        depth: 0,
+        kind: RangeKind::Nvtx,
+        tid: 0,
+        domain: names.opt(domain),
+        name: names.get(name),
+        start: 0,
+        end: 0,
+    };
+    (r, domain, names.defined)
 }
 
 /// Notes for the NVTX ranges the pairing could not complete.
