@@ -473,10 +473,11 @@ macro_rules! record_codec {
             visit: &mut V,
         ) -> $crate::codec::fields::WindowDecoded<V::Out> {
             use $crate::codec::fields::WindowDecoded;
-            let mut r = $crate::codec::fields::WindowReader { buf: window, pos: 2, end: 2 + len, over: 0 };
             match code {
                 $(
                     $crate::record::type_code::$code => {
+                        // A reader of each type's own, which lives in registers however the others fare.
+                        let mut r = $crate::codec::fields::WindowReader { buf: window, pos: 2, end: 2 + len, over: 0 };
                         $( let $field = record_codec!(@fast r st $enc $( ( $($arg)* ) )?); )*
                         if !r.ok() {
                             return WindowDecoded::Retry;
