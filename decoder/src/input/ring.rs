@@ -358,8 +358,13 @@ impl RingConverter<'_, '_> {
         };
         let (start, end) = (self.at(start), self.clock.ns(end));
         let (proc, names) = (self.proc, &mut self.names);
-        let (a, name_id, checked) =
-            self.reused.apis.get_or_insert_with(detail.0, || new_api(proc, names, name, detail, domain));
+        // (What the maker needs moved into it, so that nothing of the call has to be in memory
+        // when it is not made.)
+        let make = {
+            let names = &mut *names;
+            move || new_api(proc, names, name, detail, domain)
+        };
+        let (a, name_id, checked) = self.reused.apis.get_or_insert_with(detail.0, make);
         // Another name with this detail, or a string id redefined inline: check that the reused
         // names are current.
         if *name_id != name || *checked != names.defined {
@@ -437,7 +442,11 @@ impl RingConverter<'_, '_> {
         }
         let (start, end) = (start_ns, self.clock.ns(end));
         let (proc, names) = (self.proc, &mut self.names);
-        let (k, checked) = self.reused.kernels.get_or_insert_with(name.0, || new_kernel(proc, names, name));
+        let make = {
+            let names = &mut *names;
+            move || new_kernel(proc, names, name)
+        };
+        let (k, checked) = self.reused.kernels.get_or_insert_with(name.0, make);
         // A string id redefined inline since: check that the reused name is current.
         if *checked != names.defined {
             if !names.is(name, &k.name) {
@@ -724,8 +733,11 @@ impl RingConverter<'_, '_> {
     /// Handed over in the struct reused for its name, like kernels.
     fn emit_range(&mut self, r: OpenRange, end: Ns) {
         let (proc, names) = (self.proc, &mut self.names);
-        let (x, domain_id, checked) =
-            self.reused.ranges.get_or_insert_with(r.name.0, || new_range(proc, names, r.domain, r.name));
+        let make = {
+            let (names, domain, name) = (&mut *names, r.domain, r.name);
+            move || new_range(proc, names, domain, name)
+        };
+        let (x, domain_id, checked) = self.reused.ranges.get_or_insert_with(r.name.0, make);
         // Another domain with this name, or a string id redefined inline: check that the reused
         // names are current.
         if *domain_id != r.domain || *checked != names.defined {
