@@ -9,8 +9,9 @@ pub struct MonoCursor {
     valid: bool,
     lo: u64,
     hi: u64,
-    ta: u64,
-    ma: u64,
+    /// The segment's start pair, as floats (converted once per segment, not per conversion).
+    ta: f64,
+    ma: f64,
     slope: f64,
 }
 
@@ -85,7 +86,7 @@ impl TickConverter {
                 return ns;
             }
         }
-        (cursor.ma as f64 + (ticks as f64 - cursor.ta as f64) * cursor.slope).max(0.0) as u64
+        (cursor.ma + (ticks as f64 - cursor.ta) * cursor.slope).max(0.0) as u64
     }
 
     /// Points `cursor` at the segment of `ticks`; or, without segments, converts `ticks` itself.
@@ -102,8 +103,8 @@ impl TickConverter {
             valid: true,
             lo: if i == 0 { 0 } else { self.points[i - 1].0 },
             hi: self.points.get(i).map_or(u64::MAX, |p| p.0),
-            ta,
-            ma,
+            ta: ta as f64,
+            ma: ma as f64,
             slope: self.slope(ta, ma, tb, mb),
         };
         None

@@ -303,28 +303,42 @@ pub fn decode_one_with<'a, V: DecodedVisitor<'a>>(
 ) -> Result<(V::Out, usize), CodecError> {
     // Most frames: a record with a short header, and the chunk goes on for a window past its start.
     if let Some(window) = buf.first_chunk::<WINDOW>() {
-        let (code, len) = (window[0], usize::from(window[1]));
-        if len != 0xff && code != type_code::STRING {
-            let mut next = *st;
-            match decode_window_with(code, window, len, &mut next, visit) {
-                WindowDecoded::Visited(out) => {
-                    *st = next;
-                    return Ok((out, 2 + len));
-                }
-                WindowDecoded::Unknown => {
-                    return Ok((visit.visit(Decoded::Unknown { code, payload: &window[2..2 + len] }), 2 + len));
-                }
-                WindowDecoded::Retry => {}
-            }
+        if let Some(done) = decode_window_frame(window, st, visit) {
+            return Ok(done);
         }
     }
     decode_checked_with(buf, st, visit)
 }
 
+/// [`decode_one_with`]'s fast path, for a frame at the start of `window` (the chunk goes on for a
+/// window past the frame's start): what the visitor returned and the frame size; None, with `st`
+/// untouched and the visitor not called, for a frame [`decode_checked_with`] must decode (a long
+/// frame, a string definition, or one in which something did not decode).
+#[inline(always)]
+pub(crate) fn decode_window_frame<'a, V: DecodedVisitor<'a>>(
+    window: &'a [u8; WINDOW],
+    st: &mut DeltaState,
+    visit: &mut V,
+) -> Option<(V::Out, usize)> {
+    let (code, len) = (window[0], usize::from(window[1]));
+    if len == 0xff || code == type_code::STRING {
+        return None;
+    }
+    let mut next = *st;
+    match decode_window_with(code, window, len, &mut next, visit) {
+        WindowDecoded::Visited(out) => {
+            *st = next;
+            Some((out, 2 + len))
+        }
+        WindowDecoded::Unknown => Some((visit.visit(Decoded::Unknown { code, payload: &window[2..2 + len] }), 2 + len)),
+        WindowDecoded::Retry => None,
+    }
+}
+
 /// [`decode_one_with`] with every read checked: frames near the end of a chunk, long frames, string
 /// definitions, and frames the window decoder found something wrong in (this says what).
 #[inline(always)]
-fn decode_checked_with<'a, V: DecodedVisitor<'a>>(
+pub(crate) fn decode_checked_with<'a, V: DecodedVisitor<'a>>(
     buf: &'a [u8],
     st: &mut DeltaState,
     visit: &mut V,

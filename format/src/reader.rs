@@ -14,7 +14,10 @@ use memmap2::Mmap;
 
 use crate::chunk::{inspect, ChunkState, CHUNK_HEADER_BYTES};
 use crate::clock::TickConverter;
-use crate::codec::{decode_one, decode_one_with, peek_frame, CodecError, Decoded, DecodedVisitor, DeltaState};
+use crate::codec::{
+    decode_checked_with, decode_one, decode_window_frame, peek_frame, CodecError, Decoded, DecodedVisitor, DeltaState,
+    WINDOW,
+};
 use crate::error::{FileError, FormatError};
 use crate::header::{FileHeader, LiveStats, HEADER_BYTES};
 use crate::header_recovery::{self, ScannedChunk};
@@ -312,15 +315,31 @@ pub struct ChunkRecords<'a> {
 
 impl<'a> ChunkRecords<'a> {
     /// Hands every item to `visit`: the items iterating yields, in the same order, each handed over
-    /// where it is decoded (see [`decode_one_with`]: a record goes from its fields to the visitor's
+    /// where it is decoded (see [`crate::codec::decode_one_with`]: a record goes from its fields to the visitor's
     /// code for its type). Returns the damage that ended the chunk early, if any (iterating yields it
     /// as the last item).
     #[inline(always)]
     pub fn for_each_item<V: DecodedVisitor<'a, Out = ()>>(mut self, visit: &mut V) -> Option<Damage> {
-        while !self.failed && self.pos < self.payload.len() {
-            match decode_one_with(&self.payload[self.pos..], &mut self.delta, visit) {
-                Ok(((), size)) => self.pos += size,
-                Err(e) => return Some(self.fail(e)),
+        if self.failed {
+            return None;
+        }
+        // The walk's state in locals (registers), back in `self` only for the damage report.
+        let (payload, mut pos, mut delta) = (self.payload, self.pos, self.delta);
+        while pos < payload.len() {
+            // `decode_one_with`, its fast path's frames going round the loop straight away.
+            let rest = &payload[pos..];
+            if let Some(window) = rest.first_chunk::<WINDOW>() {
+                if let Some(((), size)) = decode_window_frame(window, &mut delta, visit) {
+                    pos += size;
+                    continue;
+                }
+            }
+            match decode_checked_with(rest, &mut delta, visit) {
+                Ok(((), size)) => pos += size,
+                Err(e) => {
+                    self.pos = pos;
+                    return Some(self.fail(e));
+                }
             }
         }
         None
@@ -372,17 +391,22 @@ fn slot_range(data: &[u8], h: &FileHeader, c: &ChunkRef) -> Range<usize> {
 /// their frame length).
 fn clock_syncs_in(payload: &[u8], out: &mut Vec<(u64, u64, u64)>) {
     let mut pos = 0usize;
-    // Where a longest short frame still fits in what follows.
+    // Before this, a longest short frame still fits in what follows.
     let roomy = payload.len().saturating_sub(2 + 255);
     while pos < payload.len() {
         // Short frames of other types skipped by their length byte alone (no other check
         // while the frame surely lies inside the payload).
-        while pos < roomy {
-            let (code, len) = (payload[pos], payload[pos + 1]);
-            if code == type_code::CLOCK_SYNC || len == 0xff {
-                break;
+        if pos < roomy {
+            // The rest of the payload as a slice, so that no index needs a check of its own.
+            let mut rest = &payload[pos..];
+            while rest.len() > 2 + 255 {
+                let (code, len) = (rest[0], rest[1]);
+                if code == type_code::CLOCK_SYNC || len == 0xff {
+                    break;
+                }
+                rest = &rest[2 + usize::from(len)..];
             }
-            pos += 2 + usize::from(len);
+            pos = payload.len() - rest.len();
         }
         if let Some(&[code, len]) = payload.get(pos..pos + 2) {
             if code != type_code::CLOCK_SYNC && len != 0xff && pos + 2 + usize::from(len) <= payload.len() {

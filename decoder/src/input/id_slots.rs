@@ -77,6 +77,13 @@ impl<V> IdSlots<V> {
         if i < self.dense.len() && self.dense[i].is_some() {
             return self.dense[i].as_mut().expect("checked");
         }
+        self.insert_made(id, make)
+    }
+
+    /// [`IdSlots::get_or_insert_with`] for an `id` not in the vector.
+    #[cold]
+    fn insert_made(&mut self, id: u32, make: impl FnOnce() -> V) -> &mut V {
+        let i = id as usize;
         if self.dense_room(id) && !self.sparse.contains_key(&id) {
             self.insert(id, make());
             return self.dense[i].as_mut().expect("just inserted");

@@ -121,6 +121,10 @@ pub struct RangeTracker {
     /// Ends seen before their start: NVTX range id -> end time.
     early_ends: Waiting<Ns>,
     pub losses: PairingLosses,
+    /// The last answer of [`RangeTracker::innermost`], (thread, range), forgotten whenever a push,
+    /// a pop or the end changes the stacks: API calls come in runs on one thread between NVTX
+    /// records, and each would otherwise look its thread up.
+    last_innermost: Option<(u32, Option<RangeId>)>,
 }
 
 impl Default for RangeTracker {
@@ -132,6 +136,7 @@ impl Default for RangeTracker {
             started: Waiting::new(MAX_PENDING),
             early_ends: Waiting::new(MAX_PENDING),
             losses: PairingLosses::default(),
+            last_innermost: None,
         }
     }
 }
@@ -143,11 +148,20 @@ impl RangeTracker {
     }
 
     /// The innermost push range open on `tid`.
-    pub fn innermost(&self, tid: u32) -> Option<RangeId> {
-        self.stacks.get(&tid).and_then(|s| s.open.last()).map(|r| r.id)
+    #[inline]
+    pub fn innermost(&mut self, tid: u32) -> Option<RangeId> {
+        match self.last_innermost {
+            Some((t, r)) if t == tid => r,
+            _ => {
+                let r = self.stacks.get(&tid).and_then(|s| s.open.last()).map(|r| r.id);
+                self.last_innermost = Some((tid, r));
+                r
+            }
+        }
     }
 
     pub fn push(&mut self, tid: u32, domain: StrId, name: StrId, start: Ns) {
+        self.last_innermost = None;
         let full = self.open_pushes >= MAX_OPEN_PUSHES;
         let stack = self.stacks.entry(tid).or_default();
         if full || stack.open.len() >= MAX_DEPTH || stack.untracked > 0 {
@@ -164,6 +178,7 @@ impl RangeTracker {
 
     /// Closes the innermost push of `domain` on `tid` (else the innermost of any domain).
     pub fn pop(&mut self, tid: u32, domain: StrId) -> Option<OpenRange> {
+        self.last_innermost = None;
         let Some(stack) = self.stacks.get_mut(&tid) else {
             self.losses.unmatched_ends += 1;
             return None;
@@ -215,6 +230,7 @@ impl RangeTracker {
     /// End of the file: the ranges still open (innermost pushes first, then starts in arrival
     /// order). Ends still waiting for a start count as unmatched.
     pub fn finish(&mut self) -> Vec<OpenRange> {
+        self.last_innermost = None;
         let mut open: Vec<OpenRange> = self.stacks.drain().flat_map(|(_, s)| s.open.into_iter().rev()).collect();
         open.sort_by_key(|r| std::cmp::Reverse(r.depth));
         open.extend(self.started.drain());
@@ -306,5 +322,28 @@ mod tests {
         t.push(1, other, N, 1);
         assert_eq!(t.pop(1, D).map(|r| r.start), Some(0));
         assert_eq!(t.pop(1, D).map(|r| r.start), Some(1), "no range of the domain: the innermost");
+    }
+
+    #[test]
+    fn innermost_remembered_answers_those_of_the_stacks() {
+        // Random pushes, pops and queries on a few threads: the remembered answer is always the
+        // one the stacks give.
+        let mut t = RangeTracker::default();
+        let mut rng = crate::xorshift::XorShift(4242);
+        for i in 0..20_000u64 {
+            let tid = rng.below(3) as u32;
+            match rng.below(5) {
+                0 => t.push(tid, D, N, i),
+                1 => {
+                    t.pop(tid, D);
+                }
+                _ => {
+                    let truth = t.stacks.get(&tid).and_then(|s| s.open.last()).map(|r| r.id);
+                    assert_eq!(t.innermost(tid), truth, "step {i}");
+                }
+            }
+        }
+        t.finish();
+        assert_eq!(t.innermost(1), None);
     }
 }

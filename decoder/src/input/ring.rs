@@ -101,8 +101,8 @@ impl Names<'_> {
     }
 }
 
-/// Event structs reused from one record to the next, one per name (kernels) or per launched kernel
-/// name (API calls): handing a sink `&Kernel` / `&Api` then costs no reference counting on the
+/// Event structs reused from one record to the next, one per name (kernels, NVTX ranges) or per
+/// launched kernel name (API calls): handing a sink `&Kernel` / `&Api` then costs no reference counting on the
 /// names (an atomic read-modify-write per clone and per drop was the decode loop's largest cost).
 /// Each remembers [`Names::defined`] when its names were last checked (and an API call the string id
 /// of its name), so that its names are checked again only when a string was defined since.
@@ -110,6 +110,8 @@ impl Names<'_> {
 struct Reused {
     kernels: IdSlots<(Kernel, u64)>,
     apis: IdSlots<(Api, StrId, u64)>,
+    /// NVTX ranges by name, with the string id of their domain.
+    ranges: IdSlots<(NvtxRange, StrId, u64)>,
 }
 
 /// Decode one ring file into `sink` as process `id`, shifting its times by `offset_ns`.
@@ -355,11 +357,14 @@ impl RingConverter<'_, '_> {
             return;
         };
         let (start, end) = (self.at(start), self.clock.ns(end));
-        if self.reused.apis.get(detail.0).is_none() {
-            self.reuse_api(name, detail, domain);
-        }
-        let names = &mut self.names;
-        let Some((a, name_id, checked)) = self.reused.apis.get_mut(detail.0) else { return };
+        let (proc, names) = (self.proc, &mut self.names);
+        // (What the maker needs moved into it, so that nothing of the call has to be in memory
+        // when it is not made.)
+        let make = {
+            let names = &mut *names;
+            move || new_api(proc, names, name, detail, domain)
+        };
+        let (a, name_id, checked) = self.reused.apis.get_or_insert_with(detail.0, make);
         // Another name with this detail, or a string id redefined inline: check that the reused
         // names are current.
         if *name_id != name || *checked != names.defined {
@@ -382,52 +387,6 @@ impl RingConverter<'_, '_> {
         a.range = self.ranges.innermost(tid);
         a.repeat = None;
         self.sink.handle_api(a);
-    }
-
-    /// The struct reused for the API calls with launched kernel name `detail` (its other fields
-    /// are set per call).
-    #[cold]
-    #[inline(never)]
-    fn reuse_api(&mut self, name: StrId, detail: StrId, domain: ApiDomain) {
-        let a = Api {
-            proc: self.proc,
-            tid: 0,
-            domain,
-            name: self.names.get(name),
-            start: 0,
-            end: 0,
-            result: 0,
-            correlation: 0,
-            detail: self.names.opt(detail),
-            stream: 0,
-            arg: 0,
-            range: None,
-            repeat: None,
-        };
-        self.reused.apis.insert(detail.0, (a, name, self.names.defined));
-    }
-
-    /// The struct reused for the kernels named `name` (its other fields are set per kernel).
-    #[cold]
-    #[inline(never)]
-    fn reuse_kernel(&mut self, name: StrId) {
-        let k = Kernel {
-            proc: self.proc,
-            device: 0,
-            context: 0,
-            stream: 0,
-            start: 0,
-            end: 0,
-            name: self.names.get(name),
-            grid: [0; 3],
-            block: [0; 3],
-            registers: 0,
-            shared_mem: 0,
-            correlation: 0,
-            graph_id: 0,
-            collective: None,
-        };
-        self.reused.kernels.insert(name.0, (k, self.names.defined));
     }
 
     /// Identical calls counted by the recorder: one `Api` event standing for all of them.
@@ -482,11 +441,12 @@ impl RingConverter<'_, '_> {
             return;
         }
         let (start, end) = (start_ns, self.clock.ns(end));
-        if self.reused.kernels.get(name.0).is_none() {
-            self.reuse_kernel(name);
-        }
-        let names = &mut self.names;
-        let Some((k, checked)) = self.reused.kernels.get_mut(name.0) else { return };
+        let (proc, names) = (self.proc, &mut self.names);
+        let make = {
+            let names = &mut *names;
+            move || new_kernel(proc, names, name)
+        };
+        let (k, checked) = self.reused.kernels.get_or_insert_with(name.0, make);
         // A string id redefined inline since: check that the reused name is current.
         if *checked != names.defined {
             if !names.is(name, &k.name) {
@@ -770,19 +730,37 @@ impl RingConverter<'_, '_> {
     }
 
     /// A completed NVTX range.
+    /// Handed over in the struct reused for its name, like kernels.
     fn emit_range(&mut self, r: OpenRange, end: Ns) {
-        self.sink.handle_nvtx_range(&NvtxRange {
-            proc: self.proc,
-            id: r.id,
-            parent: r.parent,
-            depth: r.depth,
-            kind: r.kind,
-            tid: r.tid,
-            domain: self.names.opt(r.domain),
-            name: self.names.get(r.name),
-            start: r.start,
-            end: end.max(r.start),
-        });
+        let (proc, names) = (self.proc, &mut self.names);
+        let make = {
+            let (names, domain, name) = (&mut *names, r.domain, r.name);
+            move || new_range(proc, names, domain, name)
+        };
+        let (x, domain_id, checked) = self.reused.ranges.get_or_insert_with(r.name.0, make);
+        // Another domain with this name, or a string id redefined inline: check that the reused
+        // names are current.
+        if *domain_id != r.domain || *checked != names.defined {
+            let same_domain = match &x.domain {
+                Some(d) => r.domain.0 != 0 && names.is(r.domain, d),
+                None => r.domain.0 == 0,
+            };
+            if !same_domain {
+                x.domain = names.opt(r.domain);
+            }
+            if !names.is(r.name, &x.name) {
+                x.name = names.get(r.name);
+            }
+            (*domain_id, *checked) = (r.domain, names.defined);
+        }
+        x.id = r.id;
+        x.parent = r.parent;
+        x.depth = r.depth;
+        x.kind = r.kind;
+        x.tid = r.tid;
+        x.start = r.start;
+        x.end = end.max(r.start);
+        self.sink.handle_nvtx_range(x);
     }
 
     /// The end of the file: ranges still open (crash, hang, capture stopped) close at the last
@@ -815,6 +793,73 @@ impl RingConverter<'_, '_> {
         }
         self.sink.handle_process_end(self.proc);
     }
+}
+
+/// The struct reused for the API calls with launched kernel name `detail` (its other fields are
+/// set per call), with the string id of its name and when its names were checked.
+#[cold]
+#[inline(never)]
+fn new_api(proc: ProcId, names: &mut Names, name: StrId, detail: StrId, domain: ApiDomain) -> (Api, StrId, u64) {
+    let a = Api {
+        proc,
+        tid: 0,
+        domain,
+        name: names.get(name),
+        start: 0,
+        end: 0,
+        result: 0,
+        correlation: 0,
+        detail: names.opt(detail),
+        stream: 0,
+        arg: 0,
+        range: None,
+        repeat: None,
+    };
+    (a, name, names.defined)
+}
+
+/// The struct reused for the kernels named `name` (its other fields are set per kernel), with when
+/// its name was checked.
+#[cold]
+#[inline(never)]
+fn new_kernel(proc: ProcId, names: &mut Names, name: StrId) -> (Kernel, u64) {
+    let k = Kernel {
+        proc,
+        device: 0,
+        context: 0,
+        stream: 0,
+        start: 0,
+        end: 0,
+        name: names.get(name),
+        grid: [0; 3],
+        block: [0; 3],
+        registers: 0,
+        shared_mem: 0,
+        correlation: 0,
+        graph_id: 0,
+        collective: None,
+    };
+    (k, names.defined)
+}
+
+/// The struct reused for the NVTX ranges named `name` (its other fields are set per range), with the
+/// string id of its domain and when its names were checked.
+#[cold]
+#[inline(never)]
+fn new_range(proc: ProcId, names: &mut Names, domain: StrId, name: StrId) -> (NvtxRange, StrId, u64) {
+    let r = NvtxRange {
+        proc,
+        id: RangeId(0),
+        parent: None,
+        depth: 0,
+        kind: RangeKind::Nvtx,
+        tid: 0,
+        domain: names.opt(domain),
+        name: names.get(name),
+        start: 0,
+        end: 0,
+    };
+    (r, domain, names.defined)
 }
 
 /// Notes for the NVTX ranges the pairing could not complete.

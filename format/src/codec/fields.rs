@@ -177,6 +177,10 @@ pub(super) struct WindowReader<'a> {
     pub(super) over: u64,
 }
 
+/// The continuation bits of a varint of `n + 1` bytes, as its bytes added in place count them:
+/// `CONT[n]` is 0x80 shifted by 0, 7, ... `7 * (n - 1)` bits, summed.
+const CONT: [u64; 4] = [0, 0x80, 0x80 + (0x80 << 7), 0x80 + (0x80 << 7) + (0x80 << 14)];
+
 /// Where [`long_varint`] sends the position of a varint it refuses: past any payload's end.
 const REFUSED: usize = 4 * WINDOW;
 
@@ -186,38 +190,49 @@ impl WindowReader<'_> {
     pub(super) fn ok(&self) -> bool {
         self.over == 0 && self.pos <= self.end
     }
-    /// A varint: one byte inline, two and three bytes unrolled, longer ones out of line.
+    /// A varint: one byte inline, two and three bytes (four for 64-bit fields) unrolled, longer ones out of line.
     #[inline(always)]
     pub(super) fn u(&mut self) -> u64 {
         self.bounded::<64>()
     }
     /// A varint whose value must fit in `BITS` bits: excess bits go to `over`, tested only on the
-    /// paths whose bytes can hold more than `BITS` bits (a one-byte varint fits any field).
+    /// paths whose bytes can hold more than `BITS` bits (a one-byte varint fits any field). Each byte
+    /// is added in place whole, and the continuation bits of the bytes before the last are taken back
+    /// out in one constant (they are known set on that path): `b0 + b1 << 7 - 0x80` is
+    /// `b0 & 0x7f | (b1 & 0x7f) << 7` when `b0 >= 0x80 > b1`.
     #[inline(always)]
     fn bounded<const BITS: u32>(&mut self) -> u64 {
         let (buf, p) = (self.buf, self.pos);
-        let b0 = buf[p & (WINDOW - 1)];
+        let b0 = u64::from(buf[p & (WINDOW - 1)]);
         if b0 < 0x80 {
             self.pos = p + 1;
-            return u64::from(b0);
+            return b0;
         }
-        let b1 = buf[(p + 1) & (WINDOW - 1)];
-        let v = u64::from(b0 & 0x7f) | u64::from(b1 & 0x7f) << 7;
+        let b1 = u64::from(buf[(p + 1) & (WINDOW - 1)]);
         if b1 < 0x80 {
             self.pos = p + 2;
+            let v = b0 + (b1 << 7) - CONT[1];
             if BITS < 14 {
                 self.over |= v >> BITS;
             }
             return v;
         }
-        let b2 = buf[(p + 2) & (WINDOW - 1)];
+        let b2 = u64::from(buf[(p + 2) & (WINDOW - 1)]);
         if b2 < 0x80 {
             self.pos = p + 3;
-            let v = v | u64::from(b2) << 14;
+            let v = b0 + (b1 << 7) + (b2 << 14) - CONT[2];
             if BITS < 21 {
                 self.over |= v >> BITS;
             }
             return v;
+        }
+        // Four bytes (a timestamp delta of 2 ms or more) inline only for the 64-bit fields.
+        if BITS == 64 {
+            let b3 = u64::from(buf[(p + 3) & (WINDOW - 1)]);
+            if b3 < 0x80 {
+                self.pos = p + 4;
+                return b0 + (b1 << 7) + (b2 << 14) + (b3 << 21) - CONT[3];
+            }
         }
         let (v, p) = long_varint(buf, p);
         self.pos = p;
@@ -458,10 +473,11 @@ macro_rules! record_codec {
             visit: &mut V,
         ) -> $crate::codec::fields::WindowDecoded<V::Out> {
             use $crate::codec::fields::WindowDecoded;
-            let mut r = $crate::codec::fields::WindowReader { buf: window, pos: 2, end: 2 + len, over: 0 };
             match code {
                 $(
                     $crate::record::type_code::$code => {
+                        // A reader of each type's own, which lives in registers however the others fare.
+                        let mut r = $crate::codec::fields::WindowReader { buf: window, pos: 2, end: 2 + len, over: 0 };
                         $( let $field = record_codec!(@fast r st $enc $( ( $($arg)* ) )?); )*
                         if !r.ok() {
                             return WindowDecoded::Retry;
