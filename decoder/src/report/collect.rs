@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use super::kernel_times::KernelTimes;
 use super::launches::LaunchRanges;
+use super::ptr_cache::PtrCache;
 use super::stacks::{name_key, RangeStacks};
 use crate::gpu_counters::CounterSet;
 use crate::intervals::FastMap;
@@ -48,8 +49,10 @@ pub struct ReportCollector {
     /// Waiting kernels left by the last sweep (chains under ranges still open): the next sweep
     /// waits until as many new ones arrived, so sweeping stays linear overall.
     pending_stuck: usize,
-    /// Whether an API name contains "Launch", by name pointer.
+    /// Whether an API name contains "Launch", by name pointer (the name kept so the pointer
+    /// stays its own), and a cache of it.
     is_launch: FastMap<usize, (Name, bool)>,
+    launch_names: PtrCache<bool>,
     memory: HashMap<u32, Vec<(Ns, u64)>>,
     counters: CounterSet,
     host: crate::host::HostSeries,
@@ -75,6 +78,15 @@ impl ReportCollector {
             return;
         }
         self.launch_range.launch(correlation, r);
+    }
+
+    /// Whether API `name` is a launch, past the cache.
+    #[inline(never)]
+    fn is_launch_any(&mut self, name: &Name) -> bool {
+        let key = name_key(name);
+        let l = self.is_launch.entry(key).or_insert_with(|| (name.clone(), name.contains("Launch"))).1;
+        self.launch_names.put(key, l);
+        l
     }
 
     /// The stack of kernels launched outside any range.
@@ -134,7 +146,10 @@ impl TraceSink for ReportCollector {
     #[inline]
     fn handle_api(&mut self, a: &Api) {
         let launch = a.detail.is_some()
-            || self.is_launch.entry(name_key(&a.name)).or_insert_with(|| (a.name.clone(), a.name.contains("Launch"))).1;
+            || match self.launch_names.get(name_key(&a.name)) {
+                Some(l) => l,
+                None => self.is_launch_any(&a.name),
+            };
         if launch {
             self.launch(a.correlation, a.range);
         }
@@ -207,6 +222,7 @@ impl TraceSink for ReportCollector {
         self.stacks = RangeStacks::default();
         self.no_range = None;
         self.is_launch = FastMap::default();
+        self.launch_names = PtrCache::default();
         self.result = Some(ProcReport {
             rank: info.as_ref().and_then(|i| i.rank),
             label: info.as_ref().map(|i| i.label()).unwrap_or_default(),

@@ -6,21 +6,13 @@
 //! a vector entry, not a hash map entry, and the sums are a table indexed by two small integers
 //! ([`Sums`]).
 
+use super::ptr_cache::PtrCache;
 use super::stacks::name_key;
 use crate::intervals::FastMap;
 use crate::model::{Name, RangeId};
 
 /// Waiting kernels held before duplicates (same range and name) are merged.
 const MIN_COMPACT: usize = 1 << 16;
-
-/// Slots of [`KernelTimes::recent`] (a power of two).
-const RECENT: usize = 1024;
-
-/// The slot of name pointer `key` in [`KernelTimes::recent`].
-#[inline]
-fn recent_slot(key: usize) -> usize {
-    ((key as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - RECENT.trailing_zeros())) as usize
-}
 
 /// A kernel waiting for the stack of its range: (range, name index, GPU ns).
 type Waiting = (RangeId, u32, u64);
@@ -31,8 +23,8 @@ pub struct KernelTimes {
     names: Vec<Name>,
     /// Name pointer -> index in `names`.
     index: FastMap<usize, u32>,
-    /// A direct-mapped cache of `index`: (name pointer, index) by a hash of the pointer.
-    recent: Vec<(usize, u32)>,
+    /// A cache of `index`.
+    recent: PtrCache<u32>,
     /// GPU ns per (stack id, name index).
     sums: Sums,
     /// Kernels whose range's stack is not named yet.
@@ -46,10 +38,9 @@ impl KernelTimes {
     /// The index of kernel name `n`.
     #[inline]
     pub fn name(&mut self, n: &Name) -> u32 {
-        let key = name_key(n);
-        match self.recent.get(recent_slot(key)) {
-            Some(&(k, i)) if k == key => i,
-            _ => self.name_any(n),
+        match self.recent.get(name_key(n)) {
+            Some(i) => i,
+            None => self.name_any(n),
         }
     }
 
@@ -66,10 +57,7 @@ impl KernelTimes {
                 i
             }
         };
-        if self.recent.is_empty() {
-            self.recent = vec![(0, 0); RECENT];
-        }
-        self.recent[recent_slot(key)] = (key, i);
+        self.recent.put(key, i);
         i
     }
 
@@ -115,19 +103,17 @@ impl KernelTimes {
         // Kernels of one range arrive together: name each range once per run of its kernels.
         while i < waiting.len() {
             let r = waiting[i].0;
-            let run = i + waiting[i..].iter().position(|w| w.0 != r).unwrap_or(waiting.len() - i);
             match stack_of(r) {
-                Some(s) => {
-                    for &(_, name, ns) in &waiting[i..run] {
-                        self.sums.add(s, name, ns);
-                    }
-                }
+                Some(s) => i += self.sums.add_run(s, &waiting[i..]),
                 None => {
-                    waiting.copy_within(i..run, kept);
-                    kept += run - i;
+                    let run = waiting[i..].iter().position(|w| w.0 != r).unwrap_or(waiting.len() - i);
+                    if kept != i {
+                        waiting.copy_within(i..i + run, kept);
+                    }
+                    kept += run;
+                    i += run;
                 }
             }
-            i = run;
         }
         waiting.truncate(kept);
     }
@@ -168,6 +154,36 @@ impl Sums {
             }
         }
         self.add_new(stack, name, ns);
+    }
+
+    /// Adds the leading kernels of `run` of its first kernel's range, under `stack`: the row is
+    /// looked up once, not per kernel. Returns how many were added.
+    fn add_run(&mut self, stack: u32, run: &[Waiting]) -> usize {
+        let r = run[0].0;
+        let mut done = 0;
+        loop {
+            if let Some(row) = self.rows.get_mut(stack as usize) {
+                // Up to the end of the run or the first kernel whose slot is empty or beyond.
+                done += run[done..]
+                    .iter()
+                    .position(|&(wr, name, ns)| {
+                        let slot = match row.get_mut(name as usize) {
+                            Some(slot) if *slot != 0 && wr == r => slot,
+                            _ => return true,
+                        };
+                        *slot += ns;
+                        false
+                    })
+                    .unwrap_or(run.len() - done);
+            }
+            match run.get(done) {
+                Some(&(wr, name, ns)) if wr == r => {
+                    self.add_new(stack, name, ns);
+                    done += 1;
+                }
+                _ => return done,
+            }
+        }
     }
 
     /// [`Sums::add`] to an empty slot, a slot beyond its row, or a row not made yet.
@@ -251,6 +267,39 @@ mod tests {
         want.retain(|_, ns| *ns > 0);
         got.retain(|_, ns| *ns > 0);
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn runs_add_as_kernels_one_by_one() {
+        let mut rng = XorShift(0x5bd1_e995_1234_5678);
+        for round in 0..10 {
+            let (mut by_run, mut one_by_one) = (Sums::default(), Sums::default());
+            let spread = if round % 2 == 0 { 40 } else { 80_000 };
+            let mut waiting: Vec<Waiting> = Vec::new();
+            for i in 0..30_000u64 {
+                let n = if rng.below(8) == 0 { rng.below(spread) } else { rng.below(20) } as u32;
+                waiting.push((RangeId(i / (1 + rng.below(40))), n, 1 + rng.below(1000)));
+            }
+            let mut i = 0;
+            while i < waiting.len() {
+                let s = rng.below(30) as u32;
+                let done = by_run.add_run(s, &waiting[i..]);
+                let run = waiting[i..].iter().take_while(|w| w.0 == waiting[i].0).count();
+                assert_eq!(done, run, "round {round}: the whole run of range {:?}", waiting[i].0);
+                for &(_, n, ns) in &waiting[i..i + run] {
+                    one_by_one.add(s, n, ns);
+                }
+                i += run;
+            }
+            let collect = |s: Sums| {
+                let mut m: HashMap<(u32, u32), u64> = HashMap::new();
+                for (s, n, ns) in s.into_iter() {
+                    assert!(m.insert((s, n), ns).is_none());
+                }
+                m
+            };
+            assert_eq!(collect(by_run), collect(one_by_one), "round {round}");
+        }
     }
 
     #[test]
