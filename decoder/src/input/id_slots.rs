@@ -70,25 +70,37 @@ impl<V> IdSlots<V> {
         self.dense[i] = Some(v);
     }
 
-    /// The value of `id`, made by `make` when absent.
-    #[inline]
+    /// The value of `id`, made by `make` when absent. Only the path that makes a value calls out
+    /// of line, after `make` has run inline: what `make` captures stays in registers on the hot path
+    /// (an out-of-line call taking `make` would need it stored on every call).
+    #[inline(always)]
     pub fn get_or_insert_with(&mut self, id: u32, make: impl FnOnce() -> V) -> &mut V {
         let i = id as usize;
         if i < self.dense.len() && self.dense[i].is_some() {
             return self.dense[i].as_mut().expect("checked");
         }
-        self.insert_made(id, make)
+        if self.in_sparse(id) {
+            return self.sparse.get_mut(&id).expect("checked");
+        }
+        self.insert_new(id, make())
     }
 
-    /// [`IdSlots::get_or_insert_with`] for an `id` not in the vector.
+    /// True when `id` is held in the map.
     #[cold]
-    fn insert_made(&mut self, id: u32, make: impl FnOnce() -> V) -> &mut V {
-        let i = id as usize;
-        if self.dense_room(id) && !self.sparse.contains_key(&id) {
-            self.insert(id, make());
-            return self.dense[i].as_mut().expect("just inserted");
+    #[inline(never)]
+    fn in_sparse(&self, id: u32) -> bool {
+        !self.sparse.is_empty() && self.sparse.contains_key(&id)
+    }
+
+    /// Inserts `v` for an `id` not held, and returns it.
+    #[cold]
+    #[inline(never)]
+    fn insert_new(&mut self, id: u32, v: V) -> &mut V {
+        if self.dense_room(id) {
+            self.insert(id, v);
+            return self.dense[id as usize].as_mut().expect("just inserted");
         }
-        self.sparse.entry(id).or_insert_with(make)
+        self.sparse.entry(id).or_insert(v)
     }
 
     /// Entries held.
