@@ -145,6 +145,24 @@ mod tests {
     }
 
     #[test]
+    fn the_maker_runs_only_for_an_id_not_held() {
+        let mut s = IdSlots::default();
+        let mut made = 0;
+        // Ids in the vector, in the map, and far ids: each made once, then found where it was put.
+        let ids = [1u32, 2, 1, 7 << 20, 1, 7 << 20, u32::MAX, 2, u32::MAX, 5_000];
+        for (k, &id) in ids.iter().enumerate() {
+            let v = *s.get_or_insert_with(id, || {
+                made += 1;
+                k
+            });
+            assert_eq!(v, ids.iter().position(|&x| x == id).unwrap(), "id {id}");
+        }
+        assert_eq!(made, 5);
+        assert_eq!(s.len(), 5);
+        assert!(s.dense_len() <= 5_001);
+    }
+
+    #[test]
     fn an_id_moves_from_the_map_to_the_vector_once_it_is_in_reach() {
         let mut s = IdSlots::default();
         s.insert(100_000, 1);
