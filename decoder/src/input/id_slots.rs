@@ -70,25 +70,37 @@ impl<V> IdSlots<V> {
         self.dense[i] = Some(v);
     }
 
-    /// The value of `id`, made by `make` when absent.
-    #[inline]
+    /// The value of `id`, made by `make` when absent. Only the path that makes a value calls out
+    /// of line, after `make` has run inline: what `make` captures stays in registers on the hot path
+    /// (an out-of-line call taking `make` would need it stored on every call).
+    #[inline(always)]
     pub fn get_or_insert_with(&mut self, id: u32, make: impl FnOnce() -> V) -> &mut V {
         let i = id as usize;
         if i < self.dense.len() && self.dense[i].is_some() {
             return self.dense[i].as_mut().expect("checked");
         }
-        self.insert_made(id, make)
+        if self.in_sparse(id) {
+            return self.sparse.get_mut(&id).expect("checked");
+        }
+        self.insert_new(id, make())
     }
 
-    /// [`IdSlots::get_or_insert_with`] for an `id` not in the vector.
+    /// True when `id` is held in the map.
     #[cold]
-    fn insert_made(&mut self, id: u32, make: impl FnOnce() -> V) -> &mut V {
-        let i = id as usize;
-        if self.dense_room(id) && !self.sparse.contains_key(&id) {
-            self.insert(id, make());
-            return self.dense[i].as_mut().expect("just inserted");
+    #[inline(never)]
+    fn in_sparse(&self, id: u32) -> bool {
+        !self.sparse.is_empty() && self.sparse.contains_key(&id)
+    }
+
+    /// Inserts `v` for an `id` not held, and returns it.
+    #[cold]
+    #[inline(never)]
+    fn insert_new(&mut self, id: u32, v: V) -> &mut V {
+        if self.dense_room(id) {
+            self.insert(id, v);
+            return self.dense[id as usize].as_mut().expect("just inserted");
         }
-        self.sparse.entry(id).or_insert_with(make)
+        self.sparse.entry(id).or_insert(v)
     }
 
     /// Entries held.
@@ -130,6 +142,24 @@ mod tests {
         assert_eq!(s.get(3 << 20), Some(&103));
         assert_eq!(*s.get_or_insert_with(u32::MAX, || 9), 9);
         assert_eq!(s.get(u32::MAX), Some(&9));
+    }
+
+    #[test]
+    fn the_maker_runs_only_for_an_id_not_held() {
+        let mut s = IdSlots::default();
+        let mut made = 0;
+        // Ids in the vector, in the map, and far ids: each made once, then found where it was put.
+        let ids = [1u32, 2, 1, 7 << 20, 1, 7 << 20, u32::MAX, 2, u32::MAX, 5_000];
+        for (k, &id) in ids.iter().enumerate() {
+            let v = *s.get_or_insert_with(id, || {
+                made += 1;
+                k
+            });
+            assert_eq!(v, ids.iter().position(|&x| x == id).unwrap(), "id {id}");
+        }
+        assert_eq!(made, 5);
+        assert_eq!(s.len(), 5);
+        assert!(s.dense_len() <= 5_001);
     }
 
     #[test]
