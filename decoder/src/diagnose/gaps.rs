@@ -9,7 +9,6 @@ use super::gpu_windows::StepWindows;
 use super::host_steps::{HostBusy, HostSteps, SyncSpan};
 use super::spans::{observed_parts, ForwardMeasure};
 use super::timeline::{forward_partition, RawCall, StepCursor, StepIndex};
-use crate::intervals::measure_in;
 use crate::model::Ns;
 
 /// How long after the GPU ran dry a blocked host may return and still count as the cause (ns).
@@ -189,7 +188,7 @@ pub fn split_window(
         split.idle_ns += observed_parts(prev, w1, holes).map(|p| p.1 - p.0).sum::<Ns>();
     }
     let observed: Vec<(Ns, Ns)> = observed_parts(w0, w1, holes).collect();
-    let in_observed = |set: &[(Ns, Ns)]| observed.iter().map(|&(a, b)| measure_in(set, a, b)).sum::<Ns>();
+    let in_observed = |set: &[(Ns, Ns)]| observed.iter().map(|&(a, b)| measure_clipped(set, a, b)).sum::<Ns>();
     let b = &gpu.busy;
     // Communication not overlapped by compute: |comm| - |comm ∩ compute| = |comm ∪ compute| - |compute|.
     let (compute, cm) = (in_observed(&b.compute), in_observed(&b.cm));
@@ -204,4 +203,41 @@ pub fn split_window(
 /// A split of idle gaps only.
 fn gap_split(r: GapParts) -> Split {
     Split { data_ns: r[DATA], launch_ns: r[LAUNCH], sync_ns: r[SYNC], idle_ns: r[IDLE], ..Split::default() }
+}
+
+/// [`measure_in`](crate::intervals::measure_in) of a sorted, disjoint list of non-empty intervals over a long stretch: the
+/// intervals that overlap `[lo, hi)` are found by binary search and summed whole (a sum without
+/// branches), then the first is cut at `lo` and the last at `hi` (only they can reach out).
+fn measure_clipped(list: &[(Ns, Ns)], lo: Ns, hi: Ns) -> Ns {
+    let first = list.partition_point(|x| x.1 <= lo);
+    let inside = &list[first..];
+    let inside = &inside[..inside.partition_point(|x| x.0 < hi)];
+    let (Some(&(s, _)), Some(&(_, e))) = (inside.first(), inside.last()) else { return 0 };
+    inside.iter().map(|(s, e)| e - s).sum::<Ns>() - lo.saturating_sub(s) - e.saturating_sub(hi)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::intervals::measure_in;
+    use crate::xorshift::XorShift;
+
+    #[test]
+    fn measure_clipped_matches_measure_in() {
+        let mut rng = XorShift(0x6a95_c11e_d000_0019);
+        for _ in 0..2000 {
+            let mut t = 0;
+            let list: Vec<(Ns, Ns)> = (0..rng.below(12))
+                .map(|_| {
+                    t += 1 + rng.below(20);
+                    let s = t;
+                    t += 1 + rng.below(20);
+                    (s, t)
+                })
+                .collect();
+            let lo = rng.below(t + 10);
+            let hi = lo + rng.below(t + 10);
+            assert_eq!(measure_clipped(&list, lo, hi), measure_in(&list, lo, hi), "[{lo}, {hi}) of {list:?}");
+        }
+    }
 }

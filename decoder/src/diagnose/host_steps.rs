@@ -97,7 +97,8 @@ impl HostSteps {
             launches: vec![0; nsteps],
             sync_calls: vec![0; nsteps],
             sync_blocked: vec![0; nsteps],
-            corr_step: CorrSlots::default(),
+            // Correlation ids are dense: about one slot per call, made room for up front.
+            corr_step: CorrSlots::with_room(inp.calls.len()),
             sync_stats: FastMap::default(),
             alloc_calls: 0,
             alloc_ns: 0,
