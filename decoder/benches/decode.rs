@@ -3,7 +3,7 @@
 //! ```text
 //! cargo bench -p tprof-decoder --bench decode -- [--events 10M,100M] [--ranks 8] [--dir DIR]
 //!     [--exports chrome,perfetto,kineto,parquet,folded] [--no-exports] [--hta-events 1M] [--no-hta]
-//!     [--kineto-mb 1024] [--hta-budget SECS] [--hta-max-rss MB] [--keep] [--commands summary1,summary,diagnose,report]
+//!     [--kineto-mb 1024] [--hta-budget SECS] [--hta-max-rss MB] [--keep] [--commands summary1,summary,diagnose,report,report1]
 //!     [--previous PATH/TO/OLD/tprof] [--rounds N]
 //! cargo bench -p tprof-decoder --bench decode -- --ranks 4096 --events 81.92M --commands summary1,diagnose \
 //!     --no-exports --no-hta       # the multi-rank scale run: 4096 ranks x 20k events
@@ -164,7 +164,7 @@ struct Opts {
     hta_limits: kineto_import::HtaLimits,
     keep: bool,
     max_export_bytes: u64,
-    /// Which analyses to time: summary1 (`--threads 1`), summary, diagnose, report.
+    /// Which analyses to time: summary1 (`--threads 1`), summary, diagnose, report, report1 (`--threads 1`).
     commands: Vec<String>,
     /// A previous `tprof` binary timed on the same job, alternating with this one (`--previous`).
     previous: Option<PathBuf>,
@@ -196,7 +196,7 @@ fn parse_opts() -> Opts {
         hta_limits: kineto_import::HtaLimits { budget_s: 0, max_rss_mb: 8192 },
         keep: false,
         max_export_bytes: 4 << 30,
-        commands: ["summary1", "summary", "diagnose", "report"].map(String::from).to_vec(),
+        commands: ["summary1", "summary", "diagnose", "report", "report1"].map(String::from).to_vec(),
         previous: None,
         rounds: 1,
     };
@@ -464,9 +464,17 @@ fn main() {
             print_row(&row);
             rows.push((n, row));
         }
-        if wants("report") {
+        // The report with the default worker threads, and on one core (`report1`): two workers hold
+        // two ranks' state at once, so their CPU time includes the faults of the higher peak.
+        for (command, threads) in [("report", None), ("report1", Some("1"))] {
+            if !wants(command) {
+                continue;
+            }
             let page = o.dir.join("report.html");
-            let args = ["report".into(), jobs.clone(), "-o".into(), page.display().to_string()];
+            let mut args = vec!["report".into(), jobs.clone(), "-o".into(), page.display().to_string()];
+            if let Some(t) = threads {
+                args.extend(["--threads".into(), t.into()]);
+            }
             let (r, prev) = measure_side_by_side(&bin, o.previous.as_deref(), &args, o.rounds);
             let size = dir_bytes(&page);
             let _ = std::fs::remove_file(&page);
@@ -476,7 +484,11 @@ fn main() {
                 goal_note(&r, events, 10.0),
                 previous_note(&r, prev.as_ref(), events)
             );
-            let row = Row { what: format!("report (--threads 0 = {cores})"), events, run: r, note };
+            let what = match threads {
+                Some(t) => format!("report --threads {t}"),
+                None => format!("report (--threads 0 = {cores})"),
+            };
+            let row = Row { what, events, run: r, note };
             print_row(&row);
             rows.push((n, row));
         }
