@@ -56,7 +56,7 @@ impl TraceSink for CollectiveEnds {
             return;
         }
         // Same as `k.work_kind() != Communication`, with the name test cached per name.
-        let key = std::sync::Arc::as_ptr(&k.name) as *const u8 as usize;
+        let key = crate::ptr_cache::name_key(&k.name);
         let comm = k.collective.is_some()
             || self.is_comm.entry(key).or_insert_with(|| (k.name.clone(), is_comm_kernel(&k.name))).1;
         if !comm {

@@ -21,6 +21,7 @@ pub mod model;
 pub mod nccl_plugin;
 pub mod output;
 pub mod progress;
+pub mod ptr_cache;
 pub mod range_fold;
 pub mod report;
 pub mod steps;

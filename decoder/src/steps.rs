@@ -66,7 +66,7 @@ impl StepFinder {
     }
 
     pub fn range(&mut self, r: &NvtxRange) {
-        let key = std::sync::Arc::as_ptr(&r.name) as *const u8 as usize;
+        let key = crate::ptr_cache::name_key(&r.name);
         let pattern = &self.pattern;
         let is_step = self.is_step.entry(key).or_insert_with(|| (r.name.clone(), pattern.is_match(&r.name))).1;
         if is_step {

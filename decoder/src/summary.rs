@@ -169,7 +169,7 @@ const RECENT: usize = 1024;
 impl NameStats {
     #[inline(always)]
     fn slot(&mut self, n: &Name) -> &mut (Name, Stat, bool, CollOp) {
-        let key = std::sync::Arc::as_ptr(n) as *const u8 as usize;
+        let key = crate::ptr_cache::name_key(n);
         let place = ((key >> 4 ^ key >> 13) % RECENT) & !1;
         if let Some(&[(k0, i0), (k1, i1)]) = self.recent.get(place..place + 2) {
             if k0 == key {

@@ -251,7 +251,7 @@ impl RangeProjection {
     }
 
     pub fn range(&mut self, r: &NvtxRange) {
-        let key = std::sync::Arc::as_ptr(&r.name) as *const u8 as usize;
+        let key = crate::ptr_cache::name_key(&r.name);
         let names = &mut self.names;
         let stats = &mut self.stats;
         let name = *self.name_index.entry(key).or_insert_with(|| {

@@ -13,6 +13,7 @@ use super::timeline::{self, CallClass, OpKind, RawCall, RawOp};
 use crate::clock_alignment::CollectiveEnds;
 use crate::intervals::{FastMap, SeqMap};
 use crate::model::*;
+use crate::ptr_cache::PtrCache;
 use crate::steps::StepFinder;
 
 /// The run lengths of the GPU operations and host calls of the last process collected (the next
@@ -29,48 +30,9 @@ type FamilySlot = (Family, Option<u32>);
 /// One family's kernels, GPU ns, and GPU ns by kernel name (slots index `family_names`).
 type FamilyTotals = (u64, Ns, HashMap<Name, u32>);
 
-/// Slots of a [`NameCache`].
-const NAME_CACHE_SLOTS: usize = 4096;
-
-/// A cache in front of a map keyed by name pointer: (pointer, id, value) by pointer bits, in the
-/// slot the bits name or its neighbour (two names of one slot taking turns both stay). Only for
-/// pointers the map itself keeps alive (a cached pointer is never reused).
-#[derive(Debug)]
-struct NameCache<V: Copy>(Box<[(usize, u32, V); NAME_CACHE_SLOTS]>);
-
-impl<V: Copy + Default> Default for NameCache<V> {
-    fn default() -> Self {
-        // Pointer 0 is never looked up.
-        NameCache(Box::new([(0, 0, V::default()); NAME_CACHE_SLOTS]))
-    }
-}
-
-impl<V: Copy> NameCache<V> {
-    #[inline]
-    fn slot(key: usize) -> usize {
-        // Fibonacci hashing: the top bits of the product.
-        ((key as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (u64::BITS - NAME_CACHE_SLOTS.trailing_zeros())) as usize
-    }
-
-    #[inline]
-    fn get(&self, key: usize) -> Option<(u32, V)> {
-        let i = Self::slot(key);
-        let e = &self.0[i];
-        if e.0 == key {
-            return Some((e.1, e.2));
-        }
-        let e = &self.0[i ^ 1];
-        (e.0 == key).then_some((e.1, e.2))
-    }
-
-    /// Caches `key` in its slot, the entry there moving to the neighbour.
-    #[inline]
-    fn put(&mut self, key: usize, id: u32, v: V) {
-        let i = Self::slot(key);
-        self.0[i ^ 1] = self.0[i];
-        self.0[i] = (key, id, v);
-    }
-}
+/// Name id and value by name pointer, in front of a map that keeps the names alive (so a cached
+/// pointer is never reused).
+type NameCache<V> = PtrCache<(u32, V), 4096>;
 
 /// Collects one process's facts.
 #[derive(Debug)]
@@ -148,11 +110,11 @@ impl FactCollector {
             names: Vec::new(),
             name_ids: HashMap::new(),
             call_names: FastMap::default(),
-            call_cache: NameCache::default(),
+            call_cache: PtrCache::default(),
             kernel_ids: FastMap::default(),
             kernel_names: Vec::new(),
             kernel_times: Vec::new(),
-            kernel_cache: NameCache::default(),
+            kernel_cache: PtrCache::default(),
             coll_names: FastMap::default(),
             pageable: SeqMap::default(),
             small_d2h: Vec::new(),
@@ -204,19 +166,19 @@ impl FactCollector {
 
     /// Id and class of a call name (`class` None: classify it as a CUDA call).
     fn call_name(&mut self, name: &Name, class: Option<CallClass>) -> (u32, CallClass) {
-        let key = std::sync::Arc::as_ptr(name) as *const u8 as usize;
+        let key = crate::ptr_cache::name_key(name);
         if let Some((id, c)) = self.call_cache.get(key) {
             return (id, class.unwrap_or(c));
         }
         if let Some(&(_, id, c)) = self.call_names.get(&key) {
-            self.call_cache.put(key, id, c);
+            self.call_cache.put(key, (id, c));
             return (id, class.unwrap_or(c));
         }
         let id = self.name_id(name);
         let c = class.unwrap_or_else(|| timeline::classify_call(name));
         if class.is_none() {
             self.call_names.insert(key, (name.clone(), id, c));
-            self.call_cache.put(key, id, c);
+            self.call_cache.put(key, (id, c));
         }
         (id, c)
     }
@@ -253,7 +215,7 @@ impl FactCollector {
     /// collective info, which makes a kernel communication whatever its name).
     #[inline]
     fn kernel_id(&mut self, k: &Kernel) -> (u32, FamilySlot) {
-        let key = std::sync::Arc::as_ptr(&k.name) as *const u8 as usize;
+        let key = crate::ptr_cache::name_key(&k.name);
         if k.collective.is_none() {
             if let Some((id, Some(c))) = self.kernel_cache.get(key) {
                 return (id, c);
@@ -272,7 +234,7 @@ impl FactCollector {
         }
         let c = self.kernel_family(k, id);
         if k.collective.is_none() {
-            self.kernel_cache.put(key, id, Some(c));
+            self.kernel_cache.put(key, (id, Some(c)));
         }
         (id, c)
     }
@@ -582,38 +544,5 @@ impl TraceSink for FactCollector {
                 n
             },
         });
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::xorshift::XorShift;
-
-    #[test]
-    fn name_cache_answers_what_was_put_or_nothing() {
-        let mut rng = XorShift(0x0bad_cafe_1234_5678);
-        let mut cache: NameCache<u8> = NameCache::default();
-        let mut truth: HashMap<usize, (u32, u8)> = HashMap::new();
-        // Pointer-like keys, three times as many as slots.
-        let keys: Vec<usize> = (1..=3 * NAME_CACHE_SLOTS).map(|i| 16 * i).collect();
-        for n in 0..200_000u32 {
-            let key = keys[rng.below(keys.len() as u64) as usize];
-            match cache.get(key) {
-                Some(got) => assert_eq!(Some(&got), truth.get(&key), "key {key}"),
-                None => {
-                    let v = *truth.entry(key).or_insert((n, n as u8));
-                    cache.put(key, v.0, v.1);
-                    assert_eq!(cache.get(key), Some(v));
-                }
-            }
-        }
-        // Two names of one slot taking turns both stay.
-        let a = 16;
-        let b = (2..).map(|i| 16 * i).find(|&k| NameCache::<u8>::slot(k) == NameCache::<u8>::slot(a)).unwrap();
-        let mut c: NameCache<u8> = NameCache::default();
-        c.put(a, 1, 1);
-        c.put(b, 2, 2);
-        assert_eq!((c.get(a), c.get(b)), (Some((1, 1)), Some((2, 2))));
     }
 }

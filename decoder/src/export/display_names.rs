@@ -1,8 +1,6 @@
 //! Naming shared by the exporters: display names (demangled, cached per name), labels for ranks,
 //! streams and threads, flow ids, and which API calls launch GPU work.
 
-use std::sync::Arc;
-
 use crate::intervals::FastMap;
 use crate::model::*;
 
@@ -16,7 +14,7 @@ pub struct DisplayNames {
 impl DisplayNames {
     /// The demangled form of `n` (the same `Name` when it is not mangled).
     pub fn get(&mut self, n: &Name) -> Name {
-        let key = Arc::as_ptr(n) as *const u8 as usize;
+        let key = crate::ptr_cache::name_key(n);
         if let Some((_, d)) = self.cache.get(&key) {
             return d.clone();
         }
@@ -101,6 +99,7 @@ pub fn memory_kind_name(k: MemoryKind) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     #[test]
     fn display_names_demangle_once() {

@@ -8,11 +8,11 @@ use std::sync::{Arc, Mutex};
 
 use super::kernel_times::KernelTimes;
 use super::launches::LaunchRanges;
-use super::ptr_cache::PtrCache;
-use super::stacks::{name_key, RangeStacks};
+use super::stacks::RangeStacks;
 use crate::gpu_counters::CounterSet;
 use crate::intervals::FastMap;
 use crate::model::*;
+use crate::ptr_cache::{name_key, PtrCache};
 
 /// The stack of kernels launched outside any NVTX range.
 const NO_RANGE: &str = "(no NVTX range)";

@@ -6,10 +6,9 @@
 //! a vector entry, not a hash map entry, and the sums are a table indexed by two small integers
 //! ([`Sums`]).
 
-use super::ptr_cache::PtrCache;
-use super::stacks::name_key;
 use crate::intervals::FastMap;
 use crate::model::{Name, RangeId};
+use crate::ptr_cache::{name_key, PtrCache};
 
 /// Waiting kernels held before duplicates (same range and name) are merged.
 const MIN_COMPACT: usize = 1 << 16;

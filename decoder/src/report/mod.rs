@@ -20,7 +20,6 @@ pub mod id_window;
 pub mod kernel_times;
 pub mod launches;
 pub mod nccl_links;
-pub mod ptr_cache;
 pub mod stacks;
 pub mod verdicts;
 

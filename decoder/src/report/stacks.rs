@@ -7,6 +7,7 @@ use super::collect::frame_name;
 use super::id_window::IdWindow;
 use crate::intervals::FastMap;
 use crate::model::{Name, RangeId};
+use crate::ptr_cache::name_key;
 
 /// Most ranges walked up from a kernel's range to name its stack.
 const MAX_STACK_DEPTH: usize = 64;
@@ -14,10 +15,6 @@ const MAX_STACK_DEPTH: usize = 64;
 const ROOT: u32 = u32::MAX;
 /// [`RangeEntry::stack`] of a range whose stack is not named yet.
 const UNNAMED: u32 = u32::MAX;
-
-pub fn name_key(n: &Name) -> usize {
-    std::sync::Arc::as_ptr(n) as *const u8 as usize
-}
 
 /// What is known of one range.
 #[derive(Debug, Clone)]

@@ -1,33 +1,49 @@
-//! A small cache of values by name pointer ([`super::stacks::name_key`]) in front of a hash map.
+//! A small cache of values by name pointer ([`name_key`]) in front of a hash map.
 //!
 //! Each key has two candidate slots (two hashes of the pointer): a few hundred hot names sit in
 //! it without evicting one another, where a direct-mapped table of the same size lost about one
 //! lookup in seven to collisions. The cache only answers for keys it holds; the owner keeps the
 //! names (so their pointers stay theirs) and the full map.
 
-/// Slots (a power of two).
-const SLOTS: usize = 1024;
-const BITS: u32 = SLOTS.trailing_zeros();
+use crate::model::Name;
 
-/// The two candidate slots of `key`.
+/// The key of a name in pointer-keyed maps and caches: the address of its interned text (equal
+/// names from one interner share it; never 0).
 #[inline]
-fn slots_of(key: usize) -> (usize, usize) {
-    let h = (key as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    ((h >> (64 - BITS)) as usize, (h >> (64 - 2 * BITS)) as usize & (SLOTS - 1))
+pub fn name_key(n: &Name) -> usize {
+    std::sync::Arc::as_ptr(n) as *const u8 as usize
 }
 
-/// (key, value) slots, key 0 for an empty one (no name lives at address 0).
-#[derive(Debug, Default)]
-pub struct PtrCache<V> {
-    slots: Vec<(usize, V)>,
+/// (key, value) slots, key 0 for an empty one (no name lives at address 0); `SLOTS` is a power
+/// of two. The slots are a fixed array made up front, so no lookup checks a bound or an
+/// allocation.
+#[derive(Debug)]
+pub struct PtrCache<V, const SLOTS: usize = 1024> {
+    slots: Box<[(usize, V); SLOTS]>,
 }
 
-impl<V: Copy + Default> PtrCache<V> {
+impl<V: Copy + Default, const SLOTS: usize> Default for PtrCache<V, SLOTS> {
+    fn default() -> Self {
+        let slots = vec![(0, V::default()); SLOTS].into_boxed_slice();
+        PtrCache { slots: slots.try_into().unwrap_or_else(|_| unreachable!("SLOTS slots")) }
+    }
+}
+
+impl<V: Copy + Default, const SLOTS: usize> PtrCache<V, SLOTS> {
+    const BITS: u32 = SLOTS.trailing_zeros();
+
+    /// The two candidate slots of `key`.
+    #[inline]
+    fn slots_of(key: usize) -> (usize, usize) {
+        let h = (key as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        ((h >> (64 - Self::BITS)) as usize & (SLOTS - 1), (h >> (64 - 2 * Self::BITS)) as usize & (SLOTS - 1))
+    }
+
     /// The value of `key` (not 0), if held.
     #[inline]
     pub fn get(&self, key: usize) -> Option<V> {
-        let (a, b) = slots_of(key);
-        let s = self.slots.get(a)?;
+        let (a, b) = Self::slots_of(key);
+        let s = self.slots[a];
         if s.0 == key {
             return Some(s.1);
         }
@@ -38,17 +54,14 @@ impl<V: Copy + Default> PtrCache<V> {
     /// Holds `v` for `key` (not 0): in a free candidate slot, else in the first one, whose key
     /// moves to its own other slot when that is free.
     pub fn put(&mut self, key: usize, v: V) {
-        if self.slots.is_empty() {
-            self.slots = vec![(0, V::default()); SLOTS];
-        }
-        let (a, b) = slots_of(key);
+        let (a, b) = Self::slots_of(key);
         let (ka, kb) = (self.slots[a].0, self.slots[b].0);
         let at = if ka == 0 || ka == key {
             a
         } else if kb == 0 || kb == key {
             b
         } else {
-            let (oa, ob) = slots_of(ka);
+            let (oa, ob) = Self::slots_of(ka);
             let alt = if oa == a { ob } else { oa };
             if self.slots[alt].0 == 0 {
                 self.slots[alt] = self.slots[a];
@@ -108,5 +121,19 @@ mod tests {
         }
         // After the first round, (almost) every key is held.
         assert!(misses < 20 * 4, "{misses} misses");
+    }
+
+    #[test]
+    fn two_keys_of_one_first_slot_taking_turns_both_stay() {
+        type Big = PtrCache<(u32, u8), 4096>;
+        let a = 16;
+        let b = (2..).map(|i| 16 * i).find(|&k| Big::slots_of(k).0 == Big::slots_of(a).0).unwrap();
+        let mut c = Big::default();
+        for round in 0..3u8 {
+            c.put(a, (1, round));
+            c.put(b, (2, round));
+            assert_eq!((c.get(a), c.get(b)), (Some((1, round)), Some((2, round))));
+        }
+        assert_eq!(c.get(32 * 4096 + 16), None);
     }
 }
