@@ -3,7 +3,8 @@
 //! shim's own (`0x8000_0000 | n`, see the shim's `record/correlation.rs`) both do. The rest, ids
 //! that do not fit in 32 bits and the top of the 32-bit range, are numbered from `0xF000_0000` up in
 //! order of first sight. Distinct ids stay distinct, 0 stays 0 (no correlation), so any lookup by the
-//! compact id finds what a lookup by the full id would.
+//! compact id finds what a lookup by the full id would (past 2^28 numbered ids, only
+//! possible in an import, a new wide id compacts to 0).
 
 use crate::intervals::FastMap;
 
@@ -35,12 +36,17 @@ impl CorrIds {
         }
     }
 
+    /// A ring's ids are 32 bits, so its numbered ids always fit; an imported trace with more than
+    /// 2^28 distinct wide ids gets 0 (no correlation) for the ones past that, instead of a number
+    /// another id has.
     #[inline(never)]
     fn compact_wide(&mut self, corr: u64) -> u32 {
-        let next = WIDE + self.wide.len() as u64;
-        // 2^28 distinct numbered ids would take gigabytes of this map before the numbers ran out.
-        let next = u32::try_from(next).expect("fewer than 2^28 distinct wide correlation ids");
-        *self.wide.entry(corr).or_insert(next)
+        if let Some(&c) = self.wide.get(&corr) {
+            return c;
+        }
+        let Ok(next) = u32::try_from(WIDE + self.wide.len() as u64) else { return 0 };
+        self.wide.insert(corr, next);
+        next
     }
 }
 
