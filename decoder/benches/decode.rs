@@ -172,6 +172,9 @@ struct Opts {
     rounds: u32,
 }
 
+/// The analyses `--commands` can name (all are timed by default).
+const COMMANDS: [&str; 5] = ["summary1", "summary", "diagnose", "report", "report1"];
+
 fn parse_count(s: &str) -> u64 {
     let s = s.trim();
     let (num, mul) = match s.chars().last() {
@@ -196,7 +199,7 @@ fn parse_opts() -> Opts {
         hta_limits: kineto_import::HtaLimits { budget_s: 0, max_rss_mb: 8192 },
         keep: false,
         max_export_bytes: 4 << 30,
-        commands: ["summary1", "summary", "diagnose", "report", "report1"].map(String::from).to_vec(),
+        commands: COMMANDS.map(String::from).to_vec(),
         previous: None,
         rounds: 1,
     };
@@ -216,7 +219,13 @@ fn parse_opts() -> Opts {
             "--hta-max-rss" => o.hta_limits.max_rss_mb = val().parse().expect("--hta-max-rss MB"),
             "--keep" => o.keep = true,
             "--max-export-bytes" => o.max_export_bytes = parse_count(&val()),
-            "--commands" => o.commands = val().split(',').map(str::to_string).collect(),
+            "--commands" => {
+                o.commands = val().split(',').map(str::to_string).collect();
+                // A misspelt name would time nothing and say nothing.
+                if let Some(bad) = o.commands.iter().find(|c| !COMMANDS.contains(&c.as_str())) {
+                    panic!("unknown --commands name '{bad}' (known: {})", COMMANDS.join(","));
+                }
+            }
             "--previous" => o.previous = Some(PathBuf::from(val())),
             "--rounds" => o.rounds = val().parse::<u32>().expect("--rounds N").max(1),
             "--bench" => {}
