@@ -3,9 +3,9 @@
 
 use std::collections::HashMap;
 
+use super::corr_steps::CorrSteps;
 use super::facts::CollFact;
 use super::timeline::StepIndex;
-use crate::corr_slots::CorrSlots;
 use crate::correlate::{CollectiveMatcher, FromPairing};
 use crate::intervals::intersect_in;
 use crate::model::*;
@@ -33,7 +33,7 @@ pub fn pair_collectives(
     kernels: &[Kernel],
     compute: &[(Ns, Ns)],
     index: &StepIndex,
-    corr_step: &CorrSlots<u32>,
+    corr_step: &CorrSteps,
     corr_ids: &super::corr_ids::CorrIds,
 ) -> Vec<CollFact> {
     let exposed = |s: Ns, e: Ns| (e - s) - intersect_in(&[(s, e)], compute, s, e);
@@ -99,8 +99,8 @@ pub fn pair_collectives(
             exposed_ns: exposed(k.start, k.end),
             step: corr_ids
                 .get(k.correlation)
-                .and_then(|c| corr_step.get(c.into()))
-                .map(|&p| index.windows[p as usize].index)
+                .and_then(|c| corr_step.get(c))
+                .map(|p| index.windows[p as usize].index)
                 .or_else(|| index.at(k.start)),
             device: k.device,
             stream: k.stream as u64,

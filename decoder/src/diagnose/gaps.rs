@@ -188,10 +188,14 @@ pub fn split_window(
         split.idle_ns += observed_parts(prev, w1, holes).map(|p| p.1 - p.0).sum::<Ns>();
     }
     let observed: Vec<(Ns, Ns)> = observed_parts(w0, w1, holes).collect();
-    let in_observed = |set: &[(Ns, Ns)]| observed.iter().map(|&(a, b)| measure_clipped(set, a, b)).sum::<Ns>();
     let b = &gpu.busy;
+    let (mut compute, mut cm) = (0, 0);
+    for &(lo, hi) in &observed {
+        let c = measure_clipped(&b.compute, lo, hi);
+        compute += c;
+        cm += b.cm_in(c, lo, hi);
+    }
     // Communication not overlapped by compute: |comm| - |comm ∩ compute| = |comm ∪ compute| - |compute|.
-    let (compute, cm) = (in_observed(&b.compute), in_observed(&b.cm));
     split.compute_ns = compute;
     split.comm_ns = cm - compute;
     // The observed time is busy (in the union of all operations) or in an idle gap.

@@ -4,22 +4,49 @@
 //! optimizer kernels; one pass over the operations, then, for the medians, one over each step's
 //! runs into a buffer reused from step to step.
 
-use super::spans::StartOrderUnion;
+use super::corr_steps::CorrSteps;
+use super::spans::{ForwardMeasure, StartOrderUnion};
 use super::timeline::{OpKind, RawOp, StepCursor, StepIndex};
-use crate::corr_slots::CorrSlots;
 use crate::diagnose::facts::Family;
+use crate::intervals::measure_in;
 use crate::model::Ns;
 
 /// `op_step` of an operation that belongs to no step.
 const NO_STEP: u32 = u32::MAX;
 
-/// Busy-time unions of the GPU operations.
+/// Busy-time unions of the GPU operations: compute and communication apart. Their union (compute
+/// or communication, "cm") is never built: its measure in a window is the two measures less their
+/// overlap's ([`Busy::cm_in`]), found by walking the communication (few intervals) alone. That of
+/// all operations is never built either: the split sweeps the operations themselves.
 pub struct Busy {
     pub compute: Vec<(Ns, Ns)>,
-    /// Compute or communication (communication alone is never needed: its part outside compute
-    /// is `cm` less `compute`). That of all operations is never built: the split sweeps the
-    /// operations themselves.
-    pub cm: Vec<(Ns, Ns)>,
+    pub comm: Vec<(Ns, Ns)>,
+}
+
+impl Busy {
+    /// Length of compute ∩ communication inside `[lo, hi)`: each communication interval there,
+    /// measured in the compute union with a cursor that only moves forward.
+    pub fn overlap_in(&self, lo: Ns, hi: Ns) -> Ns {
+        let comm = &self.comm[self.comm.partition_point(|x| x.1 <= lo)..];
+        let mut compute = ForwardMeasure::from(&self.compute, lo);
+        let mut total = 0;
+        for &(s, e) in comm.iter().take_while(|c| c.0 < hi) {
+            let (s, e) = (s.max(lo), e.min(hi));
+            if e > s {
+                total += compute.measure(s, e);
+            }
+        }
+        total
+    }
+
+    /// Length of the union of compute and communication inside `[lo, hi)`, with `compute` the
+    /// compute union's there: `measure_in` of that union (`|A ∪ B| = |A| + |B| - |A ∩ B|`).
+    pub fn cm_in(&self, compute: Ns, lo: Ns, hi: Ns) -> Ns {
+        if self.comm.is_empty() {
+            return compute;
+        }
+        compute + measure_in(&self.comm, lo, hi) - self.overlap_in(lo, hi)
+    }
 }
 
 /// The element at half the length of `v` in sorted order (0 for none).
@@ -68,7 +95,7 @@ pub struct GpuSteps<'a> {
 impl<'a> GpuSteps<'a> {
     /// An operation belongs to the step whose host call launched it (by correlation), else to the
     /// step its start falls in. `ops` sorted by (start, end).
-    pub fn of(ops: &'a [RawOp], corr_step: &CorrSlots<u32>, index: &StepIndex) -> GpuSteps<'a> {
+    pub fn of(ops: &'a [RawOp], corr_step: &CorrSteps, index: &StepIndex) -> GpuSteps<'a> {
         let nsteps = index.len();
         assert!(ops.len() < u32::MAX as usize, "{} operations in one process", ops.len());
         let mut kinds = [0usize; 3];
@@ -78,7 +105,7 @@ impl<'a> GpuSteps<'a> {
         let [n_compute, n_comm, _] = kinds;
         // The operations are in start order: each union grows at its end.
         let mut compute = StartOrderUnion::with_capacity(n_compute);
-        let mut cm = StartOrderUnion::with_capacity(n_compute + n_comm);
+        let mut comm = StartOrderUnion::with_capacity(n_comm);
         let mut runs: Vec<(u32, u32)> = Vec::new();
         // The step of the current run (none before the first).
         let mut run_step = NO_RUN;
@@ -90,18 +117,16 @@ impl<'a> GpuSteps<'a> {
         let mut optimizer_last: Vec<Option<Ns>> = vec![None; nsteps];
         let mut any_optimizer = false;
         let mut cursor = StepCursor::default();
+        let mut corr_run = 0;
         for (i, o) in ops.iter().enumerate() {
             let (s, e) = (o.start, o.end);
             match o.kind {
-                OpKind::Compute => {
-                    compute.push(s, e);
-                    cm.push(s, e);
-                }
-                OpKind::Comm => cm.push(s, e),
+                OpKind::Compute => compute.push(s, e),
+                OpKind::Comm => comm.push(s, e),
                 OpKind::Memory => {}
             }
-            let step = match (o.corr != 0).then(|| corr_step.get(o.corr.into())).flatten() {
-                Some(&p) => p,
+            let step = match (o.corr != 0).then(|| corr_step.get_at(o.corr, &mut corr_run)).flatten() {
+                Some(p) => p,
                 None => index.pos_forward(s, &mut cursor).map_or(NO_STEP, |p| p as u32),
             };
             if step != run_step {
@@ -135,7 +160,7 @@ impl<'a> GpuSteps<'a> {
         GpuSteps {
             ops,
             runs,
-            busy: Busy { compute: compute.finish(), cm: cm.finish() },
+            busy: Busy { compute: compute.finish(), comm: comm.finish() },
             first,
             last,
             kernels: StepKernels {
@@ -242,7 +267,7 @@ mod tests {
 
     /// Random operations in (start, end) order (some empty, some without a correlation, some of
     /// steps that overlap), the correlation -> step map of their calls, and the step windows.
-    fn random_case(rng: &mut XorShift) -> (Vec<RawOp>, CorrSlots<u32>, StepIndex) {
+    fn random_case(rng: &mut XorShift) -> (Vec<RawOp>, CorrSteps, StepIndex) {
         let nsteps = rng.below(6);
         let mut t = 0;
         let windows: Vec<StepWindow> = (0..nsteps)
@@ -253,7 +278,7 @@ mod tests {
                 StepWindow { index: i, name: String::new(), start, end: t }
             })
             .collect();
-        let mut corr_step = CorrSlots::default();
+        let mut corr_step = CorrSteps::default();
         let mut ops: Vec<RawOp> = (0..rng.below(120))
             .map(|i| {
                 let start = rng.below(t + 40);
@@ -263,7 +288,7 @@ mod tests {
                     // Mostly the step its start falls in (as launches run ahead), sometimes another.
                     let p =
                         if rng.below(4) == 0 { rng.below(nsteps) } else { (start * nsteps / (t + 40)).min(nsteps - 1) };
-                    corr_step.insert(corr.into(), p as u32);
+                    corr_step.insert(corr, p as u32);
                 }
                 RawOp { start, end: start + rng.below(9), corr, kind, family: Family::Gemm }
             })
@@ -273,13 +298,41 @@ mod tests {
     }
 
     /// Each operation's step position, one by one.
-    fn steps_one_by_one(ops: &[RawOp], corr_step: &CorrSlots<u32>, index: &StepIndex) -> Vec<Option<usize>> {
+    fn steps_one_by_one(ops: &[RawOp], corr_step: &CorrSteps, index: &StepIndex) -> Vec<Option<usize>> {
         ops.iter()
-            .map(|o| match (o.corr != 0).then(|| corr_step.get(o.corr.into())).flatten() {
-                Some(&p) => Some(p as usize),
+            .map(|o| match (o.corr != 0).then(|| corr_step.get(o.corr)).flatten() {
+                Some(p) => Some(p as usize),
                 None => index.pos(o.start),
             })
             .collect()
+    }
+
+    /// A sorted, disjoint random list inside `[0, 400)`.
+    fn random_union(rng: &mut XorShift) -> Vec<(Ns, Ns)> {
+        let mut u = StartOrderUnion::default();
+        let mut t = 0;
+        for _ in 0..rng.below(60) {
+            t += rng.below(12);
+            u.push(t, t + rng.below(15));
+        }
+        u.finish()
+    }
+
+    #[test]
+    fn cm_in_is_the_measure_of_the_union_of_compute_and_communication() {
+        let mut rng = XorShift(0xc0de_0c0c_2026_1203);
+        for _ in 0..500 {
+            let busy = Busy { compute: random_union(&mut rng), comm: random_union(&mut rng) };
+            let cm = crate::intervals::union2(&busy.compute, &busy.comm);
+            for _ in 0..20 {
+                let lo = rng.below(420);
+                let hi = lo + rng.below(200);
+                let compute = measure_in(&busy.compute, lo, hi);
+                assert_eq!(busy.cm_in(compute, lo, hi), measure_in(&cm, lo, hi), "[{lo}, {hi})");
+                let both = crate::intervals::intersect_in(&busy.compute, &busy.comm, lo, hi);
+                assert_eq!(busy.overlap_in(lo, hi), both, "[{lo}, {hi})");
+            }
+        }
     }
 
     #[test]

@@ -19,6 +19,7 @@ pub mod timeline;
 
 mod coll_pairing;
 mod corr_ids;
+mod corr_steps;
 mod gaps;
 mod gpu_steps;
 mod gpu_windows;

@@ -57,6 +57,12 @@ impl<'a> ForwardMeasure<'a> {
         ForwardMeasure { list, at: 0 }
     }
 
+    /// For query windows from `lo` on: the cursor starts at the first interval that ends after
+    /// `lo` (a binary search), not at the list's start.
+    pub fn from(list: &'a [(Ns, Ns)], lo: Ns) -> ForwardMeasure<'a> {
+        ForwardMeasure { list, at: list.partition_point(|x| x.1 <= lo) }
+    }
+
     /// Length of the list inside `[lo, hi)` (`lo` at or after the previous call's).
     #[inline]
     pub fn measure(&mut self, lo: Ns, hi: Ns) -> Ns {

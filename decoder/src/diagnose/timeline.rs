@@ -8,14 +8,14 @@
 use std::collections::HashMap;
 
 use super::coll_pairing::pair_collectives;
+use super::corr_steps::CorrSteps;
 use super::facts::*;
 use super::gaps::{split_window, WindowSplit};
-use super::gpu_steps::{GpuSteps, StepKernels};
+use super::gpu_steps::{Busy, GpuSteps, StepKernels};
 use super::gpu_windows::{gpu_step_ends, StepWindows};
 use super::host_steps::{prepare_calls, HostSteps};
 use super::runs::Keyed;
-use crate::corr_slots::CorrSlots;
-use crate::intervals::{intersect_in, measure_in, FastMap, SeqMap};
+use crate::intervals::{measure_in, FastMap, SeqMap};
 use crate::model::*;
 use crate::steps::StepWindow;
 
@@ -274,7 +274,7 @@ pub fn analyse(mut inp: Input) -> Timeline {
     let mut host = HostSteps::of(&mut inp, &index);
     debug_assert!(inp.ops.is_sorted_by_key(Keyed::key), "operations in (start, end) order");
     // Which step GPU work belongs to: its launching call's, unless the steps are GPU time.
-    let by_time = CorrSlots::default();
+    let by_time = CorrSteps::default();
     let gpu_corr_step = if inp.windows_in_gpu_time { &by_time } else { &host.corr_step };
     let mut gpu = GpuSteps::of(&inp.ops, gpu_corr_step, &index);
     // The first step is warm-up (lazy initialisation, first launches, communicator set-up): with
@@ -302,8 +302,8 @@ pub fn analyse(mut inp: Input) -> Timeline {
         split,
         colls: pair_collectives(&inp.colls, &inp.comm_kernels, &gpu.busy.compute, &index, gpu_corr_step, &inp.corr_ids),
         syncs: ranked_syncs(sync_stats),
-        small_d2h: inp.small_d2h.iter().filter(|&&c| host.corr_step.get(c.into()).is_some()).count() as u64,
-        pageable: pageable_stat(&inp, &host.pageable_calls, &gpu.busy.cm),
+        small_d2h: inp.small_d2h.iter().filter(|&&c| host.corr_step.get(c).is_some()).count() as u64,
+        pageable: pageable_stat(&inp, &host.pageable_calls, &gpu.busy),
         amp,
         reserved_by_step: reserved_by_step(&mut inp.mem_samples, &index),
         step_alloc_calls: host.alloc_calls,
@@ -369,7 +369,8 @@ fn step_facts(
             let b = &gpu.busy;
             let e = gpu_end[p].max(g);
             // Communication not overlapped by compute: |comm ∪ compute| - |compute|.
-            let (compute, cm) = (measure_in(&b.compute, g, e), measure_in(&b.cm, g, e));
+            let compute = measure_in(&b.compute, g, e);
+            let cm = b.cm_in(compute, g, e);
             st.split.compute_ns = compute;
             st.split.comm_ns = cm - compute;
             st.split.memcpy_ns = busy_in_step[p] - cm;
@@ -409,7 +410,7 @@ fn ranked_syncs(stats: FastMap<u32, SyncCallStat>) -> Vec<SyncCallStat> {
 /// Pageable copies: how many, their bytes and GPU time, the part not hidden behind kernels, and
 /// the calls that issued them (`calls`: (correlation, name) of the calls with a pageable copy's
 /// correlation, in time order).
-fn pageable_stat(inp: &Input, calls: &[(u32, u32)], cm: &[(Ns, Ns)]) -> PageableStat {
+fn pageable_stat(inp: &Input, calls: &[(u32, u32)], busy: &Busy) -> PageableStat {
     let mut pg = PageableStat::default();
     let mut call_names: Vec<String> = Vec::new();
     let corr_name: HashMap<u32, u32> = calls.iter().copied().collect();
@@ -417,7 +418,9 @@ fn pageable_stat(inp: &Input, calls: &[(u32, u32)], cm: &[(Ns, Ns)]) -> Pageable
         pg.copies += 1;
         pg.bytes += bytes;
         pg.gpu_ns += e.saturating_sub(s);
-        pg.exposed_ns += e.saturating_sub(s) - intersect_in(&[(s, e)], cm, s, e);
+        // The copy's part inside compute or communication (none for a backwards one).
+        let hidden = if e > s { busy.cm_in(measure_in(&busy.compute, s, e), s, e) } else { 0 };
+        pg.exposed_ns += e.saturating_sub(s) - hidden;
         if let Some(n) = corr_name.get(corr).and_then(|&i| inp.names.get(i as usize)) {
             if !call_names.iter().any(|c| c == &**n) {
                 call_names.push(n.to_string());
