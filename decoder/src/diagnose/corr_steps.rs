@@ -17,17 +17,30 @@ const SLACK_BITS: u64 = 1 << 16;
 pub struct CorrSteps {
     /// The id of bit 0 (the first id inserted).
     base: u32,
-    /// Bit `id - base` is set when `id` was inserted in order (and not again since).
+    /// Bit `id - base` is set when `id` was inserted in order (and not again since). Grown only
+    /// by an insert that finds it too short (as far as the spread allows), so an id past the last
+    /// and inside it is an insert in order.
     bits: Vec<u64>,
     /// Ids inserted in order.
     in_order: u64,
-    /// The last id inserted in order (None before the first).
-    last: Option<u32>,
+    /// The last id inserted in order (0 before the first).
+    last: u32,
     /// (first id, step) of each run of ids inserted in order with one step, by id: an id's step is
     /// that of the last run that starts at or before it.
     runs: Vec<(u32, u32)>,
+    /// The step of the last run.
+    run_step: u32,
     /// The ids inserted out of order (their bits cleared), and their steps.
     late: SeqMap<u32, u32>,
+}
+
+/// The run of a [`CorrSteps`] the last lookup found, for [`CorrSteps::get_at`]: ids `lo` to
+/// `lo + len - 1` (as far as the run reaches) have step `step`.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RunCursor {
+    lo: u32,
+    len: u64,
+    step: u32,
 }
 
 impl CorrSteps {
@@ -36,37 +49,49 @@ impl CorrSteps {
         CorrSteps { bits: Vec::with_capacity(n.div_ceil(64)), ..CorrSteps::default() }
     }
 
-    /// Word and mask of `k`'s bit, when inside the bitmap.
-    #[inline]
-    fn bit(&self, k: u32) -> Option<(usize, u64)> {
-        let i = u64::from(k).wrapping_sub(self.base.into());
-        let w = (i / 64) as usize;
-        (i < 64 * self.bits.len() as u64).then_some((w, 1 << (i % 64)))
+    /// `k` was inserted in order (and not again since). An id below `base` wraps to a bit index
+    /// past every id's, whose bit is never set.
+    #[inline(always)]
+    fn has_bit(&self, k: u32) -> bool {
+        let i = k.wrapping_sub(self.base) as usize;
+        self.bits.get(i / 64).is_some_and(|w| w >> (i % 64) & 1 != 0)
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn insert(&mut self, k: u32, step: u32) {
-        match self.last {
-            Some(last) if k > last && u64::from(k - self.base) <= SPREAD * self.in_order + SLACK_BITS => {}
-            None => self.base = k,
-            Some(_) => return self.insert_late(k, step),
+        // The usual case: past the last id, inside the bitmap.
+        let i = k.wrapping_sub(self.base) as usize;
+        match self.bits.get_mut(i / 64) {
+            Some(w) if k > self.last => *w |= 1 << (i % 64),
+            _ => return self.insert_any(k, step),
         }
-        let i = (k - self.base) as usize;
-        if i / 64 >= self.bits.len() {
-            self.bits.resize(i / 64 + 1, 0);
-        }
-        self.bits[i / 64] |= 1 << (i % 64);
-        if self.runs.last().is_none_or(|r| r.1 != step) {
+        if step != self.run_step {
             self.runs.push((k, step));
+            self.run_step = step;
         }
-        self.last = Some(k);
+        self.last = k;
         self.in_order += 1;
     }
 
     #[inline(never)]
-    fn insert_late(&mut self, k: u32, step: u32) {
-        if let Some((w, m)) = self.bit(k) {
-            self.bits[w] &= !m;
+    fn insert_any(&mut self, k: u32, step: u32) {
+        if self.in_order == 0 {
+            self.base = k;
+            self.bits.push(1);
+            self.runs.push((k, step));
+            (self.run_step, self.last, self.in_order) = (step, k, 1);
+            return;
+        }
+        if k > self.last && u64::from(k - self.base) <= SPREAD * self.in_order + SLACK_BITS {
+            // Past the bitmap, not far: grow it (doubling, as far as the spread allows) and insert.
+            let words = (u64::from(k - self.base) / 64 + 1) as usize;
+            let allowed = ((SPREAD * self.in_order + SLACK_BITS) / 64 + 1) as usize;
+            self.bits.resize(words.max((2 * self.bits.len()).min(allowed)), 0);
+            return self.insert(k, step);
+        }
+        if self.has_bit(k) {
+            let i = (k - self.base) as usize;
+            self.bits[i / 64] &= !(1 << (i % 64));
         }
         self.late.insert(k, step);
     }
@@ -74,29 +99,32 @@ impl CorrSteps {
     /// The step of `k`.
     #[inline]
     pub fn get(&self, k: u32) -> Option<u32> {
-        self.get_at(k, &mut 0)
+        self.get_at(k, &mut RunCursor::default())
     }
 
-    /// [`CorrSteps::get`], with `run` (any value; start at 0) the run the last lookup found: ids
-    /// asked mostly increasing find their run there or in the next one, without a search.
-    #[inline]
-    pub fn get_at(&self, k: u32, run: &mut usize) -> Option<u32> {
-        match self.bit(k) {
-            Some((w, m)) if self.bits[w] & m != 0 => Some(self.run_of(k, run)),
-            _ if self.late.is_empty() => None,
-            _ => self.late.get(&k).copied(),
+    /// [`CorrSteps::get`], with `run` the run the last lookup found (start at its default): ids
+    /// asked mostly increasing find their run there, without a search.
+    #[inline(always)]
+    pub fn get_at(&self, k: u32, run: &mut RunCursor) -> Option<u32> {
+        if self.has_bit(k) {
+            if u64::from(k.wrapping_sub(run.lo)) >= run.len {
+                *run = self.run_of(k);
+            }
+            Some(run.step)
+        } else if self.late.is_empty() {
+            None
+        } else {
+            self.late.get(&k).copied()
         }
     }
 
-    /// The step of the run that holds `k` (an id inserted in order).
-    #[inline]
-    fn run_of(&self, k: u32, run: &mut usize) -> u32 {
-        let runs = &self.runs;
-        let holds = |r: usize| runs.get(r).is_some_and(|x| x.0 <= k) && runs.get(r + 1).is_none_or(|x| x.0 > k);
-        if !holds(*run) {
-            *run = if holds(*run + 1) { *run + 1 } else { runs.partition_point(|x| x.0 <= k) - 1 };
-        }
-        runs[*run].1
+    /// The run that holds `k` (an id inserted in order).
+    #[inline(never)]
+    fn run_of(&self, k: u32) -> RunCursor {
+        let r = self.runs.partition_point(|x| x.0 <= k) - 1;
+        let (lo, step) = self.runs[r];
+        let end = self.runs.get(r + 1).map_or(1 << 32, |x| u64::from(x.0));
+        RunCursor { lo, len: end - u64::from(lo), step }
     }
 }
 
@@ -133,7 +161,7 @@ mod tests {
                 steps.insert(k, v);
                 map.insert(k, v);
             }
-            let mut run = 0;
+            let mut run = RunCursor::default();
             let mut keys: Vec<u32> = (0..id + 40).chain(map.keys().copied()).chain([u32::MAX]).collect();
             if round % 3 == 0 {
                 keys.reverse();
@@ -152,7 +180,8 @@ mod tests {
             steps.insert(k, k / 1000);
         }
         assert!(steps.late.is_empty());
-        assert_eq!((steps.bits.len(), steps.runs.len()), (1563, 101));
+        assert_eq!(steps.runs.len(), 101);
+        assert!((1563..2 * 1563).contains(&steps.bits.len()), "{}", steps.bits.len());
         assert_eq!((steps.get(0), steps.get(54_321), steps.get(100_001)), (None, Some(54), None));
     }
 }

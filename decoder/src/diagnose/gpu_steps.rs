@@ -4,7 +4,7 @@
 //! optimizer kernels; one pass over the operations, then, for the medians, one over each step's
 //! runs into a buffer reused from step to step.
 
-use super::corr_steps::CorrSteps;
+use super::corr_steps::{CorrSteps, RunCursor};
 use super::spans::{ForwardMeasure, StartOrderUnion};
 use super::timeline::{OpKind, RawOp, StepCursor, StepIndex};
 use crate::diagnose::facts::Family;
@@ -117,7 +117,7 @@ impl<'a> GpuSteps<'a> {
         let mut optimizer_last: Vec<Option<Ns>> = vec![None; nsteps];
         let mut any_optimizer = false;
         let mut cursor = StepCursor::default();
-        let mut corr_run = 0;
+        let mut corr_run = RunCursor::default();
         for (i, o) in ops.iter().enumerate() {
             let (s, e) = (o.start, o.end);
             match o.kind {
