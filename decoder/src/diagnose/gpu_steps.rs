@@ -5,49 +5,13 @@
 //! runs into a buffer reused from step to step.
 
 use super::corr_steps::{CorrSteps, RunCursor};
-use super::spans::{ForwardMeasure, StartOrderUnion};
+use super::spans::{start_order_union, StartOrderUnion};
 use super::timeline::{OpKind, RawOp, StepCursor, StepIndex};
 use crate::diagnose::facts::Family;
-use crate::intervals::measure_in;
 use crate::model::Ns;
 
 /// `op_step` of an operation that belongs to no step.
 const NO_STEP: u32 = u32::MAX;
-
-/// Busy-time unions of the GPU operations: compute and communication apart. Their union (compute
-/// or communication, "cm") is never built: its measure in a window is the two measures less their
-/// overlap's ([`Busy::cm_in`]), found by walking the communication (few intervals) alone. That of
-/// all operations is never built either: the split sweeps the operations themselves.
-pub struct Busy {
-    pub compute: Vec<(Ns, Ns)>,
-    pub comm: Vec<(Ns, Ns)>,
-}
-
-impl Busy {
-    /// Length of compute ∩ communication inside `[lo, hi)`: each communication interval there,
-    /// measured in the compute union with a cursor that only moves forward.
-    pub fn overlap_in(&self, lo: Ns, hi: Ns) -> Ns {
-        let comm = &self.comm[self.comm.partition_point(|x| x.1 <= lo)..];
-        let mut compute = ForwardMeasure::from(&self.compute, lo);
-        let mut total = 0;
-        for &(s, e) in comm.iter().take_while(|c| c.0 < hi) {
-            let (s, e) = (s.max(lo), e.min(hi));
-            if e > s {
-                total += compute.measure(s, e);
-            }
-        }
-        total
-    }
-
-    /// Length of the union of compute and communication inside `[lo, hi)`, with `compute` the
-    /// compute union's there: `measure_in` of that union (`|A ∪ B| = |A| + |B| - |A ∩ B|`).
-    pub fn cm_in(&self, compute: Ns, lo: Ns, hi: Ns) -> Ns {
-        if self.comm.is_empty() {
-            return compute;
-        }
-        compute + measure_in(&self.comm, lo, hi) - self.overlap_in(lo, hi)
-    }
-}
 
 /// The element at half the length of `v` in sorted order (0 for none).
 fn median(v: &mut [Ns]) -> Ns {
@@ -83,7 +47,10 @@ pub struct GpuSteps<'a> {
     /// (index of the run's first operation, step position or [`NO_STEP`]); the steps' work mostly
     /// runs one step after the other, so these are few.
     runs: Vec<(u32, u32)>,
-    pub busy: Busy,
+    /// The union of the communication operations. That of the compute operations is never held
+    /// ([`GpuSteps::compute_union`] makes it on the fly), nor that of all operations (the split
+    /// sweeps the operations themselves).
+    pub comm: Vec<(Ns, Ns)>,
     /// First GPU start per step position.
     pub first: Vec<Option<Ns>>,
     /// Latest end of any operation that belongs to a step.
@@ -102,10 +69,8 @@ impl<'a> GpuSteps<'a> {
         for o in ops {
             kinds[o.kind as usize] += 1;
         }
-        let [n_compute, n_comm, _] = kinds;
-        // The operations are in start order: each union grows at its end.
-        let mut compute = StartOrderUnion::with_capacity(n_compute);
-        let mut comm = StartOrderUnion::with_capacity(n_comm);
+        // The operations are in start order: the union grows at its end.
+        let mut comm = StartOrderUnion::with_capacity(kinds[OpKind::Comm as usize]);
         let mut runs: Vec<(u32, u32)> = Vec::new();
         // The step of the current run (none before the first).
         let mut run_step = NO_RUN;
@@ -120,10 +85,8 @@ impl<'a> GpuSteps<'a> {
         let mut corr_run = RunCursor::default();
         for (i, o) in ops.iter().enumerate() {
             let (s, e) = (o.start, o.end);
-            match o.kind {
-                OpKind::Compute => compute.push(s, e),
-                OpKind::Comm => comm.push(s, e),
-                OpKind::Memory => {}
+            if o.kind == OpKind::Comm {
+                comm.push(s, e);
             }
             let step = match (o.corr != 0).then(|| corr_step.get_at(o.corr, &mut corr_run)).flatten() {
                 Some(p) => p,
@@ -160,7 +123,7 @@ impl<'a> GpuSteps<'a> {
         GpuSteps {
             ops,
             runs,
-            busy: Busy { compute: compute.finish(), comm: comm.finish() },
+            comm: comm.finish(),
             first,
             last,
             kernels: StepKernels {
@@ -172,6 +135,12 @@ impl<'a> GpuSteps<'a> {
                 any_optimizer,
             },
         }
+    }
+
+    /// The union of the compute operations, in time order, made as it is read.
+    pub fn compute_union(&self) -> impl Iterator<Item = (Ns, Ns)> + '_ {
+        let compute = self.ops.iter().filter(|o| o.kind == OpKind::Compute).map(|o| (o.start, o.end));
+        start_order_union(compute)
     }
 
     /// The runs as (operations, step position), the operations' step positions in order.
@@ -305,34 +274,6 @@ mod tests {
                 None => index.pos(o.start),
             })
             .collect()
-    }
-
-    /// A sorted, disjoint random list inside `[0, 400)`.
-    fn random_union(rng: &mut XorShift) -> Vec<(Ns, Ns)> {
-        let mut u = StartOrderUnion::default();
-        let mut t = 0;
-        for _ in 0..rng.below(60) {
-            t += rng.below(12);
-            u.push(t, t + rng.below(15));
-        }
-        u.finish()
-    }
-
-    #[test]
-    fn cm_in_is_the_measure_of_the_union_of_compute_and_communication() {
-        let mut rng = XorShift(0xc0de_0c0c_2026_1203);
-        for _ in 0..500 {
-            let busy = Busy { compute: random_union(&mut rng), comm: random_union(&mut rng) };
-            let cm = crate::intervals::union2(&busy.compute, &busy.comm);
-            for _ in 0..20 {
-                let lo = rng.below(420);
-                let hi = lo + rng.below(200);
-                let compute = measure_in(&busy.compute, lo, hi);
-                assert_eq!(busy.cm_in(compute, lo, hi), measure_in(&cm, lo, hi), "[{lo}, {hi})");
-                let both = crate::intervals::intersect_in(&busy.compute, &busy.comm, lo, hi);
-                assert_eq!(busy.overlap_in(lo, hi), both, "[{lo}, {hi})");
-            }
-        }
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub mod job;
 pub mod runs;
 pub mod timeline;
 
+mod busy_measures;
 mod coll_pairing;
 mod corr_ids;
 mod corr_steps;

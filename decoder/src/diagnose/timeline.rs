@@ -7,15 +7,16 @@
 
 use std::collections::HashMap;
 
-use super::coll_pairing::pair_collectives;
+use super::coll_pairing::{add_exposed, pair_collectives};
 use super::corr_steps::CorrSteps;
 use super::facts::*;
 use super::gaps::{split_window, WindowSplit};
-use super::gpu_steps::{Busy, GpuSteps, StepKernels};
+use super::busy_measures::{BusyMeasures, Queries};
+use super::gpu_steps::{GpuSteps, StepKernels};
 use super::gpu_windows::{gpu_step_ends, StepWindows};
 use super::host_steps::{prepare_calls, HostSteps};
 use super::runs::Keyed;
-use crate::intervals::{measure_in, FastMap, SeqMap};
+use crate::intervals::{FastMap, SeqMap};
 use crate::model::*;
 use crate::steps::StepWindow;
 
@@ -284,26 +285,47 @@ pub fn analyse(mut inp: Input) -> Timeline {
     let holes = holes_to_next_step(std::mem::take(&mut inp.unobserved), &index);
     let gpu_end = gpu_step_ends(&gpu.first, &holes, window.1);
     let mut gpu_windows = StepWindows::new(&gpu.first, &gpu_end, skip);
-    let WindowSplit { split, steps: step_split, alloc_idle_ns, idle_by_sync } =
-        split_window(&gpu, &index, &host, &inp.calls, window, &holes, &mut gpu_windows);
+    let mut window_split = split_window(&gpu, &index, &host, &inp.calls, window, &holes, &mut gpu_windows);
     let mut sync_stats = std::mem::take(&mut host.sync_stats);
-    for (name, idle) in idle_by_sync.into_iter().enumerate() {
+    for (name, idle) in std::mem::take(&mut window_split.idle_by_sync).into_iter().enumerate() {
         if let Some(st) = sync_stats.get_mut(&(name as u32)) {
             st.gpu_idle_ns += idle;
         }
     }
-    let busy_in_step = gpu_windows.busy(nsteps);
     gpu.kernel_medians(skip);
-    let steps = step_facts(&index, skip, &gpu, &host, &step_split, &gpu_end, &busy_in_step);
+    let mut colls = pair_collectives(&inp.colls, &inp.comm_kernels, &index, gpu_corr_step, &inp.corr_ids);
+    // The busy time inside every window asked about: the analysed window's observed parts, the
+    // steps' GPU windows, the collectives' and pageable copies' GPU spans.
+    let step_windows: Vec<(usize, Ns, Ns)> =
+        (skip..nsteps).filter_map(|p| gpu.first[p].map(|g| (p, g, gpu_end[p].max(g)))).collect();
+    let mut queries = Queries::default();
+    window_split.ask(&mut queries);
+    for &(_, g, e) in &step_windows {
+        queries.add(g, e);
+    }
+    for c in &colls {
+        if let Some((s, e)) = c.gpu {
+            queries.add(s, e);
+        }
+    }
+    for &(_, s, e) in inp.pageable.values() {
+        queries.add(s, e);
+    }
+    let busy = BusyMeasures::new(queries, gpu.compute_union(), &gpu.comm);
+    window_split.add_busy(&busy);
+    add_exposed(&mut colls, &busy);
+    let busy_in_step = gpu_windows.busy(nsteps);
+    let WindowSplit { split, steps: step_split, alloc_idle_ns, .. } = window_split;
+    let steps = step_facts(&index, skip, &gpu, &host, &step_split, &gpu_end, &busy_in_step, &busy);
     let amp = amp_facts(&index, &gpu.kernels, &steps);
     Timeline {
         gpu_ops: inp.ops.len(),
         window,
         split,
-        colls: pair_collectives(&inp.colls, &inp.comm_kernels, &gpu.busy.compute, &index, gpu_corr_step, &inp.corr_ids),
+        colls,
         syncs: ranked_syncs(sync_stats),
         small_d2h: inp.small_d2h.iter().filter(|&&c| host.corr_step.get(c).is_some()).count() as u64,
-        pageable: pageable_stat(&inp, &host.pageable_calls, &gpu.busy),
+        pageable: pageable_stat(&inp, &host.pageable_calls, &busy),
         amp,
         reserved_by_step: reserved_by_step(&mut inp.mem_samples, &index),
         step_alloc_calls: host.alloc_calls,
@@ -346,6 +368,7 @@ fn step_facts(
     step_split: &[Split],
     gpu_end: &[Ns],
     busy_in_step: &[Ns],
+    busy: &BusyMeasures<'_>,
 ) -> Vec<StepFacts> {
     let mut out = Vec::new();
     for (p, w) in index.windows.iter().enumerate().skip(skip) {
@@ -366,11 +389,9 @@ fn step_facts(
         };
         st.median_gap_ns = kernels.median_gap[p];
         if let Some(g) = gpu.first[p] {
-            let b = &gpu.busy;
             let e = gpu_end[p].max(g);
             // Communication not overlapped by compute: |comm ∪ compute| - |compute|.
-            let compute = measure_in(&b.compute, g, e);
-            let cm = b.cm_in(compute, g, e);
+            let (compute, cm) = (busy.compute_in(g, e), busy.cm_in(g, e));
             st.split.compute_ns = compute;
             st.split.comm_ns = cm - compute;
             st.split.memcpy_ns = busy_in_step[p] - cm;
@@ -410,7 +431,7 @@ fn ranked_syncs(stats: FastMap<u32, SyncCallStat>) -> Vec<SyncCallStat> {
 /// Pageable copies: how many, their bytes and GPU time, the part not hidden behind kernels, and
 /// the calls that issued them (`calls`: (correlation, name) of the calls with a pageable copy's
 /// correlation, in time order).
-fn pageable_stat(inp: &Input, calls: &[(u32, u32)], busy: &Busy) -> PageableStat {
+fn pageable_stat(inp: &Input, calls: &[(u32, u32)], busy: &BusyMeasures<'_>) -> PageableStat {
     let mut pg = PageableStat::default();
     let mut call_names: Vec<String> = Vec::new();
     let corr_name: HashMap<u32, u32> = calls.iter().copied().collect();
@@ -418,9 +439,7 @@ fn pageable_stat(inp: &Input, calls: &[(u32, u32)], busy: &Busy) -> PageableStat
         pg.copies += 1;
         pg.bytes += bytes;
         pg.gpu_ns += e.saturating_sub(s);
-        // The copy's part inside compute or communication (none for a backwards one).
-        let hidden = if e > s { busy.cm_in(measure_in(&busy.compute, s, e), s, e) } else { 0 };
-        pg.exposed_ns += e.saturating_sub(s) - hidden;
+        pg.exposed_ns += e.saturating_sub(s) - busy.cm_in(s, e);
         if let Some(n) = corr_name.get(corr).and_then(|&i| inp.names.get(i as usize)) {
             if !call_names.iter().any(|c| c == &**n) {
                 call_names.push(n.to_string());
