@@ -6,7 +6,6 @@
 //! the union before it, and that of its overlap with the communication union, so that a window's
 //! measure is a difference of two of them.
 
-use super::spans::ForwardMeasure;
 use crate::intervals::measure_in;
 use crate::model::Ns;
 
@@ -42,21 +41,37 @@ impl<'a> BusyMeasures<'a> {
         points.sort_unstable();
         points.dedup();
         let mut before = Vec::with_capacity(points.len());
-        let mut in_comm = ForwardMeasure::new(comm);
+        // The first end not answered yet (`Ns::MAX` for none); the first communication interval
+        // that ends after the current compute interval's start.
+        let mut next = points.first().copied().unwrap_or(Ns::MAX);
+        let mut c = 0;
         let (mut busy, mut both) = (0, 0);
         for (s, e) in compute {
-            if before.len() == points.len() {
-                break;
+            while comm.get(c).is_some_and(|x| x.1 <= s) {
+                c += 1;
             }
-            // Ends at or before `s` see nothing of this interval; those inside it, part of it.
-            while points.get(before.len()).is_some_and(|&t| t <= s) {
-                before.push((busy, both));
-            }
-            while let Some(&t) = points.get(before.len()).filter(|&&t| t < e) {
-                before.push((busy + (t - s), both + in_comm.measure(s, t)));
+            // The overlap of `[s, t)` with communication.
+            let overlap = |t: Ns| -> Ns {
+                let inside = comm[c..].iter().take_while(|x| x.0 < t);
+                inside.map(|x| x.1.min(t).saturating_sub(x.0.max(s))).sum()
+            };
+            if next < e {
+                // Ends at or before `s` see nothing of this interval; those inside it, part of it.
+                while points.get(before.len()).is_some_and(|&t| t <= s) {
+                    before.push((busy, both));
+                }
+                while let Some(&t) = points.get(before.len()).filter(|&&t| t < e) {
+                    before.push((busy + (t - s), both + overlap(t)));
+                }
+                match points.get(before.len()) {
+                    Some(&t) => next = t,
+                    None => break,
+                }
             }
             busy += e - s;
-            both += in_comm.measure(s, e);
+            if comm.get(c).is_some_and(|x| x.0 < e) {
+                both += overlap(e);
+            }
         }
         before.resize(points.len(), (busy, both));
         BusyMeasures { points, before, comm }

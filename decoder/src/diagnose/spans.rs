@@ -81,7 +81,6 @@ impl<'a> ForwardMeasure<'a> {
         ForwardMeasure { list, at: 0 }
     }
 
-
     /// Length of the list inside `[lo, hi)` (`lo` at or after the previous call's).
     #[inline]
     pub fn measure(&mut self, lo: Ns, hi: Ns) -> Ns {

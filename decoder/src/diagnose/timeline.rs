@@ -7,11 +7,11 @@
 
 use std::collections::HashMap;
 
+use super::busy_measures::{BusyMeasures, Queries};
 use super::coll_pairing::{add_exposed, pair_collectives};
 use super::corr_steps::CorrSteps;
 use super::facts::*;
 use super::gaps::{split_window, WindowSplit};
-use super::busy_measures::{BusyMeasures, Queries};
 use super::gpu_steps::{GpuSteps, StepKernels};
 use super::gpu_windows::{gpu_step_ends, StepWindows};
 use super::host_steps::{prepare_calls, HostSteps};
