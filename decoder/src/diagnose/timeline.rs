@@ -277,7 +277,8 @@ pub fn analyse(mut inp: Input) -> Timeline {
     // Which step GPU work belongs to: its launching call's, unless the steps are GPU time.
     let by_time = CorrSteps::default();
     let gpu_corr_step = if inp.windows_in_gpu_time { &by_time } else { &host.corr_step };
-    let mut gpu = GpuSteps::of(&inp.ops, gpu_corr_step, &index);
+    // Each communication kernel is an operation too.
+    let mut gpu = GpuSteps::of(&inp.ops, inp.comm_kernels.len(), gpu_corr_step, &index);
     // The first step is warm-up (lazy initialisation, first launches, communicator set-up): with
     // enough steps, the window starts at the second one.
     let skip = usize::from(nsteps >= WARMUP_MIN_STEPS);
