@@ -9,53 +9,17 @@ use super::spans::{start_order_union, StartOrderUnion};
 use super::timeline::{OpKind, RawOp, StepCursor, StepIndex};
 use crate::diagnose::facts::Family;
 use crate::model::Ns;
-use crate::xorshift::XorShift;
 
 /// `op_step` of an operation that belongs to no step.
 const NO_STEP: u32 = u32::MAX;
 
-/// Below this many values, a median is a plain selection.
-const SAMPLED_MEDIAN_MIN: usize = 1 << 14;
-/// Values sampled to bracket the median of more.
-const SAMPLE: usize = 1024;
-/// Sample ranks either side of the median's: the two values bracket it but in about one case in
-/// 30 000 (4 standard deviations of the median's rank in the sample).
-const BRACKET: usize = 64;
-
-/// The element at half the length of `v` in sorted order (0 for none); `v` is scratch. Of many
-/// values: two values of a sample (drawn at fixed pseudo-random positions) that should bracket the
-/// median, one pass that counts the values below the bracket and swaps those inside it to the
-/// front (an eighth of them, about), and a selection among those only; among all when the bracket
-/// missed.
+/// The element at half the length of `v` in sorted order (0 for none).
 fn median(v: &mut [Ns]) -> Ns {
-    let n = v.len();
-    if n == 0 {
+    if v.is_empty() {
         return 0;
     }
-    let k = n / 2;
-    if n < SAMPLED_MEDIAN_MIN {
-        return *v.select_nth_unstable(k).1;
-    }
-    let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
-    let mut sample: [Ns; SAMPLE] = std::array::from_fn(|_| v[rng.index(n)]);
-    sample.sort_unstable();
-    let r = k * SAMPLE / n;
-    let (lo, hi) = (sample[r.saturating_sub(BRACKET)], sample[(r + BRACKET).min(SAMPLE - 1)]);
-    let (mut below, mut inside) = (0, 0);
-    for i in 0..n {
-        let (x, y) = (v[i], v[inside]);
-        below += usize::from(x < lo);
-        let keep = lo <= x && x <= hi;
-        // A swap when inside the bracket, else nothing, without a branch.
-        v[inside] = if keep { x } else { y };
-        v[i] = if keep { y } else { x };
-        inside += usize::from(keep);
-    }
-    if (below..below + inside).contains(&k) {
-        *v[..inside].select_nth_unstable(k - below).1
-    } else {
-        *v.select_nth_unstable(k).1
-    }
+    let mid = v.len() / 2;
+    *v.select_nth_unstable(mid).1
 }
 
 /// The compute kernels of each step position, and the AMP check / optimizer kernels.
@@ -265,6 +229,7 @@ impl OpSteps<'_> {
 mod tests {
     use super::*;
     use crate::steps::StepWindow;
+    use crate::xorshift::XorShift;
 
     /// Random operations in (start, end) order (some empty, some without a correlation, some of
     /// steps that overlap), the correlation -> step map of their calls, and the step windows.
@@ -322,31 +287,6 @@ mod tests {
                 i += 1 + rng.index(3) * rng.index(2);
             }
             assert_eq!(cursor.step_of(ops.len()), None);
-        }
-    }
-
-    #[test]
-    fn median_is_the_middle_of_the_sorted_values() {
-        let mut rng = XorShift(0x3ed1_a45e_0000_0042);
-        for round in 0..60u64 {
-            let n = match round % 4 {
-                0 => rng.index(100),
-                _ => SAMPLED_MEDIAN_MIN + rng.index(3 * SAMPLED_MEDIAN_MIN),
-            };
-            let spread = [1, 3, 1000, 1 << 40][rng.index(4)];
-            let mut v: Vec<Ns> = match round % 5 {
-                // Periodic, sorted, backwards and random values (few distinct ones in some rounds).
-                0 => (0..n).map(|i| (i as u64 * 7919) % 97 * spread).collect(),
-                1 => (0..n as u64).collect(),
-                2 => (0..n as u64).rev().map(|x| x * spread).collect(),
-                _ => (0..n).map(|_| rng.below(spread)).collect(),
-            };
-            let mut sorted = v.clone();
-            sorted.sort_unstable();
-            let want = sorted.get(n / 2).copied().unwrap_or(0);
-            assert_eq!(median(&mut v), want, "round {round}, {n} values");
-            v.sort_unstable();
-            assert_eq!(v, sorted, "the values are only moved");
         }
     }
 
