@@ -317,7 +317,8 @@ pub fn analyse(mut inp: Input) -> Timeline {
     add_exposed(&mut colls, &busy);
     let busy_in_step = gpu_windows.busy(nsteps);
     let WindowSplit { split, steps: step_split, alloc_idle_ns, .. } = window_split;
-    let steps = step_facts(&index, skip, &gpu, &host, &step_split, &gpu_end, &busy_in_step, &busy);
+    let mut steps = step_facts(&index, skip, &gpu, &host, &step_split, &gpu_end);
+    add_step_busy(&mut steps, skip, &step_windows, &busy_in_step, &busy);
     let amp = amp_facts(&index, &gpu.kernels, &steps);
     Timeline {
         gpu_ops: inp.ops.len(),
@@ -368,8 +369,6 @@ fn step_facts(
     host: &HostSteps,
     step_split: &[Split],
     gpu_end: &[Ns],
-    busy_in_step: &[Ns],
-    busy: &BusyMeasures<'_>,
 ) -> Vec<StepFacts> {
     let mut out = Vec::new();
     for (p, w) in index.windows.iter().enumerate().skip(skip) {
@@ -389,17 +388,29 @@ fn step_facts(
             ..StepFacts::default()
         };
         st.median_gap_ns = kernels.median_gap[p];
-        if let Some(g) = gpu.first[p] {
-            let e = gpu_end[p].max(g);
-            // Communication not overlapped by compute: |comm ∪ compute| - |compute|.
-            let (compute, cm) = (busy.compute_in(g, e), busy.cm_in(g, e));
-            st.split.compute_ns = compute;
-            st.split.comm_ns = cm - compute;
-            st.split.memcpy_ns = busy_in_step[p] - cm;
-        }
         out.push(st);
     }
     out
+}
+
+/// The busy parts of the analysed steps' splits (`steps` from position `skip` on): compute,
+/// communication and copies inside each step's GPU window (`windows`: (position, start, end) of
+/// those with GPU work), of which `busy_in_step` is busy.
+fn add_step_busy(
+    steps: &mut [StepFacts],
+    skip: usize,
+    windows: &[(usize, Ns, Ns)],
+    busy_in_step: &[Ns],
+    busy: &BusyMeasures<'_>,
+) {
+    for &(p, g, e) in windows {
+        // Communication not overlapped by compute: |comm ∪ compute| - |compute|.
+        let (compute, cm) = (busy.compute_in(g, e), busy.cm_in(g, e));
+        let split = &mut steps[p - skip].split;
+        split.compute_ns = compute;
+        split.comm_ns = cm - compute;
+        split.memcpy_ns = busy_in_step[p] - cm;
+    }
 }
 
 /// AMP: steps with a non-finite check, and those whose optimizer kernels did not follow it.
