@@ -3,11 +3,11 @@
 
 use std::collections::HashMap;
 
+use super::busy_measures::BusyMeasures;
+use super::corr_steps::CorrSteps;
 use super::facts::CollFact;
 use super::timeline::StepIndex;
-use crate::corr_slots::CorrSlots;
 use crate::correlate::{CollectiveMatcher, FromPairing};
-use crate::intervals::intersect_in;
 use crate::model::*;
 
 /// One call and the GPU span it was paired with (the diagnoses keep the whole call).
@@ -25,18 +25,24 @@ impl FromPairing for PairedCall {
 /// A leftover kernel pairs with a leftover call only if it started no more than this before the call.
 const LOOSE_PAIR_LEAD_NS: Ns = 1_000_000_000;
 
+/// The part of each collective's GPU span no compute kernel ran in (each span asked of `busy`).
+pub fn add_exposed(colls: &mut [CollFact], busy: &BusyMeasures<'_>) {
+    for c in colls {
+        c.exposed_ns = c.gpu.map_or(0, |(s, e)| (e - s) - busy.compute_in(s, e));
+    }
+}
+
 /// Pair NCCL calls with their kernels into [`CollFact`]s, as the summary does ([`CollectiveMatcher`]:
 /// correlation, the kernels of a group end per device in call order, else issue order per rank).
 /// `calls` holds the data-moving calls and the group starts / ends, in the order they were recorded.
+/// Their exposed time is 0 until [`add_exposed`].
 pub fn pair_collectives(
     calls: &[Collective],
     kernels: &[Kernel],
-    compute: &[(Ns, Ns)],
     index: &StepIndex,
-    corr_step: &CorrSlots<u32>,
+    corr_step: &CorrSteps,
     corr_ids: &super::corr_ids::CorrIds,
 ) -> Vec<CollFact> {
-    let exposed = |s: Ns, e: Ns| (e - s) - intersect_in(&[(s, e)], compute, s, e);
     let mut matcher: CollectiveMatcher<PairedCall> = CollectiveMatcher::default();
     for c in calls {
         matcher.call(c);
@@ -78,7 +84,7 @@ pub fn pair_collectives(
             nranks: c.nranks,
             host: Some((c.start, c.end)),
             gpu,
-            exposed_ns: gpu.map(|(s, e)| exposed(s, e)).unwrap_or(0),
+            exposed_ns: 0,
             step: index.at(c.start),
             device: c.device,
             stream: c.stream,
@@ -96,11 +102,11 @@ pub fn pair_collectives(
             nranks: info.map(|c| c.nranks).unwrap_or(0),
             host: None,
             gpu: Some((k.start, k.end)),
-            exposed_ns: exposed(k.start, k.end),
+            exposed_ns: 0,
             step: corr_ids
                 .get(k.correlation)
-                .and_then(|c| corr_step.get(c.into()))
-                .map(|&p| index.windows[p as usize].index)
+                .and_then(|c| corr_step.get(c))
+                .map(|p| index.windows[p as usize].index)
                 .or_else(|| index.at(k.start)),
             device: k.device,
             stream: k.stream as u64,

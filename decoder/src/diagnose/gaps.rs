@@ -3,6 +3,7 @@
 //! these), whole and per step. The gaps are found by sweeping the operations in start order and
 //! come in time order, so every search only moves forward.
 
+use super::busy_measures::{BusyMeasures, Queries};
 use super::facts::Split;
 use super::gpu_steps::{GpuSteps, OpSteps};
 use super::gpu_windows::StepWindows;
@@ -124,6 +125,7 @@ impl<'a> GapClassifier<'a> {
 
 /// What [`split_window`] found.
 pub struct WindowSplit {
+    /// The busy parts (compute, communication, copies) are 0 until [`WindowSplit::add_busy`].
     pub split: Split,
     /// Per step position: the idle gaps' parts only.
     pub steps: Vec<Split>,
@@ -131,6 +133,33 @@ pub struct WindowSplit {
     pub alloc_idle_ns: Ns,
     /// The GPU idle time each sync call caused, by call name.
     pub idle_by_sync: Vec<Ns>,
+    /// The parts of the window that were recorded.
+    pub observed: Vec<(Ns, Ns)>,
+}
+
+impl WindowSplit {
+    /// The windows [`WindowSplit::add_busy`] asks about.
+    pub fn ask(&self, queries: &mut Queries) {
+        for &(lo, hi) in &self.observed {
+            queries.add(lo, hi);
+        }
+    }
+
+    /// The busy parts of the split: the observed time is busy (in the union of all operations) or
+    /// in an idle gap.
+    pub fn add_busy(&mut self, busy: &BusyMeasures<'_>) {
+        let split = &mut self.split;
+        let (mut compute, mut cm) = (0, 0);
+        for &(lo, hi) in &self.observed {
+            compute += busy.compute_in(lo, hi);
+            cm += busy.cm_in(lo, hi);
+        }
+        // Communication not overlapped by compute: |comm| - |comm ∩ compute| = |comm ∪ compute| - |compute|.
+        split.compute_ns = compute;
+        split.comm_ns = cm - compute;
+        let idle = split.data_ns + split.launch_ns + split.sync_ns + split.idle_ns;
+        split.memcpy_ns = self.observed.iter().map(|p| p.1 - p.0).sum::<Ns>() - idle - cm;
+    }
 }
 
 /// The window's split (busy time by kind, idle gaps by cause), whole and per step position;
@@ -188,56 +217,10 @@ pub fn split_window(
         split.idle_ns += observed_parts(prev, w1, holes).map(|p| p.1 - p.0).sum::<Ns>();
     }
     let observed: Vec<(Ns, Ns)> = observed_parts(w0, w1, holes).collect();
-    let in_observed = |set: &[(Ns, Ns)]| observed.iter().map(|&(a, b)| measure_clipped(set, a, b)).sum::<Ns>();
-    let b = &gpu.busy;
-    // Communication not overlapped by compute: |comm| - |comm ∩ compute| = |comm ∪ compute| - |compute|.
-    let (compute, cm) = (in_observed(&b.compute), in_observed(&b.cm));
-    split.compute_ns = compute;
-    split.comm_ns = cm - compute;
-    // The observed time is busy (in the union of all operations) or in an idle gap.
-    let idle = split.data_ns + split.launch_ns + split.sync_ns + split.idle_ns;
-    split.memcpy_ns = observed.iter().map(|p| p.1 - p.0).sum::<Ns>() - idle - cm;
-    WindowSplit { split, steps: step_split, alloc_idle_ns, idle_by_sync: idle_by_name }
+    WindowSplit { split, steps: step_split, alloc_idle_ns, idle_by_sync: idle_by_name, observed }
 }
 
 /// A split of idle gaps only.
 fn gap_split(r: GapParts) -> Split {
     Split { data_ns: r[DATA], launch_ns: r[LAUNCH], sync_ns: r[SYNC], idle_ns: r[IDLE], ..Split::default() }
-}
-
-/// [`measure_in`](crate::intervals::measure_in) of a sorted, disjoint list of non-empty intervals over a long stretch: the
-/// intervals that overlap `[lo, hi)` are found by binary search and summed whole (a sum without
-/// branches), then the first is cut at `lo` and the last at `hi` (only they can reach out).
-fn measure_clipped(list: &[(Ns, Ns)], lo: Ns, hi: Ns) -> Ns {
-    let first = list.partition_point(|x| x.1 <= lo);
-    let inside = &list[first..];
-    let inside = &inside[..inside.partition_point(|x| x.0 < hi)];
-    let (Some(&(s, _)), Some(&(_, e))) = (inside.first(), inside.last()) else { return 0 };
-    inside.iter().map(|(s, e)| e - s).sum::<Ns>() - lo.saturating_sub(s) - e.saturating_sub(hi)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::intervals::measure_in;
-    use crate::xorshift::XorShift;
-
-    #[test]
-    fn measure_clipped_matches_measure_in() {
-        let mut rng = XorShift(0x6a95_c11e_d000_0019);
-        for _ in 0..2000 {
-            let mut t = 0;
-            let list: Vec<(Ns, Ns)> = (0..rng.below(12))
-                .map(|_| {
-                    t += 1 + rng.below(20);
-                    let s = t;
-                    t += 1 + rng.below(20);
-                    (s, t)
-                })
-                .collect();
-            let lo = rng.below(t + 10);
-            let hi = lo + rng.below(t + 10);
-            assert_eq!(measure_clipped(&list, lo, hi), measure_in(&list, lo, hi), "[{lo}, {hi}) of {list:?}");
-        }
-    }
 }

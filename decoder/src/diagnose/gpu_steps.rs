@@ -4,23 +4,14 @@
 //! optimizer kernels; one pass over the operations, then, for the medians, one over each step's
 //! runs into a buffer reused from step to step.
 
-use super::spans::StartOrderUnion;
+use super::corr_steps::{CorrSteps, RunCursor};
+use super::spans::{start_order_union, StartOrderUnion};
 use super::timeline::{OpKind, RawOp, StepCursor, StepIndex};
-use crate::corr_slots::CorrSlots;
 use crate::diagnose::facts::Family;
 use crate::model::Ns;
 
 /// `op_step` of an operation that belongs to no step.
 const NO_STEP: u32 = u32::MAX;
-
-/// Busy-time unions of the GPU operations.
-pub struct Busy {
-    pub compute: Vec<(Ns, Ns)>,
-    /// Compute or communication (communication alone is never needed: its part outside compute
-    /// is `cm` less `compute`). That of all operations is never built: the split sweeps the
-    /// operations themselves.
-    pub cm: Vec<(Ns, Ns)>,
-}
 
 /// The element at half the length of `v` in sorted order (0 for none).
 fn median(v: &mut [Ns]) -> Ns {
@@ -56,7 +47,10 @@ pub struct GpuSteps<'a> {
     /// (index of the run's first operation, step position or [`NO_STEP`]); the steps' work mostly
     /// runs one step after the other, so these are few.
     runs: Vec<(u32, u32)>,
-    pub busy: Busy,
+    /// The union of the communication operations. That of the compute operations is never held
+    /// ([`GpuSteps::compute_union`] makes it on the fly), nor that of all operations (the split
+    /// sweeps the operations themselves).
+    pub comm: Vec<(Ns, Ns)>,
     /// First GPU start per step position.
     pub first: Vec<Option<Ns>>,
     /// Latest end of any operation that belongs to a step.
@@ -67,18 +61,13 @@ pub struct GpuSteps<'a> {
 
 impl<'a> GpuSteps<'a> {
     /// An operation belongs to the step whose host call launched it (by correlation), else to the
-    /// step its start falls in. `ops` sorted by (start, end).
-    pub fn of(ops: &'a [RawOp], corr_step: &CorrSlots<u32>, index: &StepIndex) -> GpuSteps<'a> {
+    /// step its start falls in. `ops` sorted by (start, end); `n_comm`, how many are communication
+    /// (room made for their union: any number is right, this one is enough).
+    pub fn of(ops: &'a [RawOp], n_comm: usize, corr_step: &CorrSteps, index: &StepIndex) -> GpuSteps<'a> {
         let nsteps = index.len();
         assert!(ops.len() < u32::MAX as usize, "{} operations in one process", ops.len());
-        let mut kinds = [0usize; 3];
-        for o in ops {
-            kinds[o.kind as usize] += 1;
-        }
-        let [n_compute, n_comm, _] = kinds;
-        // The operations are in start order: each union grows at its end.
-        let mut compute = StartOrderUnion::with_capacity(n_compute);
-        let mut cm = StartOrderUnion::with_capacity(n_compute + n_comm);
+        // The operations are in start order: the union grows at its end.
+        let mut comm = StartOrderUnion::with_capacity(n_comm);
         let mut runs: Vec<(u32, u32)> = Vec::new();
         // The step of the current run (none before the first).
         let mut run_step = NO_RUN;
@@ -90,18 +79,14 @@ impl<'a> GpuSteps<'a> {
         let mut optimizer_last: Vec<Option<Ns>> = vec![None; nsteps];
         let mut any_optimizer = false;
         let mut cursor = StepCursor::default();
+        let mut corr_run = RunCursor::default();
         for (i, o) in ops.iter().enumerate() {
             let (s, e) = (o.start, o.end);
-            match o.kind {
-                OpKind::Compute => {
-                    compute.push(s, e);
-                    cm.push(s, e);
-                }
-                OpKind::Comm => cm.push(s, e),
-                OpKind::Memory => {}
+            if o.kind == OpKind::Comm {
+                comm.push(s, e);
             }
-            let step = match (o.corr != 0).then(|| corr_step.get(o.corr.into())).flatten() {
-                Some(&p) => p,
+            let step = match (o.corr != 0).then(|| corr_step.get_at(o.corr, &mut corr_run)).flatten() {
+                Some(p) => p,
                 None => index.pos_forward(s, &mut cursor).map_or(NO_STEP, |p| p as u32),
             };
             if step != run_step {
@@ -135,7 +120,7 @@ impl<'a> GpuSteps<'a> {
         GpuSteps {
             ops,
             runs,
-            busy: Busy { compute: compute.finish(), cm: cm.finish() },
+            comm: comm.finish(),
             first,
             last,
             kernels: StepKernels {
@@ -147,6 +132,12 @@ impl<'a> GpuSteps<'a> {
                 any_optimizer,
             },
         }
+    }
+
+    /// The union of the compute operations, in time order, made as it is read.
+    pub fn compute_union(&self) -> impl Iterator<Item = (Ns, Ns)> + '_ {
+        let compute = self.ops.iter().filter(|o| o.kind == OpKind::Compute).map(|o| (o.start, o.end));
+        start_order_union(compute)
     }
 
     /// The runs as (operations, step position), the operations' step positions in order.
@@ -242,7 +233,7 @@ mod tests {
 
     /// Random operations in (start, end) order (some empty, some without a correlation, some of
     /// steps that overlap), the correlation -> step map of their calls, and the step windows.
-    fn random_case(rng: &mut XorShift) -> (Vec<RawOp>, CorrSlots<u32>, StepIndex) {
+    fn random_case(rng: &mut XorShift) -> (Vec<RawOp>, CorrSteps, StepIndex) {
         let nsteps = rng.below(6);
         let mut t = 0;
         let windows: Vec<StepWindow> = (0..nsteps)
@@ -253,7 +244,7 @@ mod tests {
                 StepWindow { index: i, name: String::new(), start, end: t }
             })
             .collect();
-        let mut corr_step = CorrSlots::default();
+        let mut corr_step = CorrSteps::default();
         let mut ops: Vec<RawOp> = (0..rng.below(120))
             .map(|i| {
                 let start = rng.below(t + 40);
@@ -263,7 +254,7 @@ mod tests {
                     // Mostly the step its start falls in (as launches run ahead), sometimes another.
                     let p =
                         if rng.below(4) == 0 { rng.below(nsteps) } else { (start * nsteps / (t + 40)).min(nsteps - 1) };
-                    corr_step.insert(corr.into(), p as u32);
+                    corr_step.insert(corr, p as u32);
                 }
                 RawOp { start, end: start + rng.below(9), corr, kind, family: Family::Gemm }
             })
@@ -273,10 +264,10 @@ mod tests {
     }
 
     /// Each operation's step position, one by one.
-    fn steps_one_by_one(ops: &[RawOp], corr_step: &CorrSlots<u32>, index: &StepIndex) -> Vec<Option<usize>> {
+    fn steps_one_by_one(ops: &[RawOp], corr_step: &CorrSteps, index: &StepIndex) -> Vec<Option<usize>> {
         ops.iter()
-            .map(|o| match (o.corr != 0).then(|| corr_step.get(o.corr.into())).flatten() {
-                Some(&p) => Some(p as usize),
+            .map(|o| match (o.corr != 0).then(|| corr_step.get(o.corr)).flatten() {
+                Some(p) => Some(p as usize),
                 None => index.pos(o.start),
             })
             .collect()
@@ -288,7 +279,7 @@ mod tests {
         for _ in 0..300 {
             let (ops, corr_step, index) = random_case(&mut rng);
             let want = steps_one_by_one(&ops, &corr_step, &index);
-            let gpu = GpuSteps::of(&ops, &corr_step, &index);
+            let gpu = GpuSteps::of(&ops, 0, &corr_step, &index);
             let mut cursor = gpu.op_steps();
             let mut i = 0;
             while i < ops.len() {
@@ -305,7 +296,7 @@ mod tests {
         for _ in 0..300 {
             let (ops, corr_step, index) = random_case(&mut rng);
             let steps = steps_one_by_one(&ops, &corr_step, &index);
-            let mut gpu = GpuSteps::of(&ops, &corr_step, &index);
+            let mut gpu = GpuSteps::of(&ops, 0, &corr_step, &index);
             let from = rng.index(2);
             gpu.kernel_medians(from);
             let median_of_sorted = |mut v: Vec<Ns>| {

@@ -2,9 +2,9 @@
 //! and allocations per step, the step each correlation id was issued in, the unions of host call
 //! time the gap classification measures, and the synchronizing calls it searches.
 
+use super::corr_steps::CorrSteps;
 use super::spans::StartOrderUnion;
 use super::timeline::{CallClass, Input, RawCall, StepCursor, StepIndex};
-use crate::corr_slots::CorrSlots;
 use crate::diagnose::facts::SyncCallStat;
 use crate::intervals::FastMap;
 use crate::model::*;
@@ -70,7 +70,7 @@ pub struct HostSteps {
     pub sync_calls: Vec<u64>,
     pub sync_blocked: Vec<Ns>,
     /// Step position by correlation id.
-    pub corr_step: CorrSlots<u32>,
+    pub corr_step: CorrSteps,
     /// Per call name (the GPU idle time after each is added by the gap classification).
     pub sync_stats: FastMap<u32, SyncCallStat>,
     pub alloc_calls: u64,
@@ -97,8 +97,8 @@ impl HostSteps {
             launches: vec![0; nsteps],
             sync_calls: vec![0; nsteps],
             sync_blocked: vec![0; nsteps],
-            // Correlation ids are dense: about one slot per call, made room for up front.
-            corr_step: CorrSlots::with_room(inp.calls.len()),
+            // Correlation ids are dense: about one bit per call, made room for up front.
+            corr_step: CorrSteps::with_room(inp.calls.len()),
             sync_stats: FastMap::default(),
             alloc_calls: 0,
             alloc_ns: 0,
@@ -124,7 +124,7 @@ impl HostSteps {
             }
             let Some(p) = index.pos_forward(c.start, &mut cursor) else { continue };
             if c.corr != 0 {
-                h.corr_step.insert(c.corr.into(), p as u32);
+                h.corr_step.insert(c.corr, p as u32);
             }
             match class {
                 CallClass::Launch => h.launches[p] += 1,

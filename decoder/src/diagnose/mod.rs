@@ -17,8 +17,10 @@ pub mod job;
 pub mod runs;
 pub mod timeline;
 
+mod busy_measures;
 mod coll_pairing;
 mod corr_ids;
+mod corr_steps;
 mod gaps;
 mod gpu_steps;
 mod gpu_windows;

@@ -43,6 +43,30 @@ impl StartOrderUnion {
     }
 }
 
+/// The union of intervals in start order ([`StartOrderUnion`]'s), as they are read.
+pub fn start_order_union(intervals: impl Iterator<Item = (Ns, Ns)>) -> impl Iterator<Item = (Ns, Ns)> {
+    let mut intervals = intervals.fuse();
+    // The open interval, as in `StartOrderUnion`.
+    let mut open = (0, 0);
+    std::iter::from_fn(move || {
+        for (s, e) in intervals.by_ref() {
+            if e <= s {
+                continue;
+            }
+            if s <= open.1 {
+                open.1 = open.1.max(e);
+            } else {
+                let done = std::mem::replace(&mut open, (s, e));
+                if done.1 > done.0 {
+                    return Some(done);
+                }
+            }
+        }
+        let last = std::mem::take(&mut open);
+        (last.1 > last.0).then_some(last)
+    })
+}
+
 /// `intervals::measure_in` on one sorted, disjoint list for query windows whose starts never
 /// decrease from one call to the next: the first interval that can overlap is found by a cursor
 /// that only moves forward, not by a binary search per call. Same results.
@@ -128,6 +152,7 @@ mod tests {
                 u.push(s, e);
             }
             let list = u.finish();
+            assert_eq!(start_order_union(pushed.iter().copied()).collect::<Vec<_>>(), list, "{pushed:?}");
             assert!(list.iter().all(|&(s, e)| s < e), "{list:?}");
             assert!(list.windows(2).all(|w| w[0].1 < w[1].0), "sorted, disjoint: {list:?}");
             for t in 0..t + 10 {

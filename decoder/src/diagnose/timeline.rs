@@ -7,15 +7,16 @@
 
 use std::collections::HashMap;
 
-use super::coll_pairing::pair_collectives;
+use super::busy_measures::{BusyMeasures, Queries};
+use super::coll_pairing::{add_exposed, pair_collectives};
+use super::corr_steps::CorrSteps;
 use super::facts::*;
 use super::gaps::{split_window, WindowSplit};
 use super::gpu_steps::{GpuSteps, StepKernels};
 use super::gpu_windows::{gpu_step_ends, StepWindows};
 use super::host_steps::{prepare_calls, HostSteps};
 use super::runs::Keyed;
-use crate::corr_slots::CorrSlots;
-use crate::intervals::{intersect_in, measure_in, FastMap, SeqMap};
+use crate::intervals::{FastMap, SeqMap};
 use crate::model::*;
 use crate::steps::StepWindow;
 
@@ -274,9 +275,10 @@ pub fn analyse(mut inp: Input) -> Timeline {
     let mut host = HostSteps::of(&mut inp, &index);
     debug_assert!(inp.ops.is_sorted_by_key(Keyed::key), "operations in (start, end) order");
     // Which step GPU work belongs to: its launching call's, unless the steps are GPU time.
-    let by_time = CorrSlots::default();
+    let by_time = CorrSteps::default();
     let gpu_corr_step = if inp.windows_in_gpu_time { &by_time } else { &host.corr_step };
-    let mut gpu = GpuSteps::of(&inp.ops, gpu_corr_step, &index);
+    // Each communication kernel is an operation too.
+    let mut gpu = GpuSteps::of(&inp.ops, inp.comm_kernels.len(), gpu_corr_step, &index);
     // The first step is warm-up (lazy initialisation, first launches, communicator set-up): with
     // enough steps, the window starts at the second one.
     let skip = usize::from(nsteps >= WARMUP_MIN_STEPS);
@@ -284,26 +286,48 @@ pub fn analyse(mut inp: Input) -> Timeline {
     let holes = holes_to_next_step(std::mem::take(&mut inp.unobserved), &index);
     let gpu_end = gpu_step_ends(&gpu.first, &holes, window.1);
     let mut gpu_windows = StepWindows::new(&gpu.first, &gpu_end, skip);
-    let WindowSplit { split, steps: step_split, alloc_idle_ns, idle_by_sync } =
-        split_window(&gpu, &index, &host, &inp.calls, window, &holes, &mut gpu_windows);
+    let mut window_split = split_window(&gpu, &index, &host, &inp.calls, window, &holes, &mut gpu_windows);
     let mut sync_stats = std::mem::take(&mut host.sync_stats);
-    for (name, idle) in idle_by_sync.into_iter().enumerate() {
+    for (name, idle) in std::mem::take(&mut window_split.idle_by_sync).into_iter().enumerate() {
         if let Some(st) = sync_stats.get_mut(&(name as u32)) {
             st.gpu_idle_ns += idle;
         }
     }
-    let busy_in_step = gpu_windows.busy(nsteps);
     gpu.kernel_medians(skip);
-    let steps = step_facts(&index, skip, &gpu, &host, &step_split, &gpu_end, &busy_in_step);
+    let mut colls = pair_collectives(&inp.colls, &inp.comm_kernels, &index, gpu_corr_step, &inp.corr_ids);
+    // The busy time inside every window asked about: the analysed window's observed parts, the
+    // steps' GPU windows, the collectives' and pageable copies' GPU spans.
+    let step_windows: Vec<(usize, Ns, Ns)> =
+        (skip..nsteps).filter_map(|p| gpu.first[p].map(|g| (p, g, gpu_end[p].max(g)))).collect();
+    let mut queries = Queries::default();
+    window_split.ask(&mut queries);
+    for &(_, g, e) in &step_windows {
+        queries.add(g, e);
+    }
+    for c in &colls {
+        if let Some((s, e)) = c.gpu {
+            queries.add(s, e);
+        }
+    }
+    for &(_, s, e) in inp.pageable.values() {
+        queries.add(s, e);
+    }
+    let busy = BusyMeasures::new(queries, gpu.compute_union(), &gpu.comm);
+    window_split.add_busy(&busy);
+    add_exposed(&mut colls, &busy);
+    let busy_in_step = gpu_windows.busy(nsteps);
+    let WindowSplit { split, steps: step_split, alloc_idle_ns, .. } = window_split;
+    let mut steps = step_facts(&index, skip, &gpu, &host, &step_split, &gpu_end);
+    add_step_busy(&mut steps, skip, &step_windows, &busy_in_step, &busy);
     let amp = amp_facts(&index, &gpu.kernels, &steps);
     Timeline {
         gpu_ops: inp.ops.len(),
         window,
         split,
-        colls: pair_collectives(&inp.colls, &inp.comm_kernels, &gpu.busy.compute, &index, gpu_corr_step, &inp.corr_ids),
+        colls,
         syncs: ranked_syncs(sync_stats),
-        small_d2h: inp.small_d2h.iter().filter(|&&c| host.corr_step.get(c.into()).is_some()).count() as u64,
-        pageable: pageable_stat(&inp, &host.pageable_calls, &gpu.busy.cm),
+        small_d2h: inp.small_d2h.iter().filter(|&&c| host.corr_step.get(c).is_some()).count() as u64,
+        pageable: pageable_stat(&inp, &host.pageable_calls, &busy),
         amp,
         reserved_by_step: reserved_by_step(&mut inp.mem_samples, &index),
         step_alloc_calls: host.alloc_calls,
@@ -345,7 +369,6 @@ fn step_facts(
     host: &HostSteps,
     step_split: &[Split],
     gpu_end: &[Ns],
-    busy_in_step: &[Ns],
 ) -> Vec<StepFacts> {
     let mut out = Vec::new();
     for (p, w) in index.windows.iter().enumerate().skip(skip) {
@@ -365,18 +388,29 @@ fn step_facts(
             ..StepFacts::default()
         };
         st.median_gap_ns = kernels.median_gap[p];
-        if let Some(g) = gpu.first[p] {
-            let b = &gpu.busy;
-            let e = gpu_end[p].max(g);
-            // Communication not overlapped by compute: |comm ∪ compute| - |compute|.
-            let (compute, cm) = (measure_in(&b.compute, g, e), measure_in(&b.cm, g, e));
-            st.split.compute_ns = compute;
-            st.split.comm_ns = cm - compute;
-            st.split.memcpy_ns = busy_in_step[p] - cm;
-        }
         out.push(st);
     }
     out
+}
+
+/// The busy parts of the analysed steps' splits (`steps` from position `skip` on): compute,
+/// communication and copies inside each step's GPU window (`windows`: (position, start, end) of
+/// those with GPU work), of which `busy_in_step` is busy.
+fn add_step_busy(
+    steps: &mut [StepFacts],
+    skip: usize,
+    windows: &[(usize, Ns, Ns)],
+    busy_in_step: &[Ns],
+    busy: &BusyMeasures<'_>,
+) {
+    for &(p, g, e) in windows {
+        // Communication not overlapped by compute: |comm ∪ compute| - |compute|.
+        let (compute, cm) = (busy.compute_in(g, e), busy.cm_in(g, e));
+        let split = &mut steps[p - skip].split;
+        split.compute_ns = compute;
+        split.comm_ns = cm - compute;
+        split.memcpy_ns = busy_in_step[p] - cm;
+    }
 }
 
 /// AMP: steps with a non-finite check, and those whose optimizer kernels did not follow it.
@@ -409,7 +443,7 @@ fn ranked_syncs(stats: FastMap<u32, SyncCallStat>) -> Vec<SyncCallStat> {
 /// Pageable copies: how many, their bytes and GPU time, the part not hidden behind kernels, and
 /// the calls that issued them (`calls`: (correlation, name) of the calls with a pageable copy's
 /// correlation, in time order).
-fn pageable_stat(inp: &Input, calls: &[(u32, u32)], cm: &[(Ns, Ns)]) -> PageableStat {
+fn pageable_stat(inp: &Input, calls: &[(u32, u32)], busy: &BusyMeasures<'_>) -> PageableStat {
     let mut pg = PageableStat::default();
     let mut call_names: Vec<String> = Vec::new();
     let corr_name: HashMap<u32, u32> = calls.iter().copied().collect();
@@ -417,7 +451,7 @@ fn pageable_stat(inp: &Input, calls: &[(u32, u32)], cm: &[(Ns, Ns)]) -> Pageable
         pg.copies += 1;
         pg.bytes += bytes;
         pg.gpu_ns += e.saturating_sub(s);
-        pg.exposed_ns += e.saturating_sub(s) - intersect_in(&[(s, e)], cm, s, e);
+        pg.exposed_ns += e.saturating_sub(s) - busy.cm_in(s, e);
         if let Some(n) = corr_name.get(corr).and_then(|&i| inp.names.get(i as usize)) {
             if !call_names.iter().any(|c| c == &**n) {
                 call_names.push(n.to_string());
