@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::{bus_factor, demangle, size_bucket, RankSummary, Stat};
 use crate::clock_alignment::ClockPlan;
-use crate::correlate::{CollectiveInstance, RangeStat};
+use crate::correlate::{CollectiveInstance, FromPairing, RangeStat};
 use crate::intervals::FastMap;
 use crate::model::*;
 
@@ -182,6 +182,43 @@ struct StepTally {
     exposed_ns: u64,
 }
 
+/// What the merge takes of one paired collective: 40 bytes where a [`CollectiveInstance`] takes 80
+/// (the host and GPU spans), kept per collective by every rank until the merge. The summary's
+/// matcher makes them directly.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct CollectiveFact {
+    comm: u64,
+    seq: u64,
+    bytes: u64,
+    /// [`CollectiveInstance::time_ns`]: the kernel's duration when `gpu_timed`, else the host call's.
+    time_ns: Ns,
+    nranks: u32,
+    op: CollOp,
+    /// Whether the GPU span is known.
+    gpu_timed: bool,
+}
+
+impl From<&CollectiveInstance> for CollectiveFact {
+    fn from(i: &CollectiveInstance) -> Self {
+        CollectiveFact {
+            comm: i.comm,
+            seq: i.seq,
+            bytes: i.bytes,
+            time_ns: i.time_ns(),
+            nranks: i.nranks,
+            op: i.op,
+            gpu_timed: i.gpu.is_some(),
+        }
+    }
+}
+
+impl FromPairing for CollectiveFact {
+    #[inline]
+    fn from_pairing(call: Option<&Collective>, kernel: Option<&Kernel>, gpu: Option<(Ns, Ns)>) -> Self {
+        CollectiveFact::from(&CollectiveInstance::from_pairing(call, kernel, gpu))
+    }
+}
+
 /// The per-name tables of every rank, merged.
 #[derive(Debug, Default)]
 struct RankTables {
@@ -251,10 +288,11 @@ impl RankTables {
         e.gpu_timed += gpu_timed;
     }
 
-    fn add_collective(&mut self, c: &CollectiveInstance) {
-        self.tally_collectives(c.op, c.bytes, c.nranks, 1, c.time_ns(), c.gpu.is_some() as u64);
-        if let (Some((gs, ge)), true) = (c.gpu, c.comm != 0 && c.op.moves_data()) {
-            let dur = ge.saturating_sub(gs);
+    fn add_collective(&mut self, c: &CollectiveFact) {
+        self.tally_collectives(c.op, c.bytes, c.nranks, 1, c.time_ns, c.gpu_timed as u64);
+        if c.gpu_timed && c.comm != 0 && c.op.moves_data() {
+            // The kernel's duration, when it is known.
+            let dur = c.time_ns;
             let inst = self.instances.entry((c.comm, c.seq)).or_insert(Instance {
                 op: c.op,
                 bytes: c.bytes,
