@@ -103,6 +103,9 @@ impl Summary {
         ranks.sort_by_key(|r| (r.rank.unwrap_or(u32::MAX), r.pid));
         let mut s = Summary { clock, notes, totals: Totals::of(&ranks), ..Summary::default() };
         let mut all = RankTables::default();
+        // The ranks of a job take part in the same collectives, mostly: as many instances as the
+        // rank with the most, made room for at once (no rehashing as they arrive).
+        all.instances.reserve(ranks.iter().map(|r| r.collectives.len()).max().unwrap_or(0));
         for r in &ranks {
             if r.gpu_times_missing {
                 s.notes.push(format!(
