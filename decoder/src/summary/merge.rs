@@ -1,7 +1,7 @@
 //! [`Summary::merge`]: the per-rank results combined into the summary's tables (names, copies,
 //! collectives with their bandwidths, steps, ranges).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
@@ -229,7 +229,8 @@ struct RankTables {
     apis: FastMap<Name, Stat>,
     memcpy: BTreeMap<&'static str, (Stat, u64)>,
     collectives: BTreeMap<(CollOp, u64, u32), CollectiveTally>,
-    instances: HashMap<(u64, u64), Instance>,
+    /// By (comm, seq), hashed cheaply (std's SipHash cost most of the merge at 100 M events).
+    instances: FastMap<(u64, u64), Instance>,
     steps: BTreeMap<u64, StepTally>,
     nvtx: BTreeMap<String, RangeStat>,
 }
@@ -343,7 +344,7 @@ fn memcpy_rows(memcpy: BTreeMap<&'static str, (Stat, u64)>) -> Vec<MemcpyRow> {
 /// instances matched across ranks, else from the calls' times.
 fn collective_rows(
     rows: BTreeMap<(CollOp, u64, u32), CollectiveTally>,
-    instances: HashMap<(u64, u64), Instance>,
+    instances: FastMap<(u64, u64), Instance>,
 ) -> Vec<CollectiveRow> {
     // (algorithm bytes, bus bytes, transfer time) per row, from the matched instances.
     let mut transfer: BTreeMap<(CollOp, u64, u32), (f64, f64, u64)> = BTreeMap::new();
