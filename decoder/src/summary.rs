@@ -10,13 +10,14 @@ use regex_lite::Regex;
 use serde::Serialize;
 
 use crate::clock_alignment::CollectiveEnds;
-use crate::correlate::{CollectiveInstance, CollectiveMatcher, RangeProjection, RangeStat};
+use crate::correlate::{CollectiveMatcher, RangeProjection, RangeStat};
 use crate::intervals::{measure_by_cover, CompactIntervals, FastMap, StreamingUnion};
 use crate::model::*;
 use crate::steps::{StepFinder, StepSource, StepWindow};
 
 mod merge;
 
+use merge::CollectiveFact;
 pub use merge::{CollectiveRow, MemcpyRow, NameRow, StepSummaryRow, Summary, Totals};
 
 /// count / total / min / max of durations.
@@ -117,7 +118,7 @@ pub struct RankSummary {
     #[serde(skip)]
     memcpy: FastMap<&'static str, (Stat, u64)>,
     #[serde(skip)]
-    collectives: Vec<CollectiveInstance>,
+    collectives: Vec<CollectiveFact>,
     #[serde(skip)]
     lone_kernels: LoneCommKernels,
     #[serde(skip)]
@@ -222,7 +223,7 @@ pub struct RankAnalysis {
     events: u64,
     api_count: u64,
     gpu_count: u64,
-    colls: CollectiveMatcher,
+    colls: CollectiveMatcher<CollectiveFact>,
     /// The input promised no collective calls: NCCL kernels without collective info go to `lone`.
     no_calls: bool,
     lone: LoneCommKernels,

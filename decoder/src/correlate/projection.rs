@@ -36,9 +36,11 @@ impl<V> Default for Generations<V> {
 }
 
 impl<V> Generations<V> {
-    /// Empty, with room for `room` entries made at the first insert (see [`CorrSlots::with_room`]).
+    /// Empty, with room for `room` entries made at the first insert into each generation (see
+    /// [`CorrSlots::with_room`]): the second generation's vector, made when the first fills, does
+    /// not grow from empty either; after that the two vectors take turns.
     pub(crate) fn with_room(room: usize) -> Self {
-        Generations { young: CorrSlots::with_room(room), old: CorrSlots::default() }
+        Generations { young: CorrSlots::with_room(room), old: CorrSlots::with_room(room) }
     }
 
     // An empty generation is not probed (a lookup that misses the vector would go on to the map),
@@ -166,9 +168,11 @@ pub struct RangeProjection {
     fold: RangeFold,
 }
 
-/// Launches made room for at once (a generation's vector grows no further than this before it
-/// is regrown by copying).
-const LAUNCH_ROOM: usize = 1 << 17;
+/// Launches made room for at once in each generation's vector: a generation holds [`GENERATION`]
+/// entries, and its vector a slot per id from its first (a ring's launches with a range take
+/// nearly every id: 263,0xx slots for 262,144 entries on the generated 100 M-event job), so the
+/// vector is made once and never regrown by copying (address space only until used).
+const LAUNCH_ROOM: usize = GENERATION + GENERATION / 8;
 
 /// Completed ranges made room for at the first (24 B each).
 const RANGES_ROOM: usize = 1 << 12;

@@ -54,16 +54,24 @@ impl LaunchRanges {
     /// Launch `correlation` (not 0) happened inside range `r`.
     #[inline(always)]
     pub fn launch(&mut self, correlation: u64, r: RangeId) {
-        // The usual case: a correlation above all the others, close after the last, none to evict.
-        if self.arrivals.is_none()
-            && correlation > self.last
-            && self.ranges.len() < self.cap
-            && self.ranges.push_after(correlation, r)
-        {
+        // The usual case: a correlation above all the others, close after the last; once the cap
+        // is reached (a long process), the oldest, the window's first, gives way.
+        if self.arrivals.is_none() && correlation > self.last && self.ranges.push_after(correlation, r) {
             self.last = correlation;
+            if self.ranges.len() > self.cap {
+                self.evict_first();
+            }
             return;
         }
         self.launch_any(correlation, r);
+    }
+
+    /// The oldest launch held gives way, while the ids increase (the window's first).
+    #[inline]
+    fn evict_first(&mut self) {
+        if let Some(old) = self.ranges.first_in_window() {
+            self.ranges.remove(old);
+        }
     }
 
     /// [`LaunchRanges::launch`], any case.

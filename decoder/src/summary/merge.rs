@@ -1,13 +1,13 @@
 //! [`Summary::merge`]: the per-rank results combined into the summary's tables (names, copies,
 //! collectives with their bandwidths, steps, ranges).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
 use super::{bus_factor, demangle, size_bucket, RankSummary, Stat};
 use crate::clock_alignment::ClockPlan;
-use crate::correlate::{CollectiveInstance, RangeStat};
+use crate::correlate::{CollectiveInstance, FromPairing, RangeStat};
 use crate::intervals::FastMap;
 use crate::model::*;
 
@@ -103,6 +103,9 @@ impl Summary {
         ranks.sort_by_key(|r| (r.rank.unwrap_or(u32::MAX), r.pid));
         let mut s = Summary { clock, notes, totals: Totals::of(&ranks), ..Summary::default() };
         let mut all = RankTables::default();
+        // The ranks of a job take part in the same collectives, mostly: as many instances as the
+        // rank with the most, made room for at once (no rehashing as they arrive).
+        all.instances.reserve(ranks.iter().map(|r| r.collectives.len()).max().unwrap_or(0));
         for r in &ranks {
             if r.gpu_times_missing {
                 s.notes.push(format!(
@@ -182,6 +185,43 @@ struct StepTally {
     exposed_ns: u64,
 }
 
+/// What the merge takes of one paired collective: 40 bytes where a [`CollectiveInstance`] takes 80
+/// (the host and GPU spans), kept per collective by every rank until the merge. The summary's
+/// matcher makes them directly.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct CollectiveFact {
+    comm: u64,
+    seq: u64,
+    bytes: u64,
+    /// [`CollectiveInstance::time_ns`]: the kernel's duration when `gpu_timed`, else the host call's.
+    time_ns: Ns,
+    nranks: u32,
+    op: CollOp,
+    /// Whether the GPU span is known.
+    gpu_timed: bool,
+}
+
+impl From<&CollectiveInstance> for CollectiveFact {
+    fn from(i: &CollectiveInstance) -> Self {
+        CollectiveFact {
+            comm: i.comm,
+            seq: i.seq,
+            bytes: i.bytes,
+            time_ns: i.time_ns(),
+            nranks: i.nranks,
+            op: i.op,
+            gpu_timed: i.gpu.is_some(),
+        }
+    }
+}
+
+impl FromPairing for CollectiveFact {
+    #[inline]
+    fn from_pairing(call: Option<&Collective>, kernel: Option<&Kernel>, gpu: Option<(Ns, Ns)>) -> Self {
+        CollectiveFact::from(&CollectiveInstance::from_pairing(call, kernel, gpu))
+    }
+}
+
 /// The per-name tables of every rank, merged.
 #[derive(Debug, Default)]
 struct RankTables {
@@ -189,7 +229,8 @@ struct RankTables {
     apis: FastMap<Name, Stat>,
     memcpy: BTreeMap<&'static str, (Stat, u64)>,
     collectives: BTreeMap<(CollOp, u64, u32), CollectiveTally>,
-    instances: HashMap<(u64, u64), Instance>,
+    /// By (comm, seq), hashed cheaply (std's SipHash cost most of the merge at 100 M events).
+    instances: FastMap<(u64, u64), Instance>,
     steps: BTreeMap<u64, StepTally>,
     nvtx: BTreeMap<String, RangeStat>,
 }
@@ -251,10 +292,11 @@ impl RankTables {
         e.gpu_timed += gpu_timed;
     }
 
-    fn add_collective(&mut self, c: &CollectiveInstance) {
-        self.tally_collectives(c.op, c.bytes, c.nranks, 1, c.time_ns(), c.gpu.is_some() as u64);
-        if let (Some((gs, ge)), true) = (c.gpu, c.comm != 0 && c.op.moves_data()) {
-            let dur = ge.saturating_sub(gs);
+    fn add_collective(&mut self, c: &CollectiveFact) {
+        self.tally_collectives(c.op, c.bytes, c.nranks, 1, c.time_ns, c.gpu_timed as u64);
+        if c.gpu_timed && c.comm != 0 && c.op.moves_data() {
+            // The kernel's duration, when it is known.
+            let dur = c.time_ns;
             let inst = self.instances.entry((c.comm, c.seq)).or_insert(Instance {
                 op: c.op,
                 bytes: c.bytes,
@@ -302,7 +344,7 @@ fn memcpy_rows(memcpy: BTreeMap<&'static str, (Stat, u64)>) -> Vec<MemcpyRow> {
 /// instances matched across ranks, else from the calls' times.
 fn collective_rows(
     rows: BTreeMap<(CollOp, u64, u32), CollectiveTally>,
-    instances: HashMap<(u64, u64), Instance>,
+    instances: FastMap<(u64, u64), Instance>,
 ) -> Vec<CollectiveRow> {
     // (algorithm bytes, bus bytes, transfer time) per row, from the matched instances.
     let mut transfer: BTreeMap<(CollOp, u64, u32), (f64, f64, u64)> = BTreeMap::new();
