@@ -189,7 +189,8 @@ impl<T: Keyed> Runs<T> {
 
 impl<T: Keyed + Copy> Runs<T> {
     /// All items in key order, equal keys in arrival order: neighbouring runs merged two at a
-    /// time, the pair with the fewest items first (of equal keys, the earlier run's first).
+    /// time, the pair with the fewest items first (of equal keys, the earlier run's first), each
+    /// merge in the larger run's own list.
     pub fn into_sorted(self) -> Vec<T> {
         let Runs { mut runs, mut mixed, hints, .. } = self;
         if let Some(h) = hints {
@@ -207,32 +208,69 @@ impl<T: Keyed + Copy> Runs<T> {
             let i = (0..runs.len() - 1).min_by_key(|&i| runs[i].len() + runs[i + 1].len()).unwrap_or(0);
             let b = runs.remove(i + 1);
             let a = std::mem::take(&mut runs[i]);
-            runs[i] = merge2(a, b);
+            runs[i] = if a.len() >= b.len() { merge_into(a, &b, true) } else { merge_into(b, &a, false) };
         }
         runs.pop().unwrap_or_default()
     }
 }
 
-/// Two lists sorted by key merged; of equal keys, `a`'s first. Items come in stretches from one
-/// list (streams take turns): each stretch is found by comparing keys, then copied at once.
-fn merge2<T: Keyed + Copy>(a: Vec<T>, b: Vec<T>) -> Vec<T> {
-    let mut out = Vec::with_capacity(a.len() + b.len());
-    let (mut a, mut b) = (&a[..], &b[..]);
-    while let (Some(x), Some(y)) = (a.first(), b.first()) {
-        let (kx, ky) = (x.key(), y.key());
-        if ky < kx {
-            let n = b.iter().position(|y| y.key() >= kx).unwrap_or(b.len());
-            out.extend_from_slice(&b[..n]);
-            b = &b[n..];
+/// Two lists sorted by key merged in `run`'s own list, grown by `other`'s length (a large list
+/// grows in place, without copying: only the pages for `other`'s length are new). Of equal keys,
+/// `run`'s first when `run_first`, else `other`'s. The greatest `other.len()` items are merged
+/// forwards onto the end of `run`, then the rest backwards into the room they leave, each item
+/// copied once; items come in stretches from one list (streams take turns), each found by
+/// comparing keys, then copied at once.
+fn merge_into<T: Keyed + Copy>(mut run: Vec<T>, other: &[T], run_first: bool) -> Vec<T> {
+    // Whether an item of `other` with key `ko` goes after one of `run` with key `kr`.
+    let other_after = |ko: T::Key, kr: T::Key| if run_first { ko >= kr } else { ko > kr };
+    let (r, m) = (run.len(), other.len());
+    // The first `r` items of the result: `run[..p]` and `other[..q]`, p + q = r.
+    // `other[q - 1]` goes before `run[r - q]` for every q up to that one, after it beyond.
+    let (mut q, mut hi) = (0, m.min(r));
+    while q < hi {
+        let mid = q + (hi - q).div_ceil(2);
+        if other_after(other[mid - 1].key(), run[r - mid].key()) {
+            hi = mid - 1;
         } else {
-            let n = a.iter().position(|x| x.key() > ky).unwrap_or(a.len());
-            out.extend_from_slice(&a[..n]);
-            a = &a[n..];
+            q = mid;
         }
     }
-    out.extend_from_slice(a);
-    out.extend_from_slice(b);
-    out
+    let p = r - q;
+    // The last `m`, merged forwards onto the end.
+    run.reserve(m);
+    let (mut i, mut j) = (p, q);
+    while i < r && j < m {
+        let (kr, ko) = (run[i].key(), other[j].key());
+        if other_after(ko, kr) {
+            let n = run[i..r].iter().take_while(|x| other_after(ko, x.key())).count();
+            run.extend_from_within(i..i + n);
+            i += n;
+        } else {
+            let n = other[j..].iter().take_while(|y| !other_after(y.key(), kr)).count();
+            run.extend_from_slice(&other[j..j + n]);
+            j += n;
+        }
+    }
+    run.extend_from_within(i..r);
+    run.extend_from_slice(&other[j..]);
+    // The first `r` backwards, the greatest left to the last free place (past the items of `run`
+    // not yet placed).
+    let (mut i, mut j) = (p, q);
+    while i > 0 && j > 0 {
+        let (kr, ko) = (run[i - 1].key(), other[j - 1].key());
+        if other_after(ko, kr) {
+            let n = other[..j].iter().rev().take_while(|y| other_after(y.key(), kr)).count();
+            run[i + j - n..i + j].copy_from_slice(&other[j - n..j]);
+            j -= n;
+        } else {
+            let n = run[..i].iter().rev().take_while(|x| !other_after(ko, x.key())).count();
+            run.copy_within(i - n..i, i + j - n);
+            i -= n;
+        }
+    }
+    // What is left of `run` is in place; what is left of `other` goes first.
+    run[..j].copy_from_slice(&other[..j]);
+    run
 }
 
 #[cfg(test)]
@@ -336,6 +374,27 @@ mod tests {
                 let mut desc = keys.clone();
                 desc.sort_by(|a, b| b.cmp(a));
                 check(&desc);
+            }
+        }
+    }
+
+    #[test]
+    fn merge_into_either_list_is_a_stable_merge() {
+        let mut rng = XorShift(4242);
+        for (na, nb) in [(0, 0), (0, 5), (5, 0), (1, 1), (3, 700), (700, 3), (500, 500), (1000, 37), (37, 1000)] {
+            for modulus in [1, 2, 10, 1000, u64::MAX] {
+                let mut sorted_keys = |n: usize| {
+                    let mut k: Vec<(u64, u64)> = (0..n).map(|_| (rng.next_u64() % modulus, 0)).collect();
+                    k.sort();
+                    k
+                };
+                let (ka, kb) = (sorted_keys(na), sorted_keys(nb));
+                let a: Vec<Item> = ka.iter().enumerate().map(|(seq, &key)| Item { key, seq }).collect();
+                let b: Vec<Item> = kb.iter().enumerate().map(|(seq, &key)| Item { key, seq: na + seq }).collect();
+                let mut want: Vec<Item> = a.iter().chain(&b).copied().collect();
+                want.sort_by_key(|x| x.key);
+                assert_eq!(merge_into(a.clone(), &b, true), want, "{na} + {nb} mod {modulus}, into the first");
+                assert_eq!(merge_into(b.clone(), &a, false), want, "{na} + {nb} mod {modulus}, into the second");
             }
         }
     }
