@@ -15,25 +15,35 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 const MAX_RUNS: usize = 16;
 
 /// The lengths of the runs (by order of opening, then the unsorted items) of the last [`Runs`]
-/// sorted with these hints, for the next one to reserve up front: the next process of a job
-/// usually looks like the last, and a run that never outgrows its room is never copied to grow.
-/// Room reserved and not used is not touched, so it takes no memory.
+/// sorted with these hints, and which of them the others were merged into, for the next one to
+/// reserve up front: the next process of a job usually looks like the last, and a run that never
+/// outgrows its room is never copied to grow. Room reserved and not used is not touched, so it
+/// takes no memory.
 #[derive(Debug)]
-pub struct SizeHints([AtomicUsize; MAX_RUNS + 1]);
+pub struct SizeHints {
+    lens: [AtomicUsize; MAX_RUNS + 1],
+    /// The run that held all items in the end (none: `usize::MAX`).
+    target: AtomicUsize,
+}
 
 impl SizeHints {
     pub const fn new() -> SizeHints {
-        SizeHints([const { AtomicUsize::new(0) }; MAX_RUNS + 1])
+        SizeHints { lens: [const { AtomicUsize::new(0) }; MAX_RUNS + 1], target: AtomicUsize::new(usize::MAX) }
     }
 
-    /// Room for run `i` (or the unsorted items, `MAX_RUNS`): its last length and an eighth more.
+    /// Room for run `i` (or the unsorted items, `MAX_RUNS`): its last length and an eighth more;
+    /// for the run the others were merged into, their lengths all together and an eighth more.
     fn room(&self, i: usize) -> usize {
-        let n = self.0[i].load(Ordering::Relaxed);
+        let n = if i == self.target.load(Ordering::Relaxed) {
+            self.lens.iter().map(|n| n.load(Ordering::Relaxed)).sum()
+        } else {
+            self.lens[i].load(Ordering::Relaxed)
+        };
         n + n / 8
     }
 
     fn record(&self, i: usize, len: usize) {
-        self.0[i].store(len, Ordering::Relaxed);
+        self.lens[i].store(len, Ordering::Relaxed);
     }
 }
 
@@ -65,6 +75,9 @@ pub struct Runs<T: Keyed> {
     recent_above: Option<T::Key>,
     /// Where the lengths of the last runs are kept (none: runs start small).
     hints: Option<&'static SizeHints>,
+    /// An empty list for the run the hints say the others will be merged into (its pages may be
+    /// in memory already, where a new list's are mapped and zeroed anew).
+    spare: Vec<T>,
 }
 
 impl<T: Keyed> Default for Runs<T> {
@@ -77,6 +90,7 @@ impl<T: Keyed> Default for Runs<T> {
             recent_last: None,
             recent_above: None,
             hints: None,
+            spare: Vec::new(),
         }
     }
 }
@@ -98,14 +112,23 @@ fn last_key<T: Keyed>(run: &[T]) -> Option<T::Key> {
 }
 
 impl<T: Keyed> Runs<T> {
-    /// Runs that reserve the room `hints` give and leave their lengths there when sorted.
-    pub fn with_hints(hints: &'static SizeHints) -> Runs<T> {
-        Runs { hints: Some(hints), ..Runs::default() }
+    /// Runs that reserve the room `hints` give and leave their lengths there when sorted; the
+    /// run the others were merged into last time starts in `spare`, emptied.
+    pub fn with_hints(hints: &'static SizeHints, mut spare: Vec<T>) -> Runs<T> {
+        spare.clear();
+        Runs { hints: Some(hints), spare, ..Runs::default() }
     }
 
     /// A list for run `i` (or the unsorted items, `MAX_RUNS`), with the room its hint gives.
-    fn new_list(&self, i: usize) -> Vec<T> {
-        Vec::with_capacity(self.hints.map_or(1, |h| h.room(i).max(1)))
+    fn new_list(&mut self, i: usize) -> Vec<T> {
+        let Some(h) = self.hints else { return Vec::with_capacity(1) };
+        let room = h.room(i).max(1);
+        if i == h.target.load(Ordering::Relaxed) {
+            let mut list = std::mem::take(&mut self.spare);
+            list.reserve(room);
+            return list;
+        }
+        Vec::with_capacity(room)
     }
 
     pub fn len(&self) -> usize {
@@ -199,16 +222,28 @@ impl<T: Keyed + Copy> Runs<T> {
             }
             h.record(MAX_RUNS, mixed.len());
         }
+        // Which run each list began as (the unsorted items: `MAX_RUNS`).
+        let mut origin: Vec<usize> = (0..runs.len()).collect();
         if !mixed.is_empty() {
             // An item equal to one in `mixed` arrived after it: `mixed` merges last among equals.
             mixed.sort_by_key(Keyed::key);
             runs.push(mixed);
+            origin.push(MAX_RUNS);
         }
         while runs.len() > 1 {
             let i = (0..runs.len() - 1).min_by_key(|&i| runs[i].len() + runs[i + 1].len()).unwrap_or(0);
             let b = runs.remove(i + 1);
             let a = std::mem::take(&mut runs[i]);
-            runs[i] = if a.len() >= b.len() { merge_into(a, &b, true) } else { merge_into(b, &a, false) };
+            let b_origin = origin.remove(i + 1);
+            runs[i] = if a.len() >= b.len() {
+                merge_into(a, &b, true)
+            } else {
+                origin[i] = b_origin;
+                merge_into(b, &a, false)
+            };
+        }
+        if let Some(h) = hints {
+            h.target.store(origin.first().copied().unwrap_or(usize::MAX), Ordering::Relaxed);
         }
         runs.pop().unwrap_or_default()
     }
@@ -334,6 +369,8 @@ mod tests {
         static HINTS: SizeHints = SizeHints::new();
         let mut rng = XorShift(777);
         let mut last_lens: Option<Vec<usize>> = None;
+        let mut spare: Vec<Item> = Vec::new();
+        let mut spare_used = 0;
         for round in 0..6 {
             // Three streams taking turns, the same shape each round.
             let mut clock = [0u64; 3];
@@ -344,7 +381,10 @@ mod tests {
                 keys.push((clock[s] + 1000 * (2 - s as u64) * (round + 1), 0));
             }
             let items: Vec<Item> = keys.iter().enumerate().map(|(seq, &key)| Item { key, seq }).collect();
-            let mut runs = Runs::with_hints(&HINTS);
+            let (spare_at, spare_room) = (spare.as_ptr(), spare.capacity());
+            let target = HINTS.target.load(Ordering::Relaxed);
+            let target_room = HINTS.room(target.min(MAX_RUNS));
+            let mut runs = Runs::with_hints(&HINTS, std::mem::take(&mut spare));
             for &x in &items {
                 runs.push(x);
             }
@@ -353,15 +393,32 @@ mod tests {
                 for (run, n) in runs.runs.iter().zip(last) {
                     assert!(run.capacity() >= *n, "round {round}: room for the last length {n}");
                 }
+                // The run the others went into last time starts in the spare list, when it has room.
+                let run = &runs.runs[target];
+                assert!(run.capacity() >= last.iter().sum(), "round {round}: room for all");
+                if spare_room >= target_room {
+                    assert_eq!(run.as_ptr(), spare_at, "round {round}: the spare list");
+                    spare_used += 1;
+                }
             }
+            let lists: Vec<(*const Item, usize)> = runs.runs.iter().map(|r| (r.as_ptr(), r.capacity())).collect();
             let mut want = items.clone();
             want.sort_by_key(|x| x.key);
-            assert_eq!(runs.into_sorted(), want);
+            spare = runs.into_sorted();
+            assert_eq!(spare, want);
+            // The recorded target is the run whose list holds the result (when it never had to grow).
+            let target = HINTS.target.load(Ordering::Relaxed);
+            if lists[target].1 >= items.len() {
+                assert_eq!(spare.as_ptr(), lists[target].0, "round {round}: merged into run {target}");
+            }
+            let all: usize = lens.iter().sum();
             for (i, n) in lens.iter().enumerate() {
+                let n = if i == target { all } else { *n };
                 assert_eq!(HINTS.room(i), n + n / 8);
             }
             last_lens = Some(lens);
         }
+        assert!(spare_used > 0, "the spare list was never taken");
     }
 
     #[test]
