@@ -24,15 +24,16 @@ static CALL_RUNS: SizeHints = SizeHints::new();
 
 thread_local! {
     /// The sorted GPU operations and host calls of the last process this thread collected, for
-    /// the next one to fill, emptied: their pages are in memory already, where a new list's are
-    /// mapped and zeroed anew (a list this large is an mmap of its own, unmapped when freed).
-    /// Freed with the thread (a decoding worker, when every process is done).
+    /// the next one to fill, emptied (cut to the room of the run it will hold): their pages are
+    /// in memory already, where a new list's are mapped and zeroed anew (a list this large is an
+    /// mmap of its own, unmapped when freed). Freed with the thread (a decoding worker, when
+    /// every process is done).
     static SPARE: Cell<(Vec<RawOp>, Vec<RawCall>)> = const { Cell::new((Vec::new(), Vec::new())) };
 }
 
 /// Keeps `input`'s sorted lists for the next process this thread collects; the rest is dropped.
 fn keep_lists(input: timeline::Input) {
-    SPARE.set((input.ops, input.calls));
+    SPARE.set((OP_RUNS.spare(input.ops), CALL_RUNS.spare(input.calls)));
 }
 
 /// Most memory samples kept per process.

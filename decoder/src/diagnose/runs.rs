@@ -45,6 +45,19 @@ impl SizeHints {
     fn record(&self, i: usize, len: usize) {
         self.lens[i].store(len, Ordering::Relaxed);
     }
+
+    /// `list` (the items of the last runs sorted with these hints), emptied, to be the list of
+    /// the run the others were merged into in the next [`Runs`]: the pages that run fills before
+    /// the merge stay in memory, those past them are given back (cut off, then reserved again:
+    /// in place, without copying, as the room after the cut is free).
+    pub fn spare<T>(&self, mut list: Vec<T>) -> Vec<T> {
+        let target = self.target.load(Ordering::Relaxed);
+        let n = self.lens.get(target).map_or(0, |n| n.load(Ordering::Relaxed));
+        list.clear();
+        list.shrink_to(n + n / 8);
+        list.reserve(self.room(target.min(MAX_RUNS)));
+        list
+    }
 }
 
 impl Default for SizeHints {
@@ -113,9 +126,8 @@ fn last_key<T: Keyed>(run: &[T]) -> Option<T::Key> {
 
 impl<T: Keyed> Runs<T> {
     /// Runs that reserve the room `hints` give and leave their lengths there when sorted; the
-    /// run the others were merged into last time starts in `spare`, emptied.
-    pub fn with_hints(hints: &'static SizeHints, mut spare: Vec<T>) -> Runs<T> {
-        spare.clear();
+    /// run the others were merged into last time starts in `spare` (from [`SizeHints::spare`]).
+    pub fn with_hints(hints: &'static SizeHints, spare: Vec<T>) -> Runs<T> {
         Runs { hints: Some(hints), spare, ..Runs::default() }
     }
 
@@ -370,7 +382,6 @@ mod tests {
         let mut rng = XorShift(777);
         let mut last_lens: Option<Vec<usize>> = None;
         let mut spare: Vec<Item> = Vec::new();
-        let mut spare_used = 0;
         for round in 0..6 {
             // Three streams taking turns, the same shape each round.
             let mut clock = [0u64; 3];
@@ -381,9 +392,7 @@ mod tests {
                 keys.push((clock[s] + 1000 * (2 - s as u64) * (round + 1), 0));
             }
             let items: Vec<Item> = keys.iter().enumerate().map(|(seq, &key)| Item { key, seq }).collect();
-            let (spare_at, spare_room) = (spare.as_ptr(), spare.capacity());
             let target = HINTS.target.load(Ordering::Relaxed);
-            let target_room = HINTS.room(target.min(MAX_RUNS));
             let mut runs = Runs::with_hints(&HINTS, std::mem::take(&mut spare));
             for &x in &items {
                 runs.push(x);
@@ -393,24 +402,22 @@ mod tests {
                 for (run, n) in runs.runs.iter().zip(last) {
                     assert!(run.capacity() >= *n, "round {round}: room for the last length {n}");
                 }
-                // The run the others went into last time starts in the spare list, when it has room.
-                let run = &runs.runs[target];
-                assert!(run.capacity() >= last.iter().sum(), "round {round}: room for all");
-                if spare_room >= target_room {
-                    assert_eq!(run.as_ptr(), spare_at, "round {round}: the spare list");
-                    spare_used += 1;
-                }
+                // The run the others went into last time has room for all.
+                assert!(runs.runs[target].capacity() >= last.iter().sum(), "round {round}: room for all");
             }
             let lists: Vec<(*const Item, usize)> = runs.runs.iter().map(|r| (r.as_ptr(), r.capacity())).collect();
             let mut want = items.clone();
             want.sort_by_key(|x| x.key);
-            spare = runs.into_sorted();
-            assert_eq!(spare, want);
+            let sorted = runs.into_sorted();
+            assert_eq!(sorted, want);
             // The recorded target is the run whose list holds the result (when it never had to grow).
             let target = HINTS.target.load(Ordering::Relaxed);
             if lists[target].1 >= items.len() {
-                assert_eq!(spare.as_ptr(), lists[target].0, "round {round}: merged into run {target}");
+                assert_eq!(sorted.as_ptr(), lists[target].0, "round {round}: merged into run {target}");
             }
+            // The spare list has that run's room.
+            spare = HINTS.spare(sorted);
+            assert!(spare.is_empty() && spare.capacity() >= HINTS.room(target));
             let all: usize = lens.iter().sum();
             for (i, n) in lens.iter().enumerate() {
                 let n = if i == target { all } else { *n };
@@ -418,7 +425,6 @@ mod tests {
             }
             last_lens = Some(lens);
         }
-        assert!(spare_used > 0, "the spare list was never taken");
     }
 
     #[test]
