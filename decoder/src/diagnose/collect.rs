@@ -2,6 +2,7 @@
 //! and host calls (times and a class byte, no names) plus bounded tables, turned into
 //! [`RankFacts`] by [`crate::diagnose::timeline`] when the process ends.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 
 use regex_lite::Regex;
@@ -20,6 +21,20 @@ use crate::steps::StepFinder;
 /// reserves as much: its lists then grow without copying).
 static OP_RUNS: SizeHints = SizeHints::new();
 static CALL_RUNS: SizeHints = SizeHints::new();
+
+thread_local! {
+    /// The sorted GPU operations and host calls of the last process this thread collected, for
+    /// the next one to fill, emptied (cut to the room of the run it will hold): their pages are
+    /// in memory already, where a new list's are mapped and zeroed anew (a list this large is an
+    /// mmap of its own, unmapped when freed). Freed with the thread (a decoding worker, when
+    /// every process is done).
+    static SPARE: Cell<(Vec<RawOp>, Vec<RawCall>)> = const { Cell::new((Vec::new(), Vec::new())) };
+}
+
+/// Keeps `input`'s sorted lists for the next process this thread collects; the rest is dropped.
+fn keep_lists(input: timeline::Input) {
+    SPARE.set((OP_RUNS.spare(input.ops), CALL_RUNS.spare(input.calls)));
+}
 
 /// Most memory samples kept per process.
 const MAX_MEM_SAMPLES: usize = 200_000;
@@ -100,12 +115,13 @@ pub struct FactCollector {
 
 impl FactCollector {
     pub fn new(step_pattern: &Regex) -> FactCollector {
+        let (ops, calls) = SPARE.take();
         FactCollector {
             info: None,
             steps: Some(StepFinder::new(step_pattern)),
             span: (u64::MAX, 0),
-            ops: Runs::with_hints(&OP_RUNS),
-            calls: Runs::with_hints(&CALL_RUNS),
+            ops: Runs::with_hints(&OP_RUNS, ops),
+            calls: Runs::with_hints(&CALL_RUNS, calls),
             corr_ids: CorrIds::default(),
             names: Vec::new(),
             name_ids: HashMap::new(),
@@ -457,7 +473,7 @@ impl TraceSink for FactCollector {
             None => (crate::steps::StepSource::WholeRun, Vec::new()),
         };
         let last_call = self.last_call.take().map(|(i, t)| (self.names[i as usize].to_string(), t));
-        let input = timeline::Input {
+        let mut input = timeline::Input {
             ops: std::mem::take(&mut self.ops).into_sorted(),
             calls: std::mem::take(&mut self.calls).into_sorted(),
             names: std::mem::take(&mut self.names),
@@ -473,7 +489,8 @@ impl TraceSink for FactCollector {
             span,
             unobserved,
         };
-        let tl = timeline::analyse(input);
+        let tl = timeline::analyse(&mut input);
+        keep_lists(input);
         let mut memory = std::mem::take(&mut self.mem);
         memory.reserved_by_step = tl.reserved_by_step;
         memory.step_alloc_calls = tl.step_alloc_calls;

@@ -15,25 +15,48 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 const MAX_RUNS: usize = 16;
 
 /// The lengths of the runs (by order of opening, then the unsorted items) of the last [`Runs`]
-/// sorted with these hints, for the next one to reserve up front: the next process of a job
-/// usually looks like the last, and a run that never outgrows its room is never copied to grow.
-/// Room reserved and not used is not touched, so it takes no memory.
+/// sorted with these hints, and which of them the others were merged into, for the next one to
+/// reserve up front: the next process of a job usually looks like the last, and a run that never
+/// outgrows its room is never copied to grow. Room reserved and not used is not touched, so it
+/// takes no memory.
 #[derive(Debug)]
-pub struct SizeHints([AtomicUsize; MAX_RUNS + 1]);
+pub struct SizeHints {
+    lens: [AtomicUsize; MAX_RUNS + 1],
+    /// The run that held all items in the end (none: `usize::MAX`).
+    target: AtomicUsize,
+}
 
 impl SizeHints {
     pub const fn new() -> SizeHints {
-        SizeHints([const { AtomicUsize::new(0) }; MAX_RUNS + 1])
+        SizeHints { lens: [const { AtomicUsize::new(0) }; MAX_RUNS + 1], target: AtomicUsize::new(usize::MAX) }
     }
 
-    /// Room for run `i` (or the unsorted items, `MAX_RUNS`): its last length and an eighth more.
+    /// Room for run `i` (or the unsorted items, `MAX_RUNS`): its last length and an eighth more;
+    /// for the run the others were merged into, their lengths all together and an eighth more.
     fn room(&self, i: usize) -> usize {
-        let n = self.0[i].load(Ordering::Relaxed);
+        let n = if i == self.target.load(Ordering::Relaxed) {
+            self.lens.iter().map(|n| n.load(Ordering::Relaxed)).sum()
+        } else {
+            self.lens[i].load(Ordering::Relaxed)
+        };
         n + n / 8
     }
 
     fn record(&self, i: usize, len: usize) {
-        self.0[i].store(len, Ordering::Relaxed);
+        self.lens[i].store(len, Ordering::Relaxed);
+    }
+
+    /// `list` (the items of the last runs sorted with these hints), emptied, to be the list of
+    /// the run the others were merged into in the next [`Runs`]: the pages that run fills before
+    /// the merge stay in memory, those past them are given back (cut off, then reserved again:
+    /// in place, without copying, as the room after the cut is free).
+    pub fn spare<T>(&self, mut list: Vec<T>) -> Vec<T> {
+        let target = self.target.load(Ordering::Relaxed);
+        let n = self.lens.get(target).map_or(0, |n| n.load(Ordering::Relaxed));
+        list.clear();
+        list.shrink_to(n + n / 8);
+        list.reserve(self.room(target.min(MAX_RUNS)));
+        list
     }
 }
 
@@ -65,6 +88,9 @@ pub struct Runs<T: Keyed> {
     recent_above: Option<T::Key>,
     /// Where the lengths of the last runs are kept (none: runs start small).
     hints: Option<&'static SizeHints>,
+    /// An empty list for the run the hints say the others will be merged into (its pages may be
+    /// in memory already, where a new list's are mapped and zeroed anew).
+    spare: Vec<T>,
 }
 
 impl<T: Keyed> Default for Runs<T> {
@@ -77,6 +103,7 @@ impl<T: Keyed> Default for Runs<T> {
             recent_last: None,
             recent_above: None,
             hints: None,
+            spare: Vec::new(),
         }
     }
 }
@@ -98,14 +125,22 @@ fn last_key<T: Keyed>(run: &[T]) -> Option<T::Key> {
 }
 
 impl<T: Keyed> Runs<T> {
-    /// Runs that reserve the room `hints` give and leave their lengths there when sorted.
-    pub fn with_hints(hints: &'static SizeHints) -> Runs<T> {
-        Runs { hints: Some(hints), ..Runs::default() }
+    /// Runs that reserve the room `hints` give and leave their lengths there when sorted; the
+    /// run the others were merged into last time starts in `spare` (from [`SizeHints::spare`]).
+    pub fn with_hints(hints: &'static SizeHints, spare: Vec<T>) -> Runs<T> {
+        Runs { hints: Some(hints), spare, ..Runs::default() }
     }
 
     /// A list for run `i` (or the unsorted items, `MAX_RUNS`), with the room its hint gives.
-    fn new_list(&self, i: usize) -> Vec<T> {
-        Vec::with_capacity(self.hints.map_or(1, |h| h.room(i).max(1)))
+    fn new_list(&mut self, i: usize) -> Vec<T> {
+        let Some(h) = self.hints else { return Vec::with_capacity(1) };
+        let room = h.room(i).max(1);
+        if i == h.target.load(Ordering::Relaxed) {
+            let mut list = std::mem::take(&mut self.spare);
+            list.reserve(room);
+            return list;
+        }
+        Vec::with_capacity(room)
     }
 
     pub fn len(&self) -> usize {
@@ -189,7 +224,8 @@ impl<T: Keyed> Runs<T> {
 
 impl<T: Keyed + Copy> Runs<T> {
     /// All items in key order, equal keys in arrival order: neighbouring runs merged two at a
-    /// time, the pair with the fewest items first (of equal keys, the earlier run's first).
+    /// time, the pair with the fewest items first (of equal keys, the earlier run's first), each
+    /// merge in the larger run's own list.
     pub fn into_sorted(self) -> Vec<T> {
         let Runs { mut runs, mut mixed, hints, .. } = self;
         if let Some(h) = hints {
@@ -198,41 +234,90 @@ impl<T: Keyed + Copy> Runs<T> {
             }
             h.record(MAX_RUNS, mixed.len());
         }
+        // Which run each list began as (the unsorted items: `MAX_RUNS`).
+        let mut origin: Vec<usize> = (0..runs.len()).collect();
         if !mixed.is_empty() {
             // An item equal to one in `mixed` arrived after it: `mixed` merges last among equals.
             mixed.sort_by_key(Keyed::key);
             runs.push(mixed);
+            origin.push(MAX_RUNS);
         }
         while runs.len() > 1 {
             let i = (0..runs.len() - 1).min_by_key(|&i| runs[i].len() + runs[i + 1].len()).unwrap_or(0);
             let b = runs.remove(i + 1);
             let a = std::mem::take(&mut runs[i]);
-            runs[i] = merge2(a, b);
+            let b_origin = origin.remove(i + 1);
+            runs[i] = if a.len() >= b.len() {
+                merge_into(a, &b, true)
+            } else {
+                origin[i] = b_origin;
+                merge_into(b, &a, false)
+            };
+        }
+        if let Some(h) = hints {
+            h.target.store(origin.first().copied().unwrap_or(usize::MAX), Ordering::Relaxed);
         }
         runs.pop().unwrap_or_default()
     }
 }
 
-/// Two lists sorted by key merged; of equal keys, `a`'s first. Items come in stretches from one
-/// list (streams take turns): each stretch is found by comparing keys, then copied at once.
-fn merge2<T: Keyed + Copy>(a: Vec<T>, b: Vec<T>) -> Vec<T> {
-    let mut out = Vec::with_capacity(a.len() + b.len());
-    let (mut a, mut b) = (&a[..], &b[..]);
-    while let (Some(x), Some(y)) = (a.first(), b.first()) {
-        let (kx, ky) = (x.key(), y.key());
-        if ky < kx {
-            let n = b.iter().position(|y| y.key() >= kx).unwrap_or(b.len());
-            out.extend_from_slice(&b[..n]);
-            b = &b[n..];
+/// Two lists sorted by key merged in `run`'s own list, grown by `other`'s length (a large list
+/// grows in place, without copying: only the pages for `other`'s length are new). Of equal keys,
+/// `run`'s first when `run_first`, else `other`'s. The greatest `other.len()` items are merged
+/// forwards onto the end of `run`, then the rest backwards into the room they leave, each item
+/// copied once; items come in stretches from one list (streams take turns), each found by
+/// comparing keys, then copied at once.
+fn merge_into<T: Keyed + Copy>(mut run: Vec<T>, other: &[T], run_first: bool) -> Vec<T> {
+    // Whether an item of `other` with key `ko` goes after one of `run` with key `kr`.
+    let other_after = |ko: T::Key, kr: T::Key| if run_first { ko >= kr } else { ko > kr };
+    let (r, m) = (run.len(), other.len());
+    // The first `r` items of the result: `run[..p]` and `other[..q]`, p + q = r.
+    // `other[q - 1]` goes before `run[r - q]` for every q up to that one, after it beyond.
+    let (mut q, mut hi) = (0, m.min(r));
+    while q < hi {
+        let mid = q + (hi - q).div_ceil(2);
+        if other_after(other[mid - 1].key(), run[r - mid].key()) {
+            hi = mid - 1;
         } else {
-            let n = a.iter().position(|x| x.key() > ky).unwrap_or(a.len());
-            out.extend_from_slice(&a[..n]);
-            a = &a[n..];
+            q = mid;
         }
     }
-    out.extend_from_slice(a);
-    out.extend_from_slice(b);
-    out
+    let p = r - q;
+    // The last `m`, merged forwards onto the end.
+    run.reserve(m);
+    let (mut i, mut j) = (p, q);
+    while i < r && j < m {
+        let (kr, ko) = (run[i].key(), other[j].key());
+        if other_after(ko, kr) {
+            let n = run[i..r].iter().take_while(|x| other_after(ko, x.key())).count();
+            run.extend_from_within(i..i + n);
+            i += n;
+        } else {
+            let n = other[j..].iter().take_while(|y| !other_after(y.key(), kr)).count();
+            run.extend_from_slice(&other[j..j + n]);
+            j += n;
+        }
+    }
+    run.extend_from_within(i..r);
+    run.extend_from_slice(&other[j..]);
+    // The first `r` backwards, the greatest left to the last free place (past the items of `run`
+    // not yet placed).
+    let (mut i, mut j) = (p, q);
+    while i > 0 && j > 0 {
+        let (kr, ko) = (run[i - 1].key(), other[j - 1].key());
+        if other_after(ko, kr) {
+            let n = other[..j].iter().rev().take_while(|y| other_after(y.key(), kr)).count();
+            run[i + j - n..i + j].copy_from_slice(&other[j - n..j]);
+            j -= n;
+        } else {
+            let n = run[..i].iter().rev().take_while(|x| !other_after(ko, x.key())).count();
+            run.copy_within(i - n..i, i + j - n);
+            i -= n;
+        }
+    }
+    // What is left of `run` is in place; what is left of `other` goes first.
+    run[..j].copy_from_slice(&other[..j]);
+    run
 }
 
 #[cfg(test)]
@@ -296,6 +381,7 @@ mod tests {
         static HINTS: SizeHints = SizeHints::new();
         let mut rng = XorShift(777);
         let mut last_lens: Option<Vec<usize>> = None;
+        let mut spare: Vec<Item> = Vec::new();
         for round in 0..6 {
             // Three streams taking turns, the same shape each round.
             let mut clock = [0u64; 3];
@@ -306,7 +392,8 @@ mod tests {
                 keys.push((clock[s] + 1000 * (2 - s as u64) * (round + 1), 0));
             }
             let items: Vec<Item> = keys.iter().enumerate().map(|(seq, &key)| Item { key, seq }).collect();
-            let mut runs = Runs::with_hints(&HINTS);
+            let target = HINTS.target.load(Ordering::Relaxed);
+            let mut runs = Runs::with_hints(&HINTS, std::mem::take(&mut spare));
             for &x in &items {
                 runs.push(x);
             }
@@ -315,11 +402,25 @@ mod tests {
                 for (run, n) in runs.runs.iter().zip(last) {
                     assert!(run.capacity() >= *n, "round {round}: room for the last length {n}");
                 }
+                // The run the others went into last time has room for all.
+                assert!(runs.runs[target].capacity() >= last.iter().sum(), "round {round}: room for all");
             }
+            let lists: Vec<(*const Item, usize)> = runs.runs.iter().map(|r| (r.as_ptr(), r.capacity())).collect();
             let mut want = items.clone();
             want.sort_by_key(|x| x.key);
-            assert_eq!(runs.into_sorted(), want);
+            let sorted = runs.into_sorted();
+            assert_eq!(sorted, want);
+            // The recorded target is the run whose list holds the result (when it never had to grow).
+            let target = HINTS.target.load(Ordering::Relaxed);
+            if lists[target].1 >= items.len() {
+                assert_eq!(sorted.as_ptr(), lists[target].0, "round {round}: merged into run {target}");
+            }
+            // The spare list has that run's room.
+            spare = HINTS.spare(sorted);
+            assert!(spare.is_empty() && spare.capacity() >= HINTS.room(target));
+            let all: usize = lens.iter().sum();
             for (i, n) in lens.iter().enumerate() {
+                let n = if i == target { all } else { *n };
                 assert_eq!(HINTS.room(i), n + n / 8);
             }
             last_lens = Some(lens);
@@ -336,6 +437,27 @@ mod tests {
                 let mut desc = keys.clone();
                 desc.sort_by(|a, b| b.cmp(a));
                 check(&desc);
+            }
+        }
+    }
+
+    #[test]
+    fn merge_into_either_list_is_a_stable_merge() {
+        let mut rng = XorShift(4242);
+        for (na, nb) in [(0, 0), (0, 5), (5, 0), (1, 1), (3, 700), (700, 3), (500, 500), (1000, 37), (37, 1000)] {
+            for modulus in [1, 2, 10, 1000, u64::MAX] {
+                let mut sorted_keys = |n: usize| {
+                    let mut k: Vec<(u64, u64)> = (0..n).map(|_| (rng.next_u64() % modulus, 0)).collect();
+                    k.sort();
+                    k
+                };
+                let (ka, kb) = (sorted_keys(na), sorted_keys(nb));
+                let a: Vec<Item> = ka.iter().enumerate().map(|(seq, &key)| Item { key, seq }).collect();
+                let b: Vec<Item> = kb.iter().enumerate().map(|(seq, &key)| Item { key, seq: na + seq }).collect();
+                let mut want: Vec<Item> = a.iter().chain(&b).copied().collect();
+                want.sort_by_key(|x| x.key);
+                assert_eq!(merge_into(a.clone(), &b, true), want, "{na} + {nb} mod {modulus}, into the first");
+                assert_eq!(merge_into(b.clone(), &a, false), want, "{na} + {nb} mod {modulus}, into the second");
             }
         }
     }

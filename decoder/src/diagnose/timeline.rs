@@ -268,11 +268,11 @@ pub struct Timeline {
 }
 
 /// Reduce one process's timeline to facts.
-pub fn analyse(mut inp: Input) -> Timeline {
+pub fn analyse(inp: &mut Input) -> Timeline {
     let index = StepIndex::new(std::mem::take(&mut inp.windows));
     let nsteps = index.len();
-    prepare_calls(&mut inp);
-    let mut host = HostSteps::of(&mut inp, &index);
+    prepare_calls(inp);
+    let mut host = HostSteps::of(inp, &index);
     debug_assert!(inp.ops.is_sorted_by_key(Keyed::key), "operations in (start, end) order");
     // Which step GPU work belongs to: its launching call's, unless the steps are GPU time.
     let by_time = CorrSteps::default();
@@ -327,7 +327,7 @@ pub fn analyse(mut inp: Input) -> Timeline {
         colls,
         syncs: ranked_syncs(sync_stats),
         small_d2h: inp.small_d2h.iter().filter(|&&c| host.corr_step.get(c).is_some()).count() as u64,
-        pageable: pageable_stat(&inp, &host.pageable_calls, &busy),
+        pageable: pageable_stat(inp, &host.pageable_calls, &busy),
         amp,
         reserved_by_step: reserved_by_step(&mut inp.mem_samples, &index),
         step_alloc_calls: host.alloc_calls,
@@ -547,12 +547,12 @@ mod tests {
             span: (0, 3100 * K),
             ..Input::default()
         };
-        let t = analyse(input(true));
+        let t = analyse(&mut input(true));
         let starts: Vec<Option<Ns>> = t.steps.iter().map(|s| s.gpu_start).collect();
         assert_eq!(starts, [Some(100 * K), Some(1100 * K), Some(2100 * K)]);
         assert!(t.steps.iter().all(|s| s.split.comm_ns == 800 * K), "{:?}", t.steps);
         // Steps in host time (NVTX, markers) go by the launching call: all three in the first step.
-        let t = analyse(input(false));
+        let t = analyse(&mut input(false));
         let starts: Vec<Option<Ns>> = t.steps.iter().map(|s| s.gpu_start).collect();
         assert_eq!(starts, [Some(100 * K), None, None]);
     }
@@ -570,7 +570,7 @@ mod tests {
         ];
         let o = |s: Ns, e: Ns, c: u32| op(s * K, e * K, c, OpKind::Compute);
         let c = |s: Ns, e: Ns, corr: u32, class: CallClass| call(s * K, e * K, corr, class);
-        let inp = Input {
+        let mut inp = Input {
             ops: vec![o(310, 600, 1), o(720, 800, 3), o(1010, 1500, 4), o(1520, 1600, 5)],
             calls: vec![
                 c(300, 305, 1, CallClass::Launch),
@@ -584,7 +584,7 @@ mod tests {
             span: (0, 2000 * K),
             ..Input::default()
         };
-        let t = analyse(inp);
+        let t = analyse(&mut inp);
         assert_eq!(t.window, (0, 2000 * K));
         let s = t.split;
         assert_eq!(s.total(), 2000 * K);
